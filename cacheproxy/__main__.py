@@ -1,0 +1,5 @@
+import sys
+
+from cacheproxy.cli import main
+
+sys.exit(main())

@@ -1,0 +1,216 @@
+"""The ``cacheproxy`` command line. It only maps flags to configuration and starts things.
+
+Subcommands:
+  sim   run the built-in Kubernetes API server simulator (demo data, churn, faults, TLS, auth)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import random
+import signal
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from cacheproxy import __version__
+from cacheproxy.errors import ConfigError
+from cacheproxy.kube.resources import ResourceType
+
+__all__ = ["main"]
+
+log = logging.getLogger("cacheproxy")
+
+
+def _env_default(name: str, default: str) -> str:
+    return os.environ.get(f"CACHEPROXY_{name}", default)
+
+
+def _custom_resource(text: str) -> ResourceType:
+    """``group/version/plural:Kind[:cluster]`` → a custom resource type."""
+    try:
+        path, kind, *rest = text.split(":")
+        group, version, plural = path.split("/")
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected GROUP/VERSION/PLURAL:Kind[:cluster], e.g. example.com/v1/widgets:Widget"
+        ) from None
+    if rest not in ([], ["cluster"], ["namespaced"]) or not (group and version and plural and kind):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected GROUP/VERSION/PLURAL:Kind[:cluster]")
+    return ResourceType(group, version, plural, kind, namespaced=rest != ["cluster"])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cacheproxy",
+        description="A fast, indexed, read-only cache in front of the Kubernetes API server.",
+    )
+    parser.add_argument("--version", action="version", version=f"cacheproxy {__version__}")
+    parser.add_argument(
+        "--log-level", default=_env_default("LOG_LEVEL", "info"), help="debug, info, warning, error"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sim = sub.add_parser(
+        "sim",
+        help="run the built-in Kubernetes API server simulator",
+        description="An in-memory Kubernetes API server: list/watch/get/create/update/patch/delete, "
+        "resource versions, paging, bookmarks, watch-list, discovery, faults, optional TLS and auth.",
+    )
+    sim.add_argument("--host", default=_env_default("SIM_HOST", "127.0.0.1"), help="address to bind (default 127.0.0.1)")
+    sim.add_argument("--port", type=int, default=int(_env_default("SIM_PORT", "8001")), help="port (0 = any free port)")
+    sim.add_argument("--pods", type=int, default=0, help="demo pods to create at start (0 = no demo data)")
+    sim.add_argument("--namespaces", type=int, default=3, help="demo namespaces")
+    sim.add_argument("--nodes", type=int, default=5, help="demo nodes")
+    sim.add_argument("--apps", type=int, default=4, help="demo apps (label app=app-N)")
+    sim.add_argument("--churn", type=float, default=0.0, help="pod writes per second (create/update/delete)")
+    sim.add_argument("--seed", type=int, default=1, help="random seed of demo data and churn")
+    sim.add_argument("--history", type=int, default=10_000, help="events kept for watch resume before compaction")
+    sim.add_argument("--bookmark-interval", type=float, default=60.0, help="seconds between watch bookmarks")
+    sim.add_argument("--server-version", default="v1.33.0", help="gitVersion reported by /version")
+    sim.add_argument(
+        "--crd",
+        action="append",
+        type=_custom_resource,
+        default=[],
+        metavar="G/V/PLURAL:Kind[:cluster]",
+        help="declare a custom resource (repeatable)",
+    )
+    sim.add_argument("--tls", action="store_true", help="serve HTTPS with a generated CA (paths printed)")
+    sim.add_argument("--tls-dir", type=Path, default=None, help="where to write the generated CA and certificates")
+    sim.add_argument("--policy", type=Path, default=None, help="auth policy YAML: static tokens and RBAC rules")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        if args.command == "sim":
+            return _run(_sim_main(args))
+    except ConfigError as err:
+        print(f"cacheproxy: {err}", file=sys.stderr)
+        return 2
+    parser.error(f"unknown command {args.command}")
+    return 2  # pragma: no cover
+
+
+def _run(coro: object) -> int:
+    try:
+        import uvloop
+
+        runner = uvloop.run
+    except ImportError:  # pragma: no cover - uvloop is optional
+        runner = asyncio.run
+    with contextlib.suppress(KeyboardInterrupt):
+        result = runner(coro)  # type: ignore[arg-type]
+        return int(result or 0)
+    return 0
+
+
+async def _sim_main(args: argparse.Namespace) -> int:
+    from cacheproxy.sim import SimConfig, SimServer, Simulator
+    from cacheproxy.sim.auth import Policy
+    from cacheproxy.sim.tls import generate_pki
+    from cacheproxy.sim.workload import DemoSpec, demo_objects
+
+    policy = Policy.load(args.policy) if args.policy else None
+    config = SimConfig(
+        git_version=args.server_version,
+        history_limit=args.history,
+        bookmark_interval=args.bookmark_interval,
+        policy=policy,
+    )
+    sim = Simulator(custom_resources=args.crd, config=config)
+    spec = None
+    if args.pods:
+        spec = DemoSpec(
+            namespaces=args.namespaces, nodes=args.nodes, apps=args.apps, pods=args.pods, seed=args.seed
+        )
+        created = sim.load(demo_objects(spec))
+        log.info("created %d demo objects", created)
+    pki = None
+    if args.tls or args.tls_dir:
+        tls_dir = args.tls_dir or Path(tempfile.mkdtemp(prefix="cacheproxy-sim-tls-"))
+        pki = generate_pki(tls_dir, hosts=(args.host, "localhost"))
+    server = SimServer(sim, host=args.host, port=args.port, pki=pki)
+    await server.start()
+    _print_banner(server, demo=spec is not None, token_hint=policy is not None)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    churn_task = None
+    if args.churn > 0:
+        from cacheproxy.sim.churn import ChurnDriver
+
+        namespaces = sorted({ns for ns, _ in sim.store.names(sim.resource("pods"))}) or ["default"]
+        nodes = [name for _, name in sim.store.names(sim.resource("nodes"))] or ["node-0"]
+        driver = ChurnDriver(
+            sim.store,
+            rate=args.churn,
+            rng=random.Random(args.seed),
+            namespaces=namespaces,
+            nodes=nodes,
+            apps=[f"app-{i}" for i in range(max(args.apps, 1))],
+            max_pods=max(args.pods * 2, 10),
+        )
+        churn_task = asyncio.create_task(driver.run(), name="sim-churn")
+    await stop.wait()
+    print("\nshutting down", file=sys.stderr)
+    if churn_task is not None:
+        churn_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await churn_task
+    await server.stop()
+    return 0
+
+
+def _print_banner(server: object, *, demo: bool, token_hint: bool) -> None:
+    from cacheproxy.sim import SimServer
+
+    assert isinstance(server, SimServer)
+    url = server.url
+    curl = "curl -s"
+    kubectl = f"kubectl --server {url} --cache-dir $(mktemp -d)"
+    if server.pki is not None:
+        curl += f" --cacert {server.pki.ca_cert}"
+        kubectl += f" --certificate-authority {server.pki.ca_cert}"
+    auth = ' -H "Authorization: Bearer <token>"' if token_hint else ""
+    lines = [
+        f"cacheproxy simulator listening on {url}",
+        "",
+        "Try:",
+        f"  {curl}{auth} {url}/version",
+        f"  {curl}{auth} '{url}/api/v1/pods?limit=2'",
+        f"  {curl}{auth} '{url}/api/v1/pods?labelSelector=app%3Dapp-1'",
+        f"  {curl}{auth} '{url}/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1'",
+        f"  {curl}{auth} -N '{url}/api/v1/pods?watch=1&allowWatchBookmarks=true'",
+        f"  {kubectl} get pods -A",
+        f"  {kubectl} get pods -A -l app=app-1",
+        f"  {kubectl} get pods -A --field-selector spec.nodeName=node-1",
+        f"  {kubectl} get pods -A -w",
+        f"  {kubectl} api-resources",
+        "",
+        "Faults (control path): "
+        f"curl -s -X POST {url}/_sim/end-watches | {url}/_sim/compact | "
+        f"-d '{{\"verb\":\"watch\",\"code\":410}}' {url}/_sim/fail",
+        "Press Ctrl-C to stop.",
+    ]
+    if not demo:
+        lines.insert(2, "(no demo data: start with --pods N for some)")
+    print("\n".join(lines), flush=True)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

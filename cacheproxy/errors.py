@@ -1,0 +1,103 @@
+"""The one exception tree of cacheproxy.
+
+Every error the project raises on purpose is one of these::
+
+    CacheProxyError
+     ├── ApiError            an answer the Kubernetes API would give: carries the exact
+     │                       ``metav1.Status`` body (code, reason, message, details).
+     │                       Built by ``cacheproxy.kube.status``; ``server/`` and ``sim/`` write
+     │                       it out unchanged; ``upstream/`` builds it from upstream Status bodies.
+     ├── ConfigError         a configuration or command-line mistake a person must fix.
+     └── TransportError      the upstream could not be reached or dropped the connection
+                             (refused, reset, TLS failure, truncated or garbage stream).
+
+Lower-layer exceptions (OSError, httpx errors, orjson decode errors) are translated into this tree
+once, at the boundary where they occur, with ``raise ... from exc``.
+
+This module imports nothing from the package, so every layer may use it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NotRequired, TypedDict
+
+__all__ = [
+    "ApiError",
+    "CacheProxyError",
+    "ConfigError",
+    "Status",
+    "StatusCause",
+    "StatusDetails",
+    "TransportError",
+]
+
+
+class StatusCause(TypedDict, total=False):
+    reason: str
+    message: str
+    field: str
+
+
+class StatusDetails(TypedDict, total=False):
+    name: str
+    group: str
+    kind: str
+    uid: str
+    causes: list[StatusCause]
+    retryAfterSeconds: int
+
+
+class Status(TypedDict):
+    """``metav1.Status`` as JSON; keys in the order the API server writes them."""
+
+    kind: str
+    apiVersion: str
+    metadata: dict[str, Any]
+    status: str
+    message: str
+    reason: NotRequired[str]
+    details: NotRequired[StatusDetails]
+    code: int
+
+
+class CacheProxyError(Exception):
+    """Base of every error cacheproxy raises on purpose."""
+
+
+class ApiError(CacheProxyError):
+    """An error that *is* a Kubernetes API answer: its ``status`` is the exact response body."""
+
+    def __init__(self, status: Status) -> None:
+        super().__init__(status["message"])
+        self.status = status
+
+    @property
+    def code(self) -> int:
+        return self.status["code"]
+
+    @property
+    def reason(self) -> str:
+        return self.status.get("reason", "")
+
+    @property
+    def message(self) -> str:
+        return self.status["message"]
+
+    @property
+    def retry_after(self) -> int | None:
+        """Seconds the client should wait before retrying (sent as ``Retry-After``), if any."""
+        details = self.status.get("details")
+        if details is None:
+            return None
+        return details.get("retryAfterSeconds")
+
+    def __repr__(self) -> str:
+        return f"ApiError({self.code} {self.reason}: {self.message})"
+
+
+class ConfigError(CacheProxyError):
+    """A configuration or command-line mistake. The message says what is wrong and where."""
+
+
+class TransportError(CacheProxyError):
+    """The upstream could not be reached, or the connection or stream broke."""

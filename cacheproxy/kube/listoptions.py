@@ -1,0 +1,190 @@
+"""List and watch options: decoded from a query string and validated as the API server does.
+
+Decoding mirrors ``metav1.ListOptions`` query conversion (booleans: anything but ``false``/``0`` is
+true; integers must parse → 400). Validation mirrors apimachinery's ``ValidateListOptions`` and its
+watch branch: contradictory combinations are a 422 ``Invalid`` naming every violated field.
+Selector *syntax* is checked here too; which fields a resource supports is the caller's business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from cacheproxy.errors import StatusCause
+from cacheproxy.kube import status
+from cacheproxy.kube.fields import FieldSelector, parse_field_selector
+from cacheproxy.kube.labels import LabelSelector, parse_label_selector
+from cacheproxy.kube.rv import parse_resource_version
+
+__all__ = [
+    "EXACT",
+    "NOT_OLDER_THAN",
+    "ListOptions",
+    "parse_list_options",
+]
+
+EXACT = "Exact"
+NOT_OLDER_THAN = "NotOlderThan"
+
+
+@dataclass(frozen=True, slots=True)
+class ListOptions:
+    """A validated list or watch request."""
+
+    label_selector: LabelSelector = LabelSelector.EVERYTHING
+    field_selector: FieldSelector = FieldSelector.EVERYTHING
+    resource_version: str = ""
+    """As sent: "" (unset), "0" or a decimal RV."""
+    resource_version_match: str = ""
+    limit: int = 0
+    continue_token: str = ""
+    watch: bool = False
+    allow_watch_bookmarks: bool = False
+    timeout_seconds: int | None = None
+    send_initial_events: bool | None = None
+
+    @property
+    def rv(self) -> int:
+        """The RV as an integer (0 for unset and "0")."""
+        return parse_resource_version(self.resource_version)
+
+
+def _bool(value: str) -> bool:
+    # apimachinery's Convert_Slice_string_To_bool: only "false" and "0" are false.
+    return value.lower() not in ("false", "0")
+
+
+def _int(name: str, value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise status.bad_request(
+            f'{name}: Invalid value: "{value}": strconv.ParseInt: parsing "{value}": invalid syntax'
+        ) from None
+
+
+def _first(query: Mapping[str, Sequence[str]], name: str) -> str | None:
+    values = query.get(name)
+    return values[0] if values else None
+
+
+def parse_list_options(
+    query: Mapping[str, Sequence[str]], *, watch: bool = False, name: str | None = None
+) -> ListOptions:
+    """Decode and validate ``query`` (``parse_qs`` shape). ``watch`` forces a watch (the
+    deprecated ``/watch/`` paths); ``name`` is the object name of a named watch."""
+    label_text = _first(query, "labelSelector") or ""
+    field_text = _first(query, "fieldSelector") or ""
+    rv = _first(query, "resourceVersion") or ""
+    rvm = _first(query, "resourceVersionMatch") or ""
+    cont = _first(query, "continue") or ""
+    watch_value = _first(query, "watch")
+    is_watch = watch or (watch_value is not None and _bool(watch_value))
+    bookmarks_value = _first(query, "allowWatchBookmarks")
+    timeout_value = _first(query, "timeoutSeconds")
+    limit_value = _first(query, "limit")
+    sie_value = _first(query, "sendInitialEvents")
+
+    limit = _int("limit", limit_value) if limit_value else 0
+    timeout = _int("timeoutSeconds", timeout_value) if timeout_value else None
+    send_initial_events = _bool(sie_value) if sie_value is not None else None
+    if rv:
+        parse_resource_version(rv)
+
+    labels = parse_label_selector(label_text)
+    fields = parse_field_selector(field_text)
+    if name is not None:
+        # A named watch is a watch with fieldSelector=metadata.name=<name> (handlers/get.go).
+        for req in fields.requirements:
+            if req.field == "metadata.name" and (req.operator == "!=" or req.value != name):
+                raise status.bad_request(
+                    "fieldSelector metadata.name doesn't match requested name"
+                )
+        fields = parse_field_selector(
+            ",".join(filter(None, [field_text, f"metadata.name={name}"]))
+        )
+
+    causes = (
+        _watch_violations(rvm=rvm, cont=cont, send_initial_events=send_initial_events)
+        if is_watch
+        else _list_violations(rv=rv, rvm=rvm, cont=cont, send_initial_events=send_initial_events)
+    )
+    if causes:
+        raise status.invalid_list_options(causes)
+
+    return ListOptions(
+        label_selector=labels,
+        field_selector=fields,
+        resource_version=rv,
+        resource_version_match=rvm,
+        limit=max(limit, 0),
+        continue_token=cont,
+        watch=is_watch,
+        allow_watch_bookmarks=bookmarks_value is not None and _bool(bookmarks_value),
+        timeout_seconds=timeout,
+        send_initial_events=send_initial_events,
+    )
+
+
+def _list_violations(
+    *, rv: str, rvm: str, cont: str, send_initial_events: bool | None
+) -> list[StatusCause]:
+    causes: list[StatusCause] = []
+    field = "resourceVersionMatch"
+    if rvm:
+        if not rv:
+            causes.append(
+                status.forbidden_cause(
+                    field, "resourceVersionMatch is forbidden unless resourceVersion is provided"
+                )
+            )
+        if cont:
+            causes.append(
+                status.forbidden_cause(
+                    field, "resourceVersionMatch is forbidden when continue is provided"
+                )
+            )
+        if rvm not in (EXACT, NOT_OLDER_THAN):
+            causes.append(status.not_supported_cause(field, rvm, [EXACT, NOT_OLDER_THAN, ""]))
+        if rvm == EXACT and rv == "0":
+            causes.append(
+                status.forbidden_cause(
+                    field, 'resourceVersionMatch "exact" is forbidden for resourceVersion "0"'
+                )
+            )
+    if send_initial_events is not None:
+        causes.append(
+            status.forbidden_cause("sendInitialEvents", "sendInitialEvents is forbidden for list")
+        )
+    return causes
+
+
+def _watch_violations(
+    *, rvm: str, cont: str, send_initial_events: bool | None
+) -> list[StatusCause]:
+    causes: list[StatusCause] = []
+    field = "resourceVersionMatch"
+    if send_initial_events is not None and rvm != NOT_OLDER_THAN:
+        causes.append(
+            status.forbidden_cause(
+                field, f"sendInitialEvents requires setting resourceVersionMatch to {NOT_OLDER_THAN}"
+            )
+        )
+    if rvm:
+        if send_initial_events is None:
+            causes.append(
+                status.forbidden_cause(
+                    field,
+                    "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                )
+            )
+        if rvm != NOT_OLDER_THAN:
+            causes.append(status.not_supported_cause(field, rvm, [NOT_OLDER_THAN]))
+        if cont:
+            causes.append(
+                status.forbidden_cause(
+                    field, "resourceVersionMatch is forbidden when continue is provided"
+                )
+            )
+    return causes

@@ -1,0 +1,210 @@
+"""The resource model: what a Kubernetes resource type is, and the built-in ones we know.
+
+A :class:`ResourceType` is the discovery entry of one resource at one group/version: its plural
+name (the path segment), Kind, scope, singular and short names. ``BUILTIN_RESOURCES`` lists the
+kinds the simulator serves and kubectl users expect by their short names; custom resources are
+declared by the caller (``ResourceType(group="example.com", …)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+__all__ = [
+    "BUILTIN_RESOURCES",
+    "GroupVersion",
+    "ResourceRegistry",
+    "ResourceType",
+    "builtin",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupVersion:
+    group: str
+    version: str
+
+    @property
+    def api_version(self) -> str:
+        """``v1`` for the core group, else ``group/version``."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def path(self) -> str:
+        """URL prefix: ``/api/v1`` or ``/apis/group/version``."""
+        return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceType:
+    """One resource at one group/version, as discovery describes it."""
+
+    group: str
+    version: str
+    resource: str
+    """Plural, lower case: the path segment (``pods``)."""
+    kind: str
+    namespaced: bool
+    singular: str = ""
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    list_kind: str = field(default="")
+
+    def __post_init__(self) -> None:
+        if not self.singular:
+            object.__setattr__(self, "singular", self.kind.lower())
+        if not self.list_kind:
+            object.__setattr__(self, "list_kind", f"{self.kind}List")
+
+    @property
+    def group_version(self) -> GroupVersion:
+        return GroupVersion(self.group, self.version)
+
+    @property
+    def api_version(self) -> str:
+        return self.group_version.api_version
+
+    @property
+    def qualified(self) -> str:
+        """``pods`` or ``deployments.apps``: the API server's name for it in messages."""
+        return f"{self.resource}.{self.group}" if self.group else self.resource
+
+    @property
+    def scope(self) -> str:
+        """Aggregated discovery's scope: ``Namespaced`` or ``Cluster``."""
+        return "Namespaced" if self.namespaced else "Cluster"
+
+    @property
+    def config_name(self) -> str:
+        """How configuration names it: ``pods`` for core, ``apps/v1/deployments`` otherwise."""
+        return f"{self.group}/{self.version}/{self.resource}" if self.group else self.resource
+
+    def collection_path(self, namespace: str | None = None) -> str:
+        base = self.group_version.path
+        if self.namespaced and namespace:
+            return f"{base}/namespaces/{namespace}/{self.resource}"
+        return f"{base}/{self.resource}"
+
+    def object_path(self, name: str, namespace: str | None = None) -> str:
+        return f"{self.collection_path(namespace)}/{name}"
+
+
+def _core(
+    resource: str, kind: str, *, namespaced: bool = True, short: tuple[str, ...] = (), cat: bool = False
+) -> ResourceType:
+    return ResourceType(
+        group="",
+        version="v1",
+        resource=resource,
+        kind=kind,
+        namespaced=namespaced,
+        short_names=short,
+        categories=("all",) if cat else (),
+    )
+
+
+def _grouped(
+    group: str,
+    version: str,
+    resource: str,
+    kind: str,
+    *,
+    namespaced: bool = True,
+    short: tuple[str, ...] = (),
+    cat: bool = False,
+) -> ResourceType:
+    return ResourceType(
+        group=group,
+        version=version,
+        resource=resource,
+        kind=kind,
+        namespaced=namespaced,
+        short_names=short,
+        categories=("all",) if cat else (),
+    )
+
+
+BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
+    _core("pods", "Pod", short=("po",), cat=True),
+    _core("configmaps", "ConfigMap", short=("cm",)),
+    _core("secrets", "Secret"),
+    _core("services", "Service", short=("svc",), cat=True),
+    _core("endpoints", "Endpoints", short=("ep",)),
+    _core("serviceaccounts", "ServiceAccount", short=("sa",)),
+    _core("persistentvolumeclaims", "PersistentVolumeClaim", short=("pvc",)),
+    _core("persistentvolumes", "PersistentVolume", namespaced=False, short=("pv",)),
+    _core("namespaces", "Namespace", namespaced=False, short=("ns",)),
+    _core("nodes", "Node", namespaced=False, short=("no",)),
+    _core("events", "Event", short=("ev",)),
+    _grouped("apps", "v1", "deployments", "Deployment", short=("deploy",), cat=True),
+    _grouped("apps", "v1", "replicasets", "ReplicaSet", short=("rs",), cat=True),
+    _grouped("apps", "v1", "statefulsets", "StatefulSet", short=("sts",), cat=True),
+    _grouped("apps", "v1", "daemonsets", "DaemonSet", short=("ds",), cat=True),
+    _grouped("batch", "v1", "jobs", "Job", cat=True),
+    _grouped("batch", "v1", "cronjobs", "CronJob", short=("cj",), cat=True),
+    _grouped("networking.k8s.io", "v1", "ingresses", "Ingress", short=("ing",)),
+    _grouped(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        namespaced=False,
+        short=("crd", "crds"),
+    ),
+)
+
+
+def builtin(name: str) -> ResourceType:
+    """The built-in resource named ``pods``, ``po``, ``apps/v1/deployments`` or ``deployments``."""
+    found = ResourceRegistry(BUILTIN_RESOURCES).resolve(name)
+    if found is None:
+        raise KeyError(name)
+    return found
+
+
+class ResourceRegistry(Mapping[tuple[str, str, str], ResourceType]):
+    """Resource types keyed by ``(group, version, resource)``, with name resolution."""
+
+    def __init__(self, types: Iterable[ResourceType] = ()) -> None:
+        self._by_gvr: dict[tuple[str, str, str], ResourceType] = {}
+        for t in types:
+            self.add(t)
+
+    def add(self, rtype: ResourceType) -> None:
+        self._by_gvr[(rtype.group, rtype.version, rtype.resource)] = rtype
+
+    def __getitem__(self, key: tuple[str, str, str]) -> ResourceType:
+        return self._by_gvr[key]
+
+    def __iter__(self) -> Iterator[tuple[str, str, str]]:
+        return iter(self._by_gvr)
+
+    def __len__(self) -> int:
+        return len(self._by_gvr)
+
+    def get_gvr(self, group: str, version: str, resource: str) -> ResourceType | None:
+        return self._by_gvr.get((group, version, resource))
+
+    def group_versions(self) -> list[GroupVersion]:
+        """Every group/version served, core first, then groups in registration order."""
+        seen: dict[GroupVersion, None] = {}
+        for t in self._by_gvr.values():
+            seen.setdefault(t.group_version, None)
+        return sorted(seen, key=lambda gv: gv.group != "")
+
+    def in_group_version(self, gv: GroupVersion) -> list[ResourceType]:
+        return [t for t in self._by_gvr.values() if t.group_version == gv]
+
+    def resolve(self, name: str) -> ResourceType | None:
+        """Find a type by ``group/version/resource``, ``resource.group``, plural, singular or short name."""
+        parts = name.split("/")
+        if len(parts) == 3:
+            return self._by_gvr.get((parts[0], parts[1], parts[2]))
+        if len(parts) == 2:  # "v1/pods" (core) is the only two-part form
+            return self._by_gvr.get(("", parts[0], parts[1]))
+        lowered = name.lower()
+        for t in self._by_gvr.values():
+            if lowered in (t.resource, t.singular, t.qualified, *t.short_names):
+                return t
+        return None

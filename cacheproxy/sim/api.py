@@ -1,0 +1,285 @@
+"""The simulator's API verbs over :class:`~cacheproxy.sim.store.SimStore`, free of HTTP.
+
+list / get / watch keep the API server's resourceVersion rules (API concepts, "Resource
+versions"): unset → latest; "0" → any (we answer latest); N → not older than N, waiting up to
+``rv_wait`` seconds and then 504 ``ResourceVersionTooLarge``; ``limit`` + RV=N or
+``resourceVersionMatch=Exact`` → the exact snapshot at N, 410 once compacted. Pages are cut in key
+order from one snapshot and continue tokens carry it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import jsonpatch
+import orjson
+
+from cacheproxy.errors import ApiError
+from cacheproxy.kube import status
+from cacheproxy.kube.listoptions import EXACT, ListOptions
+from cacheproxy.kube.resources import ResourceType
+from cacheproxy.kube.rv import decode_continue, encode_continue, parse_resource_version
+from cacheproxy.sim.store import SimStore, StoredObject, iter_snapshot
+from cacheproxy.sim.watch import SimWatcher, WatchPlan
+
+__all__ = ["PATCH_TYPES", "ListResult", "SimApi"]
+
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH)
+
+
+@dataclass(frozen=True, slots=True)
+class ListResult:
+    rtype: ResourceType
+    items: list[StoredObject]
+    resource_version: int
+    continue_token: str
+    remaining: int | None
+
+    def encode(self) -> bytes:
+        meta: dict[str, Any] = {"resourceVersion": str(self.resource_version)}
+        if self.continue_token:
+            meta["continue"] = self.continue_token
+        if self.remaining is not None and self.continue_token:
+            meta["remainingItemCount"] = self.remaining
+        head = b'{"kind":"%s","apiVersion":"%s","metadata":%s,"items":[' % (
+            self.rtype.list_kind.encode(),
+            self.rtype.api_version.encode(),
+            orjson.dumps(meta),
+        )
+        return head + b",".join(o.list_item for o in self.items) + b"]}"
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+class SimApi:
+    """list/get/watch/create/update/patch/delete with the API server's semantics."""
+
+    def __init__(
+        self,
+        store: SimStore,
+        *,
+        rv_wait: float = 3.0,
+        bookmark_interval: float = 60.0,
+        watch_buffer: int = 10_000,
+        default_watch_timeout: Callable[[], float] = lambda: random.uniform(1800, 3600),
+    ) -> None:
+        self.store = store
+        self.rv_wait = rv_wait
+        self.bookmark_interval = bookmark_interval
+        self.watch_buffer = watch_buffer
+        self.default_watch_timeout = default_watch_timeout
+
+    # ------------------------------------------------------------------ reads
+
+    async def wait_for_rv(self, rv: int) -> None:
+        """Wait until the store reached ``rv`` (≤ ``rv_wait`` s), else 504 too large RV."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.rv_wait
+        while self.store.rv < rv:
+            if loop.time() >= deadline:
+                raise status.too_large_resource_version(rv, self.store.rv)
+            await asyncio.sleep(0.02)
+
+    async def get(self, rtype: ResourceType, namespace: str | None, name: str, rv: str) -> bytes:
+        if rv not in ("", "0"):
+            await self.wait_for_rv(parse_resource_version(rv))
+        return self.store.get_stored(rtype, namespace, name).full
+
+    async def list(self, rtype: ResourceType, namespace: str | None, opts: ListOptions) -> ListResult:
+        store = self.store
+        start = ""
+        if opts.continue_token:
+            if opts.resource_version not in ("", "0"):
+                raise status.bad_request("specifying resource version is not allowed when using continue")
+            token = decode_continue(opts.continue_token)
+            start = token.start_key
+            if token.resource_version == -1:
+                rv, source = store.rv, None
+            else:
+                rv = token.resource_version
+                if rv < store.compacted_rv:
+                    raise status.expired(
+                        status.CONTINUE_EXPIRED_MESSAGE,
+                        continue_token=encode_continue(-1, start),
+                    )
+                source = None if rv == store.rv else store.snapshot(rtype, rv)
+        else:
+            requested = opts.rv
+            exact = opts.resource_version_match == EXACT or (
+                opts.limit > 0 and requested > 0 and not opts.resource_version_match
+            )
+            if requested > 0:
+                await self.wait_for_rv(requested)
+            if exact and requested != store.rv:
+                rv, source = requested, store.snapshot(rtype, requested)
+            else:
+                rv, source = store.rv, None
+        objects = (
+            store.iter_range(rtype, namespace, start=start)
+            if source is None
+            else iter_snapshot(source, namespace, start=start)
+        )
+        return _page(rtype, objects, opts, rv)
+
+    def open_watch(
+        self, rtype: ResourceType, namespace: str | None, opts: ListOptions
+    ) -> tuple[SimWatcher, WatchPlan]:
+        """Register a watcher and plan what it sends first. Synchronous: nothing can be written
+        between computing the initial state and registering, so no event is lost or doubled.
+        A too-old RV raises 410 (the caller sends it as an in-stream ERROR event)."""
+        store = self.store
+        watcher = SimWatcher(
+            rtype=rtype,
+            namespace=namespace,
+            labels=opts.label_selector,
+            fields=opts.field_selector,
+            buffer=self.watch_buffer,
+        )
+        initial: list[StoredObject] = []
+        replay = []
+        end_bookmark: int | None = None
+        requested = opts.rv
+        if opts.send_initial_events or (
+            opts.send_initial_events is None and opts.resource_version in ("", "0")
+        ):
+            initial = [o for o in store.iter_range(rtype, namespace) if watcher.visible(o)]
+            if opts.send_initial_events and opts.allow_watch_bookmarks:
+                end_bookmark = store.rv
+        elif opts.resource_version not in ("", "0") and requested < store.rv:
+            replay = store.events_since(rtype, requested)
+        store.add_watcher(watcher)
+        timeout = float(opts.timeout_seconds) if opts.timeout_seconds else self.default_watch_timeout()
+        plan = WatchPlan(
+            initial=initial,
+            replay=replay,
+            end_bookmark_rv=end_bookmark,
+            allow_bookmarks=opts.allow_watch_bookmarks,
+            timeout=timeout,
+            bookmark_interval=self.bookmark_interval,
+        )
+        return watcher, plan
+
+    # ------------------------------------------------------------------ writes
+
+    def create(self, rtype: ResourceType, namespace: str | None, body: Any) -> dict[str, Any]:
+        obj = _object_body(rtype, body)
+        meta = obj.setdefault("metadata", {})
+        if rtype.namespaced and namespace:
+            if meta.get("namespace") and meta["namespace"] != namespace:
+                raise status.bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request"
+                )
+            meta["namespace"] = namespace
+        return _with_type(rtype, self.store.create(rtype, obj))
+
+    def update(
+        self, rtype: ResourceType, namespace: str | None, name: str, body: Any
+    ) -> dict[str, Any]:
+        obj = _object_body(rtype, body)
+        meta = obj.setdefault("metadata", {})
+        if meta.get("name") and meta["name"] != name:
+            raise status.bad_request(
+                f"the name of the object ({meta['name']}) does not match the name on the URL ({name})"
+            )
+        meta["name"] = name
+        if rtype.namespaced and namespace:
+            if meta.get("namespace") and meta["namespace"] != namespace:
+                raise status.bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request"
+                )
+            meta["namespace"] = namespace
+        return _with_type(rtype, self.store.update(rtype, obj))
+
+    def patch(
+        self, rtype: ResourceType, namespace: str | None, name: str, patch_type: str, body: Any
+    ) -> dict[str, Any]:
+        current = self.store.get_stored(rtype, namespace, name)
+        base = _with_type(rtype, current.obj)
+        if patch_type == JSON_PATCH:
+            if not isinstance(body, list):
+                raise status.bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
+            try:
+                patched = jsonpatch.apply_patch(base, body)
+            except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
+                raise ApiError(
+                    status.status_body(code=422, reason="Invalid", message=f"the server rejected our request due to an error in our request: {exc}")
+                ) from None
+        elif patch_type in (MERGE_PATCH, STRATEGIC_MERGE_PATCH):
+            # Strategic merge is approximated by a JSON merge patch (lists are replaced whole).
+            if not isinstance(body, dict):
+                raise status.bad_request("the patch must be a JSON object")
+            patched = merge_patch(base, body)
+        else:
+            raise status.unsupported_media_type(PATCH_TYPES)
+        if not isinstance(patched, dict):
+            raise status.bad_request("the patched object is not a JSON object")
+        meta = patched.setdefault("metadata", {})
+        if meta.get("name") != name:
+            raise status.bad_request("metadata.name cannot be changed by a patch")
+        return self.update(rtype, namespace, name, patched)
+
+    def delete(self, rtype: ResourceType, namespace: str | None, name: str) -> dict[str, Any]:
+        return _with_type(rtype, self.store.delete(rtype, namespace or "", name))
+
+
+def _page(
+    rtype: ResourceType, objects: Iterator[StoredObject], opts: ListOptions, rv: int
+) -> ListResult:
+    labels, fields = opts.label_selector, opts.field_selector
+    filtered = labels.empty and fields.empty
+    items: list[StoredObject] = []
+    limit = opts.limit
+    token = ""
+    remaining: int | None = None
+    for stored in objects:
+        if not (filtered or stored.matches(labels, fields)):
+            continue
+        if limit and len(items) == limit:
+            token = encode_continue(rv, items[-1].key + "\x00")
+            if filtered:
+                remaining = 1 + sum(1 for _ in objects)
+            break
+        items.append(stored)
+    return ListResult(rtype=rtype, items=items, resource_version=rv, continue_token=token, remaining=remaining)
+
+
+def _object_body(rtype: ResourceType, body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise status.bad_request("the request body must be a JSON object")
+    kind = body.get("kind")
+    if kind and kind != rtype.kind:
+        raise status.bad_request(
+            f"the kind in the data ({kind}) does not match the expected kind ({rtype.kind})"
+        )
+    api_version = body.get("apiVersion")
+    if api_version and api_version != rtype.api_version:
+        raise status.bad_request(
+            f"the API version in the data ({api_version}) does not match the expected API version ({rtype.api_version})"
+        )
+    meta = body.get("metadata")
+    if meta is not None and not isinstance(meta, dict):
+        raise status.bad_request("metadata must be a JSON object")
+    return dict(body)
+
+
+def _with_type(rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+    return {"kind": rtype.kind, "apiVersion": rtype.api_version, **obj}

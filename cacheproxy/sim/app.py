@@ -1,0 +1,619 @@
+"""The simulator's HTTP face: a raw ASGI application on the Kubernetes API paths.
+
+Routing, content negotiation, authentication/authorization, fault injection and the wire format
+live here; the verbs themselves are :class:`~cacheproxy.sim.api.SimApi`. Every error is written
+as a ``metav1.Status`` (``Retry-After`` when the Status carries ``retryAfterSeconds``), as the
+API server's ``ErrorNegotiated`` does.
+
+The control path ``/_sim/…`` (faults, compaction, stats) is the simulator's own; see
+:meth:`Simulator._control`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+import logging
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, unquote
+
+import orjson
+
+from cacheproxy.errors import ApiError
+from cacheproxy.kube import discovery, status
+from cacheproxy.kube.fields import validate_field_selector
+from cacheproxy.kube.listoptions import ListOptions, parse_list_options
+from cacheproxy.kube.resources import BUILTIN_RESOURCES, GroupVersion, ResourceRegistry, ResourceType
+from cacheproxy.sim.api import PATCH_TYPES, SimApi
+from cacheproxy.sim.auth import (
+    Authenticator,
+    Authorizer,
+    Policy,
+    ResourceAttributes,
+    UserInfo,
+    self_subject_access_review,
+    subject_access_review,
+    token_review,
+)
+from cacheproxy.sim.faults import Faults, StreamFault
+from cacheproxy.sim.store import SimStore
+from cacheproxy.sim.watch import SimWatcher, WatchPlan, event_line, stream_watch
+
+__all__ = ["SimConfig", "Simulator"]
+
+log = logging.getLogger(__name__)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+GZIP_THRESHOLD = 128 * 1024  # the API server compresses responses above 128 KiB
+JSON = b"application/json"
+ACCEPTED = ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf")
+READ_VERBS = ("get", "list", "watch")
+WRITE_VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
+
+# The review APIs: create-only, answered from the auth policy.
+REVIEW_TYPES = (
+    ResourceType("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False),
+    ResourceType(
+        "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", namespaced=False
+    ),
+    ResourceType(
+        "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False
+    ),
+)
+
+
+@dataclass
+class SimConfig:
+    """Knobs of the simulator; every one has a command-line flag."""
+
+    git_version: str = "v1.33.0"
+    history_limit: int = 10_000
+    bookmark_interval: float = 60.0
+    rv_wait: float = 3.0
+    watch_buffer: int = 10_000
+    policy: Policy | None = None
+    """Auth policy; None = no authentication, everything allowed."""
+
+
+class Simulator:
+    """An in-memory Kubernetes API server. ``Simulator(...)`` is an ASGI application; serve it
+    with :class:`cacheproxy.sim.server.SimServer`. ``store``, ``faults`` and the methods below
+    are the Python API for tests."""
+
+    def __init__(
+        self,
+        *,
+        custom_resources: Iterable[ResourceType] = (),
+        config: SimConfig | None = None,
+    ) -> None:
+        self.config = config or SimConfig()
+        self.registry = ResourceRegistry([*BUILTIN_RESOURCES, *custom_resources])
+        self.store = SimStore(self.registry, history_limit=self.config.history_limit)
+        self.api = SimApi(
+            self.store,
+            rv_wait=self.config.rv_wait,
+            bookmark_interval=self.config.bookmark_interval,
+            watch_buffer=self.config.watch_buffer,
+        )
+        self.faults = Faults()
+        self.requests: Counter[str] = Counter()
+        """Requests served, by ``verb`` and by ``verb resource`` (the offload measure)."""
+        self.server_address = "127.0.0.1:0"
+        policy = self.config.policy
+        self._authn = Authenticator(policy) if policy else None
+        self._authz = Authorizer(policy) if policy else None
+        self._review_registry = ResourceRegistry(REVIEW_TYPES)
+        for ns in ("default", "kube-system", "kube-public", "kube-node-lease"):
+            self.store.create(self.registry[("", "v1", "namespaces")], {"metadata": {"name": ns}})
+
+    # ------------------------------------------------------------------ Python API
+
+    def resource(self, name: str) -> ResourceType:
+        found = self.registry.resolve(name)
+        if found is None:
+            raise KeyError(name)
+        return found
+
+    def load(self, objects: Iterable[tuple[str, dict[str, Any]]]) -> int:
+        """Create ``(resource name, object)`` pairs; returns how many were created."""
+        n = 0
+        for name, obj in objects:
+            self.store.create(self.resource(name), obj)
+            n += 1
+        return n
+
+    def end_watches(self) -> int:
+        """Close every open watch now (clients see a normal end of stream)."""
+        n = 0
+        for sink in self.store.watchers():
+            if isinstance(sink, SimWatcher):
+                sink.close("ended by fault injection")
+                self.store.remove_watcher(sink)
+                n += 1
+        return n
+
+    def compact(self) -> None:
+        """Compact all history now: every watch or exact list at an older RV gets 410."""
+        self.store.compact()
+
+    # ------------------------------------------------------------------ ASGI
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        request = _Request(scope, receive)
+        try:
+            await self._dispatch(request, send)
+        except ApiError as err:
+            await _send_status(send, err, request.headers_sent)
+        except Exception:  # a bug must still answer with a Status, never a traceback
+            log.exception("simulator: unexpected error on %s %s", request.method, request.path)
+            await _send_status(send, status.internal_error("unexpected server error"), request.headers_sent)
+
+    async def _dispatch(self, req: _Request, send: Send) -> None:
+        parts = [unquote(p) for p in req.path.strip("/").split("/") if p]
+        if parts[:1] == ["_sim"]:
+            await self._control(req, parts[1:], send)
+            return
+        if parts in (["healthz"], ["livez"], ["readyz"]):
+            await _send(send, 200, b"ok", content_type=b"text/plain; charset=utf-8")
+            return
+        if self.faults.latency:
+            await asyncio.sleep(self.faults.latency)
+        user = self._authenticate(req)
+        if parts == ["version"]:
+            await self._send_json(req, send, 200, orjson.dumps(self.version_info()))
+            return
+        if parts in (["api"], ["apis"]):
+            await self._discovery_root(req, send, core=parts == ["api"])
+            return
+        if parts[:1] == ["api"] and len(parts) >= 2:
+            gv, rest = GroupVersion("", parts[1]), parts[2:]
+        elif parts[:1] == ["apis"] and len(parts) >= 3:
+            gv, rest = GroupVersion(parts[1], parts[2]), parts[3:]
+        elif parts[:1] == ["apis"] and len(parts) == 2:
+            await self._api_group(req, send, parts[1])
+            return
+        else:
+            raise _page_not_found()
+        types = self.registry.in_group_version(gv) or self._review_registry.in_group_version(gv)
+        if not types:
+            raise _page_not_found()
+        if not rest:
+            body = discovery.api_resource_list(gv, types, self._verbs_for)
+            await self._send_json(req, send, 200, orjson.dumps(body))
+            return
+        await self._resource_request(req, send, gv, rest, user)
+
+    # ------------------------------------------------------------------ resources
+
+    async def _resource_request(
+        self, req: _Request, send: Send, gv: GroupVersion, rest: list[str], user: UserInfo | None
+    ) -> None:
+        watch_prefix = rest[0] == "watch"
+        if watch_prefix:
+            rest = rest[1:]
+        namespace: str | None = None
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            namespace, rest = rest[1], rest[2:]
+        if not rest or len(rest) > 2:
+            raise status.resource_not_found()
+        rtype = self.registry.get_gvr(gv.group, gv.version, rest[0])
+        if rtype is None:
+            review = self._review_registry.get_gvr(gv.group, gv.version, rest[0])
+            if review is not None and req.method == "POST" and len(rest) == 1:
+                await self._review(req, send, review, user)
+                return
+            raise status.resource_not_found()
+        if namespace is not None and not rtype.namespaced:
+            raise status.resource_not_found()
+        name = rest[1] if len(rest) == 2 else None
+        if name is not None and rtype.namespaced and namespace is None:
+            raise status.resource_not_found()
+
+        method = req.method
+        query = req.query
+        if method == "GET":
+            watching = watch_prefix or _truthy(query.get("watch"))
+            verb = "watch" if watching else ("get" if name else "list")
+        else:
+            verb = {
+                "POST": "create",
+                "PUT": "update",
+                "PATCH": "patch",
+                "DELETE": "delete" if name else "deletecollection",
+            }.get(method, "")
+        if not verb or (verb == "create" and name) or (verb in ("update", "patch") and not name):
+            raise status.method_not_allowed(verb=verb or method.lower(), resource=rtype.resource, group=rtype.group)
+        self._authorize(user, verb, rtype, namespace or "", name or "")
+        self.requests[verb] += 1
+        self.requests[f"{verb} {rtype.qualified}"] += 1
+        failure = self.faults.take_failure(
+            "watch" if verb == "watch" else "list" if verb == "list" else "get" if verb == "get" else "any"
+        )
+        if failure is not None and not (verb == "watch" and failure.code == 410):
+            raise failure
+
+        if verb == "watch":
+            opts = self._options(rtype, query, watch=True, name=name)
+            await self._watch(req, send, rtype, namespace, opts, forced_error=failure)
+        elif verb == "list":
+            opts = self._options(rtype, query, watch=False)
+            result = await self.api.list(rtype, namespace, opts)
+            await self._send_json(req, send, 200, result.encode())
+        elif verb == "get":
+            assert name is not None
+            rv = (query.get("resourceVersion") or [""])[0]
+            await self._send_json(req, send, 200, await self.api.get(rtype, namespace, name, rv))
+        elif verb == "create":
+            obj = self.api.create(rtype, namespace, await req.json())
+            await self._send_json(req, send, 201, orjson.dumps(obj))
+        elif verb == "update":
+            assert name is not None
+            obj = self.api.update(rtype, namespace, name, await req.json())
+            await self._send_json(req, send, 200, orjson.dumps(obj))
+        elif verb == "patch":
+            assert name is not None
+            ctype = req.header("content-type").split(";")[0].strip()
+            if ctype not in PATCH_TYPES:
+                raise status.unsupported_media_type(PATCH_TYPES)
+            obj = self.api.patch(rtype, namespace, name, ctype, await req.json())
+            await self._send_json(req, send, 200, orjson.dumps(obj))
+        elif verb == "delete":
+            assert name is not None
+            obj = self.api.delete(rtype, namespace, name)
+            await self._send_json(req, send, 200, orjson.dumps(obj))
+        else:
+            raise status.method_not_allowed(verb=verb, resource=rtype.resource, group=rtype.group)
+
+    def _options(
+        self, rtype: ResourceType, query: dict[str, list[str]], *, watch: bool, name: str | None = None
+    ) -> ListOptions:
+        opts = parse_list_options(query, watch=watch, name=name)
+        validate_field_selector(rtype, opts.field_selector)
+        return opts
+
+    async def _watch(
+        self,
+        req: _Request,
+        send: Send,
+        rtype: ResourceType,
+        namespace: str | None,
+        opts: ListOptions,
+        *,
+        forced_error: ApiError | None,
+    ) -> None:
+        _negotiate(req)
+        stream_fault = self.faults.take_stream_fault()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", JSON), (b"cache-control", b"no-cache, private")],
+            }
+        )
+        req.headers_sent = True
+        if forced_error is not None:
+            await _send_error_event(send, forced_error)
+            return
+        try:
+            watcher, plan = self.api.open_watch(rtype, namespace, opts)
+        except ApiError as err:
+            # A 410 after the response started is one ERROR event, then the end (cacher.go).
+            await _send_error_event(send, err)
+            return
+        disconnect = asyncio.create_task(req.wait_disconnect(), name="sim-watch-disconnect")
+        disconnect.add_done_callback(lambda _: watcher.close("client disconnected"))
+        try:
+            await self._stream(send, watcher, plan, stream_fault)
+        finally:
+            self.store.remove_watcher(watcher)
+            watcher.close()
+            disconnect.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await disconnect
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _stream(
+        self, send: Send, watcher: SimWatcher, plan: WatchPlan, fault: StreamFault | None
+    ) -> None:
+        if fault == "silent":
+            await watcher.wait(plan.timeout)
+            while not watcher.closed:
+                watcher.drain()
+                await watcher.wait(plan.timeout)
+            return
+        first = True
+        async for chunk in stream_watch(watcher, plan, current_rv=lambda: self.store.rv):
+            if fault == "garbage" and first:
+                chunk = b"{this is not json\n" + chunk
+            elif fault == "truncate":
+                await send({"type": "http.response.body", "body": chunk[: max(1, len(chunk) // 2)], "more_body": True})
+                return
+            first = False
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+    # ------------------------------------------------------------------ auth
+
+    def _authenticate(self, req: _Request) -> UserInfo | None:
+        if self._authn is None:
+            return None
+        peer = req.scope.get("extensions", {}).get("tls", {}).get("peer_user")
+        return self._authn.authenticate(req.header("authorization") or None, peer)
+
+    def _authorize(
+        self, user: UserInfo | None, verb: str, rtype: ResourceType, namespace: str, name: str
+    ) -> None:
+        if self._authz is None or user is None:
+            return
+        attrs = ResourceAttributes(
+            verb=verb, group=rtype.group, resource=rtype.resource, namespace=namespace, name=name
+        )
+        self._authz.check(user, attrs)
+
+    async def _review(self, req: _Request, send: Send, rtype: ResourceType, user: UserInfo | None) -> None:
+        body = await req.json()
+        if not isinstance(body, dict):
+            raise status.bad_request("the request body must be a JSON object")
+        policy = self.config.policy or Policy.from_mapping({})
+        authn = self._authn or Authenticator(policy)
+        authz = self._authz or Authorizer(policy)
+        if rtype.resource == "tokenreviews":
+            self._authorize(user, "create", rtype, "", "")
+            answer = token_review(authn, body)
+        elif rtype.resource == "subjectaccessreviews":
+            self._authorize(user, "create", rtype, "", "")
+            answer = subject_access_review(authz, body)
+        else:
+            answer = self_subject_access_review(authz, user or UserInfo(name="system:anonymous"), body)
+        await self._send_json(req, send, 201, orjson.dumps(answer))
+
+    # ------------------------------------------------------------------ discovery
+
+    def version_info(self) -> dict[str, str]:
+        version = self.config.git_version.lstrip("v").split(".")
+        return {
+            "major": version[0],
+            "minor": version[1] if len(version) > 1 else "0",
+            "gitVersion": self.config.git_version,
+            "gitCommit": "0000000000000000000000000000000000000000",
+            "gitTreeState": "clean",
+            "buildDate": "2026-01-01T00:00:00Z",
+            "goVersion": "go1.24.0",
+            "compiler": "gc",
+            "platform": "linux/amd64",
+        }
+
+    def _verbs_for(self, rtype: ResourceType) -> list[str]:
+        if rtype in REVIEW_TYPES:
+            return ["create"]
+        return list(WRITE_VERBS)
+
+    def _all_gvs(self) -> list[GroupVersion]:
+        gvs = self.registry.group_versions()
+        return gvs + [gv for gv in self._review_registry.group_versions() if gv not in gvs]
+
+    def _types_in(self, gv: GroupVersion) -> list[ResourceType]:
+        return self.registry.in_group_version(gv) + self._review_registry.in_group_version(gv)
+
+    async def _discovery_root(self, req: _Request, send: Send, *, core: bool) -> None:
+        gvs = [gv for gv in self._all_gvs() if (gv.group == "") == core]
+        version = discovery.negotiate_aggregated(req.header("accept"))
+        if version is not None:
+            doc = discovery.aggregated_discovery(gvs, self._types_in, self._verbs_for, version=version)
+            ctype = discovery.aggregated_content_type(version).encode()
+            await self._send_json(req, send, 200, orjson.dumps(doc), content_type=ctype, vary=b"Accept")
+            return
+        _negotiate(req)
+        doc = discovery.api_versions(self.server_address) if core else discovery.api_group_list(gvs)
+        await self._send_json(req, send, 200, orjson.dumps(doc))
+
+    async def _api_group(self, req: _Request, send: Send, group: str) -> None:
+        versions = [gv.version for gv in self._all_gvs() if gv.group == group]
+        if not versions:
+            raise _page_not_found()
+        doc = {"kind": "APIGroup", "apiVersion": "v1", **discovery.api_group(group, versions)}
+        await self._send_json(req, send, 200, orjson.dumps(doc))
+
+    # ------------------------------------------------------------------ control path
+
+    async def _control(self, req: _Request, parts: list[str], send: Send) -> None:
+        """``/_sim/…``: GET stats; POST compact, end-watches, fail, stream-fault, latency, clear,
+        and a JSON body where the action takes arguments."""
+        action = "/".join(parts)
+        body: dict[str, Any] = {}
+        if req.method == "POST":
+            raw = await req.body()
+            loaded = orjson.loads(raw) if raw.strip() else {}
+            if not isinstance(loaded, dict):
+                raise status.bad_request("the control body must be a JSON object")
+            body = loaded
+        result: dict[str, Any] = {"ok": True}
+        try:
+            if action == "stats" and req.method == "GET":
+                result = {
+                    "resourceVersion": self.store.rv,
+                    "compactedResourceVersion": self.store.compacted_rv,
+                    "writes": self.store.writes,
+                    "watchers": sum(1 for _ in self.store.watchers()),
+                    "requests": dict(self.requests),
+                    "faultsInjected": self.faults.injected,
+                }
+            elif req.method != "POST":
+                raise status.method_not_allowed(verb=req.method.lower(), resource="_sim")
+            elif action == "compact":
+                self.compact()
+            elif action == "end-watches":
+                result["ended"] = self.end_watches()
+            elif action == "fail":
+                self.faults.fail_next(
+                    body.get("verb", "any"),
+                    int(body["code"]),
+                    count=int(body.get("count", 1)),
+                    retry_after=int(body.get("retryAfter", 1)),
+                )
+            elif action == "stream-fault":
+                self.faults.next_watch_stream(body["fault"], count=int(body.get("count", 1)))
+            elif action == "latency":
+                self.faults.latency = float(body.get("seconds", 0))
+            elif action == "clear":
+                self.faults.clear()
+            elif action == "restart" and self.on_restart is not None:
+                self.on_restart()
+            else:
+                raise status.resource_not_found()
+        except (KeyError, ValueError, TypeError) as exc:
+            raise status.bad_request(f"bad control request for {action!r}: {exc}") from None
+        await _send(send, 200, orjson.dumps(result))
+
+    on_restart: Callable[[], None] | None = None
+    """Set by the server: drop every connection and restart listening (state kept)."""
+
+    # ------------------------------------------------------------------ responses
+
+    async def _send_json(
+        self,
+        req: _Request,
+        send: Send,
+        code: int,
+        body: bytes,
+        *,
+        content_type: bytes = JSON,
+        vary: bytes | None = None,
+    ) -> None:
+        if content_type == JSON:
+            _negotiate(req)
+        if req.wants_pretty():
+            body = orjson.dumps(orjson.loads(body), option=orjson.OPT_INDENT_2) + b"\n"
+        headers = [(b"content-type", content_type), (b"cache-control", b"no-cache, private")]
+        if vary:
+            headers.append((b"vary", vary))
+        if len(body) > GZIP_THRESHOLD and "gzip" in req.header("accept-encoding"):
+            body = gzip.compress(body, compresslevel=1)
+            headers += [(b"content-encoding", b"gzip"), (b"vary", b"Accept-Encoding")]
+        headers.append((b"content-length", str(len(body)).encode()))
+        await send({"type": "http.response.start", "status": code, "headers": headers})
+        req.headers_sent = True
+        await send({"type": "http.response.body", "body": body})
+
+
+class _Request:
+    def __init__(self, scope: Scope, receive: Receive) -> None:
+        self.scope = scope
+        self._receive = receive
+        self.method: str = scope["method"]
+        self.path: str = scope["path"]
+        self.query: dict[str, list[str]] = parse_qs(
+            scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True
+        )
+        self._headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        self.headers_sent = False
+        self._disconnected = False
+
+    def header(self, name: str) -> str:
+        return self._headers.get(name, "")
+
+    def wants_pretty(self) -> bool:
+        pretty = self.query.get("pretty")
+        if pretty is not None:
+            return _truthy(pretty)
+        agent = self.header("user-agent")
+        return agent.startswith(("curl", "Wget", "Mozilla/5.0"))
+
+    async def body(self) -> bytes:
+        chunks = []
+        while True:
+            message = await self._receive()
+            if message["type"] == "http.disconnect":
+                self._disconnected = True
+                break
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        return b"".join(chunks)
+
+    async def json(self) -> Any:
+        raw = await self.body()
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise status.bad_request(f"the request body is not valid JSON: {exc}") from None
+
+    async def wait_disconnect(self) -> None:
+        if self._disconnected:
+            return
+        while True:
+            message = await self._receive()
+            if message["type"] == "http.disconnect":
+                return
+
+
+def _truthy(values: list[str] | None) -> bool:
+    return bool(values) and values is not None and values[0].lower() not in ("false", "0")
+
+
+def _negotiate(req: _Request) -> None:
+    """406 unless the client accepts JSON (Table and protobuf askers fall back to JSON)."""
+    accept = req.header("accept")
+    if not accept:
+        return
+    for clause in accept.split(","):
+        media = clause.split(";")[0].strip().lower()
+        if media in ("application/json", "application/*", "*/*", "application/json-seq"):
+            return
+    raise status.not_acceptable(ACCEPTED)
+
+
+def _page_not_found() -> ApiError:
+    # 1.28 answered an unknown group with a plain-text 404; a Status is clearer (and tolerated).
+    return status.resource_not_found()
+
+
+async def _send(send: Send, code: int, body: bytes, *, content_type: bytes = JSON) -> None:
+    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": code, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _send_status(send: Send, err: ApiError, headers_sent: bool) -> None:
+    if headers_sent:
+        with contextlib.suppress(Exception):
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        return
+    body = orjson.dumps(err.status)
+    headers = [
+        (b"content-type", JSON),
+        (b"cache-control", b"no-cache, private"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    if err.retry_after:
+        headers.append((b"retry-after", str(err.retry_after).encode()))
+    await send({"type": "http.response.start", "status": err.code, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _send_error_event(send: Send, err: ApiError) -> None:
+    line = event_line("ERROR", orjson.dumps(err.status))
+    await send({"type": "http.response.body", "body": line, "more_body": True})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return

@@ -1,0 +1,153 @@
+"""Serving the simulator: uvicorn on a socket we bind ourselves (port 0 in tests), optional TLS
+with client certificates, and a restart that drops every connection but keeps the state.
+
+``SimServer`` is the one helper tests and the CLI use to start and stop a simulator::
+
+    async with SimServer(Simulator()) as server:
+        ... server.url ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import ssl
+from types import TracebackType
+from typing import Any
+
+import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from cacheproxy.sim.app import Simulator
+from cacheproxy.sim.tls import TestPKI, user_from_peer_cert
+
+__all__ = ["SimServer"]
+
+log = logging.getLogger(__name__)
+
+
+class _PeerCertProtocol(HttpToolsProtocol):
+    """httptools protocol that exposes the TLS client certificate's user to the app as
+    ``scope["extensions"]["tls"]["peer_user"]`` (ASGI has no standard field for it)."""
+
+    def on_headers_complete(self) -> None:
+        ssl_object = self.transport.get_extra_info("ssl_object")
+        if ssl_object is not None:
+            peer = user_from_peer_cert(ssl_object.getpeercert())
+            if peer is not None:
+                self.scope.setdefault("extensions", {})["tls"] = {"peer_user": peer}  # type: ignore[typeddict-item]
+        super().on_headers_complete()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+class SimServer:
+    """Runs a :class:`Simulator` on ``host:port`` (port 0 picks a free one) in the running loop."""
+
+    def __init__(
+        self,
+        sim: Simulator,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        pki: TestPKI | None = None,
+        require_client_cert: bool = False,
+    ) -> None:
+        self.sim = sim
+        self.host = host
+        self.port = port
+        self.pki = pki
+        self.require_client_cert = require_client_cert
+        self._server: uvicorn.Server | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._restarting: asyncio.Task[None] | None = None
+        self.restarts = 0
+        sim.on_restart = self.request_restart
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.pki else "http"
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}"
+
+    def _config(self) -> uvicorn.Config:
+        kwargs: dict[str, Any] = {}
+        if self.pki is not None:
+            kwargs.update(
+                ssl_certfile=str(self.pki.server_cert),
+                ssl_keyfile=str(self.pki.server_key),
+                ssl_ca_certs=str(self.pki.ca_cert),
+                ssl_cert_reqs=ssl.CERT_REQUIRED if self.require_client_cert else ssl.CERT_OPTIONAL,
+            )
+        return uvicorn.Config(
+            self.sim,
+            http=_PeerCertProtocol,
+            lifespan="off",
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=1,
+            timeout_keep_alive=30,
+            **kwargs,
+        )
+
+    async def start(self) -> None:
+        sock = _bind(self.host, self.port)
+        self.port = sock.getsockname()[1]
+        self.sim.server_address = f"{self.host}:{self.port}"
+        server = uvicorn.Server(self._config())
+        # Signals belong to whoever owns the process (the CLI), not to an embedded server.
+        server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+        self._server = server
+        self._task = asyncio.create_task(server.serve(sockets=[sock]), name=f"sim-server-{self.port}")
+        while not server.started:
+            if self._task.done():
+                self._task.result()  # raise the startup error
+                raise RuntimeError("simulator server exited during startup")
+            await asyncio.sleep(0.01)
+
+    async def stop(self) -> None:
+        """Close every watch, stop listening and drop every connection."""
+        self.sim.end_watches()
+        if self._server is not None and self._task is not None:
+            self._server.should_exit = True
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self._server = None
+        self._task = None
+
+    async def restart(self) -> None:
+        """Like an API server restart: all connections dropped, the watch cache's history lost
+        (old RVs → 410), objects and RVs kept; listening again on the same port."""
+        await self.stop()
+        self.sim.compact()
+        self.restarts += 1
+        await self.start()
+
+    def request_restart(self) -> None:
+        """Schedule :meth:`restart` (used by the ``/_sim/restart`` control path)."""
+        self._restarting = asyncio.get_running_loop().create_task(self.restart(), name="sim-restart")
+
+    async def __aenter__(self) -> SimServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()

@@ -1,0 +1,415 @@
+"""The simulator's storage: every object of every resource, one global RV, a bounded history.
+
+This plays etcd plus the API server's registry for the simulator. It owns:
+
+- the objects, per resource, in key order (``namespace/name``), each kept as its dict and its
+  compact JSON encoding (built once per write, so lists and watches only join bytes);
+- one global, monotonically increasing resource version, bumped by every write;
+- the history of writes (bounded; the oldest events are *compacted* away). A watch or an exact
+  list at an RV older than the history is answered 410, as etcd's compaction makes the API
+  server do;
+- the watchers, to which every write is dispatched synchronously, in RV order.
+
+All methods are synchronous and never await: a write and its dispatch to every watcher happen in
+one step of the event loop, so a watcher registered between two writes sees exactly the writes
+after its RV. Objects handed out must not be mutated.
+"""
+
+from __future__ import annotations
+
+import bisect
+import copy
+import datetime
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from cacheproxy.kube import status
+from cacheproxy.kube.fields import FieldSelector, object_fields
+from cacheproxy.kube.keys import object_key
+from cacheproxy.kube.labels import LabelSelector
+from cacheproxy.kube.resources import ResourceRegistry, ResourceType
+
+__all__ = ["Event", "SimStore", "StoredObject", "WatchSink", "iter_snapshot"]
+
+# Metadata keys in the order the API server serialises ObjectMeta.
+_META_ORDER = (
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+)
+
+
+@dataclass(slots=True)
+class StoredObject:
+    """One stored object version. ``body`` is its JSON without ``kind``/``apiVersion`` (the form
+    typed list items take); ``full`` is the whole object (GET, watch events)."""
+
+    rtype: ResourceType
+    key: str
+    obj: dict[str, Any]
+    rv: int
+    body: bytes
+    _fields: dict[str, str] | None = None
+
+    @property
+    def full(self) -> bytes:
+        head = b'{"kind":"%s","apiVersion":"%s"' % (
+            self.rtype.kind.encode(),
+            self.rtype.api_version.encode(),
+        )
+        return head + (b"," + self.body[1:] if len(self.body) > 2 else b"}")
+
+    @property
+    def list_item(self) -> bytes:
+        """Typed built-in lists omit ``kind``/``apiVersion`` per item; custom resources keep them."""
+        return self.full if self.rtype.group not in _BUILTIN_GROUPS else self.body
+
+    @property
+    def labels(self) -> dict[str, str]:
+        labels: dict[str, str] = self.obj.get("metadata", {}).get("labels") or {}
+        return labels
+
+    @property
+    def fields(self) -> dict[str, str]:
+        if self._fields is None:
+            self._fields = object_fields(self.rtype, self.obj)
+        return self._fields
+
+    def matches(self, labels: LabelSelector, fields: FieldSelector) -> bool:
+        return (labels.empty or labels.matches(self.labels)) and (
+            fields.empty or fields.matches(self.fields)
+        )
+
+
+_BUILTIN_GROUPS = frozenset(
+    {"", "apps", "batch", "networking.k8s.io", "apiextensions.k8s.io", "policy", "rbac.authorization.k8s.io"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One write: ``type`` ADDED/MODIFIED/DELETED at ``rv``; ``prev`` the version it replaced."""
+
+    rv: int
+    type: str
+    obj: StoredObject
+    prev: StoredObject | None
+
+
+class WatchSink:
+    """What the store needs of a watcher: its filter and a non-blocking ``offer``."""
+
+    rtype: ResourceType
+    namespace: str | None
+
+    def offer(self, event: Event) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+@dataclass(slots=True)
+class _Collection:
+    rtype: ResourceType
+    objects: dict[str, StoredObject] = field(default_factory=dict)
+    keys: list[str] = field(default_factory=list)
+    watchers: set[WatchSink] = field(default_factory=set)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class SimStore:
+    """In-memory storage with etcd-like RVs and compaction. Single writer: the event loop."""
+
+    def __init__(
+        self,
+        registry: ResourceRegistry,
+        *,
+        history_limit: int = 10_000,
+        clock: Callable[[], str] = _now,
+        uid: Callable[[], str] = lambda: str(uuid.uuid4()),
+        start_rv: int = 1,
+    ) -> None:
+        self.registry = registry
+        self.history_limit = history_limit
+        self._clock = clock
+        self._uid = uid
+        self._collections: dict[ResourceType, _Collection] = {t: _Collection(t) for t in registry.values()}
+        self.rv = start_rv
+        self._history: deque[Event] = deque()
+        self.compacted_rv = start_rv
+        """Oldest RV a watch may resume from: every event after it is still in the history."""
+        self.writes = 0
+
+    # ------------------------------------------------------------------ reads
+
+    def collection(self, rtype: ResourceType) -> _Collection:
+        return self._collections[rtype]
+
+    def get(self, rtype: ResourceType, namespace: str, name: str) -> dict[str, Any] | None:
+        stored = self._collections[rtype].objects.get(object_key(namespace or None, name))
+        return stored.obj if stored else None
+
+    def get_stored(self, rtype: ResourceType, namespace: str | None, name: str) -> StoredObject:
+        stored = self._collections[rtype].objects.get(
+            object_key(namespace if rtype.namespaced else None, name)
+        )
+        if stored is None:
+            raise status.not_found(resource=rtype.resource, name=name, group=rtype.group)
+        return stored
+
+    def names(self, rtype: ResourceType) -> list[tuple[str, str]]:
+        coll = self._collections[rtype]
+        return [
+            (str(o.obj["metadata"].get("namespace", "")), str(o.obj["metadata"]["name"]))
+            for o in (coll.objects[k] for k in coll.keys)
+        ]
+
+    def count(self, rtype: ResourceType) -> int:
+        return len(self._collections[rtype].objects)
+
+    def iter_range(
+        self, rtype: ResourceType, namespace: str | None, *, start: str = ""
+    ) -> Iterator[StoredObject]:
+        """Current objects in key order, within ``namespace`` if given, from key ``start`` on."""
+        coll = self._collections[rtype]
+        return _iter_sorted(coll.keys, coll.objects.__getitem__, namespace, start)
+
+    def snapshot(self, rtype: ResourceType, rv: int) -> dict[str, StoredObject]:
+        """The collection as it was at ``rv`` (undoing later writes). 410 if compacted."""
+        if rv < self.compacted_rv:
+            raise status.expired("The resourceVersion for the provided list is too old.")
+        state = dict(self._collections[rtype].objects)
+        for event in reversed(self._history):
+            if event.rv <= rv:
+                break
+            if event.obj.rtype is not rtype:
+                continue
+            if event.prev is None:
+                state.pop(event.obj.key, None)
+            else:
+                state[event.obj.key] = event.prev
+        return state
+
+    def events_since(self, rtype: ResourceType, rv: int) -> list[Event]:
+        """Events of ``rtype`` with RV > ``rv``; 410 when some were compacted away."""
+        if rv < self.compacted_rv:
+            raise status.too_old_resource_version(rv, self.compacted_rv + 1)
+        out: list[Event] = []
+        for event in reversed(self._history):
+            if event.rv <= rv:
+                break
+            if event.obj.rtype is rtype:
+                out.append(event)
+        out.reverse()
+        return out
+
+    # ------------------------------------------------------------------ watchers
+
+    def add_watcher(self, sink: WatchSink) -> None:
+        self._collections[sink.rtype].watchers.add(sink)
+
+    def remove_watcher(self, sink: WatchSink) -> None:
+        self._collections[sink.rtype].watchers.discard(sink)
+
+    def watchers(self) -> Iterable[WatchSink]:
+        for coll in self._collections.values():
+            yield from list(coll.watchers)
+
+    # ------------------------------------------------------------------ writes
+
+    def create(self, rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        coll = self._collections[rtype]
+        obj = copy.deepcopy(obj)
+        meta = obj.setdefault("metadata", {})
+        namespace = meta.get("namespace") or ""
+        if rtype.namespaced and not namespace:
+            meta["namespace"] = namespace = "default"
+        if not rtype.namespaced:
+            meta.pop("namespace", None)
+            namespace = ""
+        name = meta.get("name") or ""
+        if not name and meta.get("generateName"):
+            name = meta["generateName"] + uuid.uuid4().hex[:5]
+            meta["name"] = name
+        _validate_name(rtype, name)
+        if rtype.namespaced:
+            self._require_namespace(namespace)
+        key = object_key(namespace or None, name)
+        if key in coll.objects:
+            raise status.already_exists(resource=rtype.resource, name=name, group=rtype.group)
+        meta["uid"] = self._uid()
+        meta["creationTimestamp"] = self._clock()
+        meta.pop("deletionTimestamp", None)
+        if "spec" in obj:
+            meta["generation"] = 1
+        stored = self._commit(rtype, key, obj, prev=None, event_type="ADDED")
+        return stored.obj
+
+    def update(self, rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        coll = self._collections[rtype]
+        obj = copy.deepcopy(obj)
+        meta = obj.setdefault("metadata", {})
+        name = meta.get("name") or ""
+        namespace = (meta.get("namespace") or "default") if rtype.namespaced else ""
+        key = object_key(namespace or None, name)
+        prev = coll.objects.get(key)
+        if prev is None:
+            raise status.not_found(resource=rtype.resource, name=name, group=rtype.group)
+        sent_rv = meta.get("resourceVersion")
+        if sent_rv and str(sent_rv) != str(prev.rv):
+            raise status.conflict(resource=rtype.resource, name=name, group=rtype.group)
+        old_meta = prev.obj["metadata"]
+        for kept in ("uid", "creationTimestamp", "namespace"):
+            if kept in old_meta:
+                meta[kept] = old_meta[kept]
+        if "generation" in old_meta:
+            changed = obj.get("spec") != prev.obj.get("spec")
+            meta["generation"] = old_meta["generation"] + (1 if changed else 0)
+        return self._commit(rtype, key, obj, prev=prev, event_type="MODIFIED").obj
+
+    def delete(self, rtype: ResourceType, namespace: str, name: str) -> dict[str, Any]:
+        coll = self._collections[rtype]
+        key = object_key((namespace or None) if rtype.namespaced else None, name)
+        prev = coll.objects.get(key)
+        if prev is None:
+            raise status.not_found(resource=rtype.resource, name=name, group=rtype.group)
+        obj = copy.deepcopy(prev.obj)
+        # The deleted object carries the RV of its deletion (as etcd's watch reports it).
+        return self._commit(rtype, key, obj, prev=prev, event_type="DELETED").obj
+
+    def compact(self, rv: int | None = None) -> None:
+        """Forget history up to ``rv`` (default: everything); watches from older RVs get 410."""
+        target = self.rv if rv is None else min(rv, self.rv)
+        while self._history and self._history[0].rv <= target:
+            self._history.popleft()
+        self.compacted_rv = max(self.compacted_rv, target)
+
+    # ------------------------------------------------------------------ internals
+
+    def _require_namespace(self, namespace: str) -> None:
+        ns_type = self.registry.get_gvr("", "v1", "namespaces")
+        if ns_type is None:
+            return
+        if namespace not in self._collections[ns_type].objects:
+            raise status.not_found(resource="namespaces", name=namespace)
+
+    def _commit(
+        self,
+        rtype: ResourceType,
+        key: str,
+        obj: dict[str, Any],
+        *,
+        prev: StoredObject | None,
+        event_type: str,
+    ) -> StoredObject:
+        coll = self._collections[rtype]
+        self.rv += 1
+        self.writes += 1
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        canonical = _canonical(obj)
+        body = orjson.dumps(canonical)
+        stored = StoredObject(rtype=rtype, key=key, obj=canonical, rv=self.rv, body=body)
+        if event_type == "DELETED":
+            del coll.objects[key]
+            idx = bisect.bisect_left(coll.keys, key)
+            del coll.keys[idx]
+        else:
+            if prev is None:
+                bisect.insort(coll.keys, key)
+            coll.objects[key] = stored
+        event = Event(rv=self.rv, type=event_type, obj=stored, prev=prev)
+        self._history.append(event)
+        if len(self._history) > self.history_limit:
+            dropped = self._history.popleft()
+            self.compacted_rv = dropped.rv
+        for sink in list(coll.watchers):
+            sink.offer(event)
+        return stored
+
+
+def _canonical(obj: dict[str, Any]) -> dict[str, Any]:
+    """Object without kind/apiVersion, metadata keys in the API server's order."""
+    meta = obj.get("metadata", {})
+    ordered_meta = {k: meta[k] for k in _META_ORDER if k in meta}
+    ordered_meta.update((k, v) for k, v in meta.items() if k not in ordered_meta)
+    out: dict[str, Any] = {"metadata": ordered_meta}
+    out.update((k, v) for k, v in obj.items() if k not in ("kind", "apiVersion", "metadata"))
+    return out
+
+
+def _validate_name(rtype: ResourceType, name: str) -> None:
+    if not name:
+        raise status.invalid(
+            kind=rtype.kind,
+            group=rtype.group,
+            name="",
+            causes=[status.required_cause("metadata.name", "name or generateName is required")],
+        )
+    if len(name) > 253 or not _is_dns_subdomain(name):
+        detail = (
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
+            "'-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', "
+            "regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+        )
+        raise status.invalid(
+            kind=rtype.kind,
+            group=rtype.group,
+            name=name,
+            causes=[status.invalid_value_cause("metadata.name", name, detail)],
+        )
+
+
+def _is_dns_subdomain(name: str) -> bool:
+    for label in name.split("."):
+        if not label or not label.isascii():
+            return False
+        if not (label[0].isalnum() and label[-1].isalnum()):
+            return False
+        if any(not (c.isdigit() or ("a" <= c <= "z") or c == "-") for c in label):
+            return False
+    return True
+
+
+def _iter_sorted(
+    keys: list[str],
+    lookup: Callable[[str], StoredObject],
+    namespace: str | None,
+    start: str,
+) -> Iterator[StoredObject]:
+    hi_key: str | None = None
+    if namespace:
+        hi_key = f"{namespace}0"  # '0' sorts right after '/': the end of "namespace/…"
+        start = max(f"{namespace}/", start)
+    i = bisect.bisect_left(keys, start)
+    n = len(keys)
+    while i < n:
+        k = keys[i]
+        if hi_key is not None and k >= hi_key:
+            return
+        yield lookup(k)
+        i += 1
+
+
+def iter_snapshot(
+    state: dict[str, StoredObject], namespace: str | None, *, start: str = ""
+) -> Iterator[StoredObject]:
+    """Like :meth:`SimStore.iter_range`, over a snapshot dict."""
+    return _iter_sorted(sorted(state), state.__getitem__, namespace, start)

@@ -1,0 +1,188 @@
+"""Watches of the simulator: the per-watcher buffer, selector transitions and the event stream.
+
+Mirrors the API server's ``cacheWatcher``:
+
+- every write of the watched resource is *offered* synchronously by the store; a watcher whose
+  buffer is full is closed (the API server terminates slow watchers rather than block writes);
+- selectors follow the transition rule (``convertToWatchEvent``): an object that stops matching
+  is sent as DELETED, one that starts matching as ADDED;
+- bookmarks, only when asked, every ``bookmark_interval`` and ~2 s before the deadline; their
+  object is the empty kind with only ``metadata.resourceVersion``;
+- a watch-list (``sendInitialEvents=true``) ends its initial events with a bookmark annotated
+  ``k8s.io/initial-events-end: "true"`` (sent right away, as current servers do).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+
+import orjson
+
+from cacheproxy.kube.fields import FieldSelector
+from cacheproxy.kube.labels import LabelSelector
+from cacheproxy.kube.resources import ResourceType
+from cacheproxy.sim.store import Event, StoredObject, WatchSink
+
+__all__ = ["SimWatcher", "WatchPlan", "bookmark_line", "event_line", "stream_watch"]
+
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+DEADLINE_BOOKMARK_MARGIN = 2.0
+
+
+def event_line(event_type: str, obj: bytes) -> bytes:
+    return b'{"type":"%s","object":%s}\n' % (event_type.encode(), obj)
+
+
+def bookmark_line(rtype: ResourceType, rv: int, *, initial_events_end: bool = False) -> bytes:
+    meta: dict[str, object] = {"resourceVersion": str(rv)}
+    if initial_events_end:
+        meta["annotations"] = {INITIAL_EVENTS_END: "true"}
+    obj = {"kind": rtype.kind, "apiVersion": rtype.api_version, "metadata": meta}
+    return event_line("BOOKMARK", orjson.dumps(obj))
+
+
+def _as_deleted_at(stored: StoredObject, rv: int) -> bytes:
+    """The old object, stamped with the RV of the event that made it stop matching."""
+    obj = dict(stored.obj)
+    obj["metadata"] = {**stored.obj["metadata"], "resourceVersion": str(rv)}
+    moved = StoredObject(rtype=stored.rtype, key=stored.key, obj=obj, rv=rv, body=orjson.dumps(obj))
+    return moved.full
+
+
+class SimWatcher(WatchSink):
+    """One watch: filter, bounded buffer of pending events, closed on overflow or on demand."""
+
+    def __init__(
+        self,
+        *,
+        rtype: ResourceType,
+        namespace: str | None,
+        labels: LabelSelector,
+        fields: FieldSelector,
+        buffer: int = 10_000,
+    ) -> None:
+        self.rtype = rtype
+        self.namespace = namespace
+        self.labels = labels
+        self.fields = fields
+        self._buffer = buffer
+        self._pending: deque[Event] = deque()
+        self._wakeup = asyncio.Event()
+        self.closed = False
+        self.close_reason = ""
+
+    def visible(self, stored: StoredObject) -> bool:
+        if self.namespace and not stored.key.startswith(self.namespace + "/"):
+            return False
+        return stored.matches(self.labels, self.fields)
+
+    def offer(self, event: Event) -> None:
+        if self.closed:
+            return
+        if len(self._pending) >= self._buffer:
+            self.close("slow watcher: buffer full")
+            return
+        self._pending.append(event)
+        self._wakeup.set()
+
+    def close(self, reason: str = "closed") -> None:
+        if not self.closed:
+            self.closed = True
+            self.close_reason = reason
+        self._wakeup.set()
+
+    def line_for(self, event: Event) -> bytes | None:
+        """The event as this watcher sees it, or None when it does not concern it."""
+        new_visible = event.type != "DELETED" and self.visible(event.obj)
+        old_visible = event.prev is not None and self.visible(event.prev)
+        if event.type == "DELETED":
+            return event_line("DELETED", event.obj.full) if old_visible else None
+        if new_visible and old_visible:
+            return event_line("MODIFIED", event.obj.full)
+        if new_visible:
+            return event_line("ADDED", event.obj.full)
+        if old_visible and event.prev is not None:
+            return event_line("DELETED", _as_deleted_at(event.prev, event.rv))
+        return None
+
+    def drain(self) -> list[Event]:
+        events = list(self._pending)
+        self._pending.clear()
+        self._wakeup.clear()
+        return events
+
+    async def wait(self, timeout: float) -> None:
+        if self._pending or self.closed:
+            return
+        try:
+            await asyncio.wait_for(self._wakeup.wait(), timeout=max(timeout, 0.0))
+        except TimeoutError:
+            pass
+
+
+@dataclass(slots=True)
+class WatchPlan:
+    """What one watch sends before live events, and its schedule."""
+
+    initial: Sequence[StoredObject]
+    """Synthetic ADDED events (current state), key order."""
+    replay: Sequence[Event]
+    """History after the requested RV."""
+    end_bookmark_rv: int | None
+    """RV of the initial-events-end bookmark, when a watch-list asked for one."""
+    allow_bookmarks: bool
+    timeout: float
+    bookmark_interval: float
+
+
+async def stream_watch(
+    watcher: SimWatcher,
+    plan: WatchPlan,
+    *,
+    current_rv: Callable[[], int],
+    clock: Callable[[], float] = time.monotonic,
+) -> AsyncIterator[bytes]:
+    """The bytes of a watch response, chunk by chunk, until the deadline or the watcher closes."""
+    deadline = clock() + plan.timeout
+    batch: list[bytes] = []
+    for stored in plan.initial:
+        batch.append(event_line("ADDED", stored.full))
+        if len(batch) >= 256:
+            yield b"".join(batch)
+            batch.clear()
+    for event in plan.replay:
+        line = watcher.line_for(event)
+        if line is not None:
+            batch.append(line)
+    if plan.end_bookmark_rv is not None:
+        batch.append(bookmark_line(watcher.rtype, plan.end_bookmark_rv, initial_events_end=True))
+    if batch:
+        yield b"".join(batch)
+        batch.clear()
+
+    next_bookmark = clock() + plan.bookmark_interval
+    deadline_bookmark_sent = False
+    while not watcher.closed:
+        now = clock()
+        if now >= deadline:
+            return
+        wake_at = deadline
+        if plan.allow_bookmarks:
+            if not deadline_bookmark_sent:
+                wake_at = min(wake_at, deadline - DEADLINE_BOOKMARK_MARGIN)
+            wake_at = min(wake_at, next_bookmark)
+        await watcher.wait(wake_at - now)
+        lines = [line for event in watcher.drain() if (line := watcher.line_for(event))]
+        now = clock()
+        if plan.allow_bookmarks and not lines:
+            due_deadline = not deadline_bookmark_sent and now >= deadline - DEADLINE_BOOKMARK_MARGIN
+            if now >= next_bookmark or due_deadline:
+                lines.append(bookmark_line(watcher.rtype, current_rv()))
+                next_bookmark = now + plan.bookmark_interval
+                deadline_bookmark_sent = deadline_bookmark_sent or due_deadline
+        if lines:
+            yield b"".join(lines)
