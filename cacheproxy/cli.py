@@ -15,8 +15,9 @@ import random
 import signal
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
+from typing import Any
 
 from cacheproxy import __version__
 from cacheproxy.errors import ConfigError
@@ -62,16 +63,33 @@ def build_parser() -> argparse.ArgumentParser:
         description="An in-memory Kubernetes API server: list/watch/get/create/update/patch/delete, "
         "resource versions, paging, bookmarks, watch-list, discovery, faults, optional TLS and auth.",
     )
-    sim.add_argument("--host", default=_env_default("SIM_HOST", "127.0.0.1"), help="address to bind (default 127.0.0.1)")
-    sim.add_argument("--port", type=int, default=int(_env_default("SIM_PORT", "8001")), help="port (0 = any free port)")
-    sim.add_argument("--pods", type=int, default=0, help="demo pods to create at start (0 = no demo data)")
+    sim.add_argument(
+        "--host",
+        default=_env_default("SIM_HOST", "127.0.0.1"),
+        help="address to bind (default 127.0.0.1)",
+    )
+    sim.add_argument(
+        "--port",
+        type=int,
+        default=int(_env_default("SIM_PORT", "8001")),
+        help="port (0 = any free port)",
+    )
+    sim.add_argument(
+        "--pods", type=int, default=0, help="demo pods to create at start (0 = no demo data)"
+    )
     sim.add_argument("--namespaces", type=int, default=3, help="demo namespaces")
     sim.add_argument("--nodes", type=int, default=5, help="demo nodes")
     sim.add_argument("--apps", type=int, default=4, help="demo apps (label app=app-N)")
-    sim.add_argument("--churn", type=float, default=0.0, help="pod writes per second (create/update/delete)")
+    sim.add_argument(
+        "--churn", type=float, default=0.0, help="pod writes per second (create/update/delete)"
+    )
     sim.add_argument("--seed", type=int, default=1, help="random seed of demo data and churn")
-    sim.add_argument("--history", type=int, default=10_000, help="events kept for watch resume before compaction")
-    sim.add_argument("--bookmark-interval", type=float, default=60.0, help="seconds between watch bookmarks")
+    sim.add_argument(
+        "--history", type=int, default=10_000, help="events kept for watch resume before compaction"
+    )
+    sim.add_argument(
+        "--bookmark-interval", type=float, default=60.0, help="seconds between watch bookmarks"
+    )
     sim.add_argument("--server-version", default="v1.33.0", help="gitVersion reported by /version")
     sim.add_argument(
         "--crd",
@@ -81,9 +99,18 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="G/V/PLURAL:Kind[:cluster]",
         help="declare a custom resource (repeatable)",
     )
-    sim.add_argument("--tls", action="store_true", help="serve HTTPS with a generated CA (paths printed)")
-    sim.add_argument("--tls-dir", type=Path, default=None, help="where to write the generated CA and certificates")
-    sim.add_argument("--policy", type=Path, default=None, help="auth policy YAML: static tokens and RBAC rules")
+    sim.add_argument(
+        "--tls", action="store_true", help="serve HTTPS with a generated CA (paths printed)"
+    )
+    sim.add_argument(
+        "--tls-dir",
+        type=Path,
+        default=None,
+        help="where to write the generated CA and certificates",
+    )
+    sim.add_argument(
+        "--policy", type=Path, default=None, help="auth policy YAML: static tokens and RBAC rules"
+    )
     return parser
 
 
@@ -95,26 +122,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        if args.command == "sim":
-            return _run(_sim_main(args))
+        return _run(_sim_main(args))
     except ConfigError as err:
         print(f"cacheproxy: {err}", file=sys.stderr)
         return 2
-    parser.error(f"unknown command {args.command}")
-    return 2  # pragma: no cover
 
 
-def _run(coro: object) -> int:
-    try:
-        import uvloop
-
-        runner = uvloop.run
-    except ImportError:  # pragma: no cover - uvloop is optional
-        runner = asyncio.run
+def _run(coro: Coroutine[Any, Any, int]) -> int:
+    """Run the main coroutine on uvloop when installed (DESIGN §3), else asyncio."""
     with contextlib.suppress(KeyboardInterrupt):
-        result = runner(coro)  # type: ignore[arg-type]
-        return int(result or 0)
-    return 0
+        try:
+            import uvloop
+        except ImportError:  # pragma: no cover - uvloop is optional
+            return asyncio.run(coro)
+        return uvloop.run(coro)
+    return 130
 
 
 async def _sim_main(args: argparse.Namespace) -> int:
@@ -134,7 +156,11 @@ async def _sim_main(args: argparse.Namespace) -> int:
     spec = None
     if args.pods:
         spec = DemoSpec(
-            namespaces=args.namespaces, nodes=args.nodes, apps=args.apps, pods=args.pods, seed=args.seed
+            namespaces=args.namespaces,
+            nodes=args.nodes,
+            apps=args.apps,
+            pods=args.pods,
+            seed=args.seed,
         )
         created = sim.load(demo_objects(spec))
         log.info("created %d demo objects", created)
@@ -204,7 +230,7 @@ def _print_banner(server: object, *, demo: bool, token_hint: bool) -> None:
         "",
         "Faults (control path): "
         f"curl -s -X POST {url}/_sim/end-watches | {url}/_sim/compact | "
-        f"-d '{{\"verb\":\"watch\",\"code\":410}}' {url}/_sim/fail",
+        f'-d \'{{"verb":"watch","code":410}}\' {url}/_sim/fail',
         "Press Ctrl-C to stop.",
     ]
     if not demo:

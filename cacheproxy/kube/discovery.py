@@ -40,9 +40,12 @@ def negotiate_aggregated(accept: str) -> str | None:
         if params[0] not in ("application/json", "application/*", "*/*"):
             continue
         kv = dict(p.split("=", 1) for p in params[1:] if "=" in p)
-        if kv.get("g") == "apidiscovery.k8s.io" and kv.get("as") == "APIGroupDiscoveryList":
-            if kv.get("v") in AGGREGATED_VERSIONS:
-                return kv["v"]
+        if (
+            kv.get("g") == "apidiscovery.k8s.io"
+            and kv.get("as") == "APIGroupDiscoveryList"
+            and kv.get("v") in AGGREGATED_VERSIONS
+        ):
+            return kv["v"]
     return None
 
 
@@ -51,7 +54,9 @@ def api_versions(server_address: str) -> dict[str, Any]:
     return {
         "kind": "APIVersions",
         "versions": ["v1"],
-        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}],
+        "serverAddressByClientCIDRs": [
+            {"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}
+        ],
     }
 
 

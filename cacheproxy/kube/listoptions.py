@@ -98,12 +98,8 @@ def parse_list_options(
         # A named watch is a watch with fieldSelector=metadata.name=<name> (handlers/get.go).
         for req in fields.requirements:
             if req.field == "metadata.name" and (req.operator == "!=" or req.value != name):
-                raise status.bad_request(
-                    "fieldSelector metadata.name doesn't match requested name"
-                )
-        fields = parse_field_selector(
-            ",".join(filter(None, [field_text, f"metadata.name={name}"]))
-        )
+                raise status.bad_request("fieldSelector metadata.name doesn't match requested name")
+        fields = parse_field_selector(",".join(filter(None, [field_text, f"metadata.name={name}"])))
 
     causes = (
         _watch_violations(rvm=rvm, cont=cont, send_initial_events=send_initial_events)
@@ -168,7 +164,8 @@ def _watch_violations(
     if send_initial_events is not None and rvm != NOT_OLDER_THAN:
         causes.append(
             status.forbidden_cause(
-                field, f"sendInitialEvents requires setting resourceVersionMatch to {NOT_OLDER_THAN}"
+                field,
+                f"sendInitialEvents requires setting resourceVersionMatch to {NOT_OLDER_THAN}",
             )
         )
     if rvm:

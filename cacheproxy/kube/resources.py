@@ -91,7 +91,12 @@ class ResourceType:
 
 
 def _core(
-    resource: str, kind: str, *, namespaced: bool = True, short: tuple[str, ...] = (), cat: bool = False
+    resource: str,
+    kind: str,
+    *,
+    namespaced: bool = True,
+    short: tuple[str, ...] = (),
+    cat: bool = False,
 ) -> ResourceType:
     return ResourceType(
         group="",

@@ -81,9 +81,7 @@ def decode_continue(token: str) -> ContinueToken:
     except orjson.JSONDecodeError:
         first = raw[:1]
         shown = f"\\x{first[0]:02x}" if first and first[0] >= 0x80 else first.decode("latin-1")
-        raise _invalid(
-            f"invalid character '{shown}' looking for beginning of value"
-        ) from None
+        raise _invalid(f"invalid character '{shown}' looking for beginning of value") from None
     if not isinstance(data, dict) or data.get("v") != _TOKEN_VERSION:
         version = data.get("v") if isinstance(data, dict) else None
         raise _invalid(f"server does not recognize this encoded key (version {version})")

@@ -22,17 +22,17 @@ __all__ = [
     "conflict",
     "expired",
     "forbidden",
+    "forbidden_cause",
     "gone",
     "internal_error",
     "invalid",
-    "forbidden_cause",
     "invalid_list_options",
     "invalid_value_cause",
-    "not_supported_cause",
-    "required_cause",
     "method_not_allowed",
     "not_acceptable",
     "not_found",
+    "not_supported_cause",
+    "required_cause",
     "resource_not_found",
     "service_unavailable",
     "status_body",
@@ -225,9 +225,7 @@ def gone(message: str) -> ApiError:
     return ApiError(status_body(code=410, reason="Gone", message=message))
 
 
-def invalid(
-    *, kind: str, name: str, causes: Sequence[StatusCause], group: str = ""
-) -> ApiError:
+def invalid(*, kind: str, name: str, causes: Sequence[StatusCause], group: str = "") -> ApiError:
     """422 for an invalid object (``NewInvalid``): details name the *Kind*."""
     qualified = f"{kind}.{group}" if group else kind
     summary = ", ".join(f"{c.get('field', '')}: {c.get('message', '')}" for c in causes)

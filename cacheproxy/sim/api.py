@@ -27,7 +27,7 @@ from cacheproxy.kube.rv import decode_continue, encode_continue, parse_resource_
 from cacheproxy.sim.store import SimStore, StoredObject, iter_snapshot
 from cacheproxy.sim.watch import SimWatcher, WatchPlan
 
-__all__ = ["PATCH_TYPES", "ListResult", "SimApi"]
+__all__ = ["PATCH_TYPES", "ListResult", "SimApi", "partial_object_metadata"]
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -43,18 +43,35 @@ class ListResult:
     continue_token: str
     remaining: int | None
 
-    def encode(self) -> bytes:
+    def _list_meta(self) -> bytes:
         meta: dict[str, Any] = {"resourceVersion": str(self.resource_version)}
         if self.continue_token:
             meta["continue"] = self.continue_token
         if self.remaining is not None and self.continue_token:
             meta["remainingItemCount"] = self.remaining
+        return orjson.dumps(meta)
+
+    def encode(self) -> bytes:
         head = b'{"kind":"%s","apiVersion":"%s","metadata":%s,"items":[' % (
             self.rtype.list_kind.encode(),
             self.rtype.api_version.encode(),
-            orjson.dumps(meta),
+            self._list_meta(),
         )
         return head + b",".join(o.list_item for o in self.items) + b"]}"
+
+    def encode_metadata(self, api_version: str) -> bytes:
+        """As the ``PartialObjectMetadataList`` metadata-only clients ask for on ``Accept``."""
+        head = b'{"kind":"PartialObjectMetadataList","apiVersion":"%s","metadata":%s,"items":[' % (
+            api_version.encode(),
+            self._list_meta(),
+        )
+        items = (orjson.dumps(partial_object_metadata(o.obj, api_version)) for o in self.items)
+        return head + b",".join(items) + b"]}"
+
+
+def partial_object_metadata(obj: dict[str, Any], api_version: str) -> dict[str, Any]:
+    """``metav1.PartialObjectMetadata`` of ``obj``: its whole ``metadata``, nothing else."""
+    return {"kind": "PartialObjectMetadata", "apiVersion": api_version, "metadata": obj["metadata"]}
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -104,14 +121,21 @@ class SimApi:
             await self.wait_for_rv(parse_resource_version(rv))
         return self.store.get_stored(rtype, namespace, name).full
 
-    async def list(self, rtype: ResourceType, namespace: str | None, opts: ListOptions) -> ListResult:
+    async def list(
+        self, rtype: ResourceType, namespace: str | None, opts: ListOptions
+    ) -> ListResult:
         store = self.store
         start = ""
+        # Token keys are relative to the listed collection, as etcd3's ``encodeContinue`` strips
+        # the key prefix: "ns-1/name\x00" across namespaces, "name\x00" within ns-1.
+        prefix = f"{namespace}/" if namespace else ""
         if opts.continue_token:
             if opts.resource_version not in ("", "0"):
-                raise status.bad_request("specifying resource version is not allowed when using continue")
+                raise status.bad_request(
+                    "specifying resource version is not allowed when using continue"
+                )
             token = decode_continue(opts.continue_token)
-            start = token.start_key
+            start = prefix + token.start_key
             if token.resource_version == -1:
                 rv, source = store.rv, None
             else:
@@ -119,7 +143,7 @@ class SimApi:
                 if rv < store.compacted_rv:
                     raise status.expired(
                         status.CONTINUE_EXPIRED_MESSAGE,
-                        continue_token=encode_continue(-1, start),
+                        continue_token=encode_continue(-1, token.start_key),
                     )
                 source = None if rv == store.rv else store.snapshot(rtype, rv)
         else:
@@ -138,7 +162,7 @@ class SimApi:
             if source is None
             else iter_snapshot(source, namespace, start=start)
         )
-        return _page(rtype, objects, opts, rv)
+        return _page(rtype, objects, opts, rv, key_prefix=prefix)
 
     def open_watch(
         self, rtype: ResourceType, namespace: str | None, opts: ListOptions
@@ -167,7 +191,9 @@ class SimApi:
         elif opts.resource_version not in ("", "0") and requested < store.rv:
             replay = store.events_since(rtype, requested)
         store.add_watcher(watcher)
-        timeout = float(opts.timeout_seconds) if opts.timeout_seconds else self.default_watch_timeout()
+        timeout = (
+            float(opts.timeout_seconds) if opts.timeout_seconds else self.default_watch_timeout()
+        )
         plan = WatchPlan(
             initial=initial,
             replay=replay,
@@ -216,12 +242,18 @@ class SimApi:
         base = _with_type(rtype, current.obj)
         if patch_type == JSON_PATCH:
             if not isinstance(body, list):
-                raise status.bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
+                raise status.bad_request(
+                    "json: cannot unmarshal object into Go value of type jsonpatch.Patch"
+                )
             try:
                 patched = jsonpatch.apply_patch(base, body)
             except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
                 raise ApiError(
-                    status.status_body(code=422, reason="Invalid", message=f"the server rejected our request due to an error in our request: {exc}")
+                    status.status_body(
+                        code=422,
+                        reason="Invalid",
+                        message=f"the server rejected our request due to an error in our request: {exc}",
+                    )
                 ) from None
         elif patch_type in (MERGE_PATCH, STRATEGIC_MERGE_PATCH):
             # Strategic merge is approximated by a JSON merge patch (lists are replaced whole).
@@ -242,7 +274,12 @@ class SimApi:
 
 
 def _page(
-    rtype: ResourceType, objects: Iterator[StoredObject], opts: ListOptions, rv: int
+    rtype: ResourceType,
+    objects: Iterator[StoredObject],
+    opts: ListOptions,
+    rv: int,
+    *,
+    key_prefix: str = "",
 ) -> ListResult:
     labels, fields = opts.label_selector, opts.field_selector
     filtered = labels.empty and fields.empty
@@ -254,12 +291,14 @@ def _page(
         if not (filtered or stored.matches(labels, fields)):
             continue
         if limit and len(items) == limit:
-            token = encode_continue(rv, items[-1].key + "\x00")
+            token = encode_continue(rv, items[-1].key.removeprefix(key_prefix) + "\x00")
             if filtered:
                 remaining = 1 + sum(1 for _ in objects)
             break
         items.append(stored)
-    return ListResult(rtype=rtype, items=items, resource_version=rv, continue_token=token, remaining=remaining)
+    return ListResult(
+        rtype=rtype, items=items, resource_version=rv, continue_token=token, remaining=remaining
+    )
 
 
 def _object_body(rtype: ResourceType, body: Any) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gzip
+import hashlib
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
@@ -27,11 +28,18 @@ from cacheproxy.errors import ApiError
 from cacheproxy.kube import discovery, status
 from cacheproxy.kube.fields import validate_field_selector
 from cacheproxy.kube.listoptions import ListOptions, parse_list_options
-from cacheproxy.kube.resources import BUILTIN_RESOURCES, GroupVersion, ResourceRegistry, ResourceType
-from cacheproxy.sim.api import PATCH_TYPES, SimApi
+from cacheproxy.kube.resources import (
+    BUILTIN_RESOURCES,
+    GroupVersion,
+    ResourceRegistry,
+    ResourceType,
+)
+from cacheproxy.sim.api import PATCH_TYPES, SimApi, partial_object_metadata
 from cacheproxy.sim.auth import (
+    ANONYMOUS_USER,
     Authenticator,
     Authorizer,
+    NonResourceAttributes,
     Policy,
     ResourceAttributes,
     UserInfo,
@@ -62,10 +70,18 @@ WRITE_VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
 REVIEW_TYPES = (
     ResourceType("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False),
     ResourceType(
-        "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", namespaced=False
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+        namespaced=False,
     ),
     ResourceType(
-        "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False
+        "authorization.k8s.io",
+        "v1",
+        "subjectaccessreviews",
+        "SubjectAccessReview",
+        namespaced=False,
     ),
 )
 
@@ -159,7 +175,9 @@ class Simulator:
             await _send_status(send, err, request.headers_sent)
         except Exception:  # a bug must still answer with a Status, never a traceback
             log.exception("simulator: unexpected error on %s %s", request.method, request.path)
-            await _send_status(send, status.internal_error("unexpected server error"), request.headers_sent)
+            await _send_status(
+                send, status.internal_error("unexpected server error"), request.headers_sent
+            )
 
     async def _dispatch(self, req: _Request, send: Send) -> None:
         parts = [unquote(p) for p in req.path.strip("/").split("/") if p]
@@ -172,6 +190,8 @@ class Simulator:
         if self.faults.latency:
             await asyncio.sleep(self.faults.latency)
         user = self._authenticate(req)
+        if not _is_resource_path(parts):
+            self._authorize_path(user, req.path)
         if parts == ["version"]:
             await self._send_json(req, send, 200, orjson.dumps(self.version_info()))
             return
@@ -235,12 +255,20 @@ class Simulator:
                 "DELETE": "delete" if name else "deletecollection",
             }.get(method, "")
         if not verb or (verb == "create" and name) or (verb in ("update", "patch") and not name):
-            raise status.method_not_allowed(verb=verb or method.lower(), resource=rtype.resource, group=rtype.group)
+            raise status.method_not_allowed(
+                verb=verb or method.lower(), resource=rtype.resource, group=rtype.group
+            )
         self._authorize(user, verb, rtype, namespace or "", name or "")
         self.requests[verb] += 1
         self.requests[f"{verb} {rtype.qualified}"] += 1
         failure = self.faults.take_failure(
-            "watch" if verb == "watch" else "list" if verb == "list" else "get" if verb == "get" else "any"
+            "watch"
+            if verb == "watch"
+            else "list"
+            if verb == "list"
+            else "get"
+            if verb == "get"
+            else "any"
         )
         if failure is not None and not (verb == "watch" and failure.code == 410):
             raise failure
@@ -251,11 +279,16 @@ class Simulator:
         elif verb == "list":
             opts = self._options(rtype, query, watch=False)
             result = await self.api.list(rtype, namespace, opts)
-            await self._send_json(req, send, 200, result.encode())
+            meta_version = _metadata_as(req, verb)
+            body = result.encode_metadata(meta_version) if meta_version else result.encode()
+            await self._send_json(req, send, 200, body)
         elif verb == "get":
             assert name is not None
             rv = (query.get("resourceVersion") or [""])[0]
-            await self._send_json(req, send, 200, await self.api.get(rtype, namespace, name, rv))
+            body = await self.api.get(rtype, namespace, name, rv)
+            if meta_version := _metadata_as(req, verb):
+                body = orjson.dumps(partial_object_metadata(orjson.loads(body), meta_version))
+            await self._send_json(req, send, 200, body)
         elif verb == "create":
             obj = self.api.create(rtype, namespace, await req.json())
             await self._send_json(req, send, 201, orjson.dumps(obj))
@@ -278,7 +311,12 @@ class Simulator:
             raise status.method_not_allowed(verb=verb, resource=rtype.resource, group=rtype.group)
 
     def _options(
-        self, rtype: ResourceType, query: dict[str, list[str]], *, watch: bool, name: str | None = None
+        self,
+        rtype: ResourceType,
+        query: dict[str, list[str]],
+        *,
+        watch: bool,
+        name: str | None = None,
     ) -> ListOptions:
         opts = parse_list_options(query, watch=watch, name=name)
         validate_field_selector(rtype, opts.field_selector)
@@ -295,6 +333,8 @@ class Simulator:
         forced_error: ApiError | None,
     ) -> None:
         _negotiate(req)
+        if meta_version := _metadata_as(req, "watch"):
+            send = _metadata_events(send, meta_version)
         stream_fault = self.faults.take_stream_fault()
         await send(
             {
@@ -329,17 +369,25 @@ class Simulator:
         self, send: Send, watcher: SimWatcher, plan: WatchPlan, fault: StreamFault | None
     ) -> None:
         if fault == "silent":
-            await watcher.wait(plan.timeout)
-            while not watcher.closed:
+            # Neither events nor bookmarks until the deadline: a stalled watch.
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + plan.timeout
+            while not watcher.closed and loop.time() < deadline:
+                await watcher.wait(deadline - loop.time())
                 watcher.drain()
-                await watcher.wait(plan.timeout)
             return
         first = True
         async for chunk in stream_watch(watcher, plan, current_rv=lambda: self.store.rv):
             if fault == "garbage" and first:
                 chunk = b"{this is not json\n" + chunk
             elif fault == "truncate":
-                await send({"type": "http.response.body", "body": chunk[: max(1, len(chunk) // 2)], "more_body": True})
+                await send(
+                    {
+                        "type": "http.response.body",
+                        "body": chunk[: max(1, len(chunk) // 2)],
+                        "more_body": True,
+                    }
+                )
                 return
             first = False
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
@@ -352,6 +400,13 @@ class Simulator:
         peer = req.scope.get("extensions", {}).get("tls", {}).get("peer_user")
         return self._authn.authenticate(req.header("authorization") or None, peer)
 
+    def _authorize_path(self, user: UserInfo | None, path: str) -> None:
+        """Discovery and ``/version`` are non-resource URLs, authorized by path (RBAC's
+        ``nonResourceURLs``; the bootstrap roles open them to authenticated users)."""
+        if self._authz is None or user is None:
+            return
+        self._authz.check(user, NonResourceAttributes(verb="get", path=path))
+
     def _authorize(
         self, user: UserInfo | None, verb: str, rtype: ResourceType, namespace: str, name: str
     ) -> None:
@@ -362,7 +417,9 @@ class Simulator:
         )
         self._authz.check(user, attrs)
 
-    async def _review(self, req: _Request, send: Send, rtype: ResourceType, user: UserInfo | None) -> None:
+    async def _review(
+        self, req: _Request, send: Send, rtype: ResourceType, user: UserInfo | None
+    ) -> None:
         body = await req.json()
         if not isinstance(body, dict):
             raise status.bad_request("the request body must be a JSON object")
@@ -376,7 +433,11 @@ class Simulator:
             self._authorize(user, "create", rtype, "", "")
             answer = subject_access_review(authz, body)
         else:
-            answer = self_subject_access_review(authz, user or UserInfo(name="system:anonymous"), body)
+            # The field manager defaults to the User-Agent up to its first "/" (as the API server).
+            manager = req.header("user-agent").split("/", 1)[0] or None
+            answer = self_subject_access_review(
+                authz, user or ANONYMOUS_USER, body, manager=manager
+            )
         await self._send_json(req, send, 201, orjson.dumps(answer))
 
     # ------------------------------------------------------------------ discovery
@@ -411,9 +472,23 @@ class Simulator:
         gvs = [gv for gv in self._all_gvs() if (gv.group == "") == core]
         version = discovery.negotiate_aggregated(req.header("accept"))
         if version is not None:
-            doc = discovery.aggregated_discovery(gvs, self._types_in, self._verbs_for, version=version)
+            doc = discovery.aggregated_discovery(
+                gvs, self._types_in, self._verbs_for, version=version
+            )
             ctype = discovery.aggregated_content_type(version).encode()
-            await self._send_json(req, send, 200, orjson.dumps(doc), content_type=ctype, vary=b"Accept")
+            body = orjson.dumps(doc)
+            # Aggregated discovery is cacheable: public, with a strong ETag (the upper-case hex
+            # SHA-512 of the document, as apiserver's aggregated/etag.go) and 304 on a match.
+            etag = b'"%s"' % hashlib.sha512(body).hexdigest().upper().encode()
+            if req.header("if-none-match") == etag.decode():
+                headers = [(b"etag", etag), (b"cache-control", b"public"), (b"vary", b"Accept")]
+                await send({"type": "http.response.start", "status": 304, "headers": headers})
+                req.headers_sent = True
+                await send({"type": "http.response.body", "body": b""})
+                return
+            await self._send_json(
+                req, send, 200, body, content_type=ctype, vary=b"Accept", etag=etag
+            )
             return
         _negotiate(req)
         doc = discovery.api_versions(self.server_address) if core else discovery.api_group_list(gvs)
@@ -491,12 +566,16 @@ class Simulator:
         *,
         content_type: bytes = JSON,
         vary: bytes | None = None,
+        etag: bytes | None = None,
     ) -> None:
         if content_type == JSON:
             _negotiate(req)
         if req.wants_pretty():
             body = orjson.dumps(orjson.loads(body), option=orjson.OPT_INDENT_2) + b"\n"
-        headers = [(b"content-type", content_type), (b"cache-control", b"no-cache, private")]
+        cache_control = b"public" if etag else b"no-cache, private"
+        headers = [(b"content-type", content_type), (b"cache-control", cache_control)]
+        if etag:
+            headers.append((b"etag", etag))
         if vary:
             headers.append((b"vary", vary))
         if len(body) > GZIP_THRESHOLD and "gzip" in req.header("accept-encoding"):
@@ -517,7 +596,9 @@ class _Request:
         self.query: dict[str, list[str]] = parse_qs(
             scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True
         )
-        self._headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        self._headers: dict[str, str] = {
+            k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]
+        }
         self.headers_sent = False
         self._disconnected = False
 
@@ -559,6 +640,11 @@ class _Request:
                 return
 
 
+def _is_resource_path(parts: list[str]) -> bool:
+    """``/api/v1/<resource>…`` or ``/apis/<group>/<version>/<resource>…``."""
+    return (parts[:1] == ["api"] and len(parts) > 2) or (parts[:1] == ["apis"] and len(parts) > 3)
+
+
 def _truthy(values: list[str] | None) -> bool:
     return bool(values) and values is not None and values[0].lower() not in ("false", "0")
 
@@ -573,6 +659,44 @@ def _negotiate(req: _Request) -> None:
         if media in ("application/json", "application/*", "*/*", "application/json-seq"):
             return
     raise status.not_acceptable(ACCEPTED)
+
+
+def _metadata_as(req: _Request, verb: str) -> str | None:
+    """The ``meta.k8s.io`` version to answer in when the client's first usable ``Accept`` clause
+    asks for ``PartialObjectMetadata`` (``…List`` for a list), as client-go's metadata client
+    does; None for a full answer. Table clauses are skipped: the simulator prints no tables."""
+    wanted = "PartialObjectMetadataList" if verb == "list" else "PartialObjectMetadata"
+    for clause in req.header("accept").split(","):
+        media, *params = (p.strip() for p in clause.split(";"))
+        if media.lower() not in ("application/json", "application/*", "*/*"):
+            continue
+        kv = dict(p.split("=", 1) for p in params if "=" in p)
+        if "as" not in kv:
+            return None
+        if kv["as"] == wanted and kv.get("g") == "meta.k8s.io" and kv.get("v") in ("v1", "v1beta1"):
+            return f"meta.k8s.io/{kv['v']}"
+    return None
+
+
+def _metadata_events(send: Send, api_version: str) -> Send:
+    """``send`` for a metadata-only watch: every event object but a Status becomes its
+    ``PartialObjectMetadata``; a line that does not parse (an injected fault) passes as is."""
+
+    async def send_metadata(message: Message) -> None:
+        body = message.get("body", b"")
+        if message["type"] == "http.response.body" and body:
+            lines = []
+            for line in body.split(b"\n"):
+                with contextlib.suppress(orjson.JSONDecodeError, KeyError, TypeError):
+                    event = orjson.loads(line)
+                    if event["object"].get("kind") != "Status":
+                        event["object"] = partial_object_metadata(event["object"], api_version)
+                        line = orjson.dumps(event)
+                lines.append(line)
+            message = {**message, "body": b"\n".join(lines)}
+        await send(message)
+
+    return send_metadata
 
 
 def _page_not_found() -> ApiError:

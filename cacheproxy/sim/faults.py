@@ -36,7 +36,9 @@ class FailureSpec:
                 "Too many requests, please try again later.", retry_after=self.retry_after
             )
         if self.code == 503:
-            return status.service_unavailable("the server is shutting down", retry_after=self.retry_after)
+            return status.service_unavailable(
+                "the server is shutting down", retry_after=self.retry_after
+            )
         if self.code == 504:
             return status.too_large_resource_version(0, 0, retry_after=self.retry_after)
         return status.internal_error("injected fault")

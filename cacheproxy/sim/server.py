@@ -37,7 +37,7 @@ class _PeerCertProtocol(HttpToolsProtocol):
         if ssl_object is not None:
             peer = user_from_peer_cert(ssl_object.getpeercert())
             if peer is not None:
-                self.scope.setdefault("extensions", {})["tls"] = {"peer_user": peer}  # type: ignore[typeddict-item]
+                self.scope.setdefault("extensions", {})["tls"] = {"peer_user": peer}
         super().on_headers_complete()
 
 
@@ -49,6 +49,20 @@ def _bind(host: str, port: int) -> socket.socket:
     sock.listen(1024)
     sock.setblocking(False)
     return sock
+
+
+async def _serve(server: uvicorn.Server, sock: socket.socket) -> None:
+    """``uvicorn.Server.serve`` without its signal capture: signals belong to whoever owns the
+    process (the CLI), not to an embedded server."""
+    config = server.config
+    if not config.loaded:
+        config.load()
+    server.lifespan = config.lifespan_class(config)
+    await server.startup(sockets=[sock])
+    if server.should_exit:
+        return
+    await server.main_loop()
+    await server.shutdown(sockets=[sock])
 
 
 class SimServer:
@@ -108,10 +122,8 @@ class SimServer:
         self.port = sock.getsockname()[1]
         self.sim.server_address = f"{self.host}:{self.port}"
         server = uvicorn.Server(self._config())
-        # Signals belong to whoever owns the process (the CLI), not to an embedded server.
-        server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
         self._server = server
-        self._task = asyncio.create_task(server.serve(sockets=[sock]), name=f"sim-server-{self.port}")
+        self._task = asyncio.create_task(_serve(server, sock), name=f"sim-server-{self.port}")
         while not server.started:
             if self._task.done():
                 self._task.result()  # raise the startup error
@@ -138,7 +150,9 @@ class SimServer:
 
     def request_restart(self) -> None:
         """Schedule :meth:`restart` (used by the ``/_sim/restart`` control path)."""
-        self._restarting = asyncio.get_running_loop().create_task(self.restart(), name="sim-restart")
+        self._restarting = asyncio.get_running_loop().create_task(
+            self.restart(), name="sim-restart"
+        )
 
     async def __aenter__(self) -> SimServer:
         await self.start()

@@ -99,7 +99,15 @@ class StoredObject:
 
 
 _BUILTIN_GROUPS = frozenset(
-    {"", "apps", "batch", "networking.k8s.io", "apiextensions.k8s.io", "policy", "rbac.authorization.k8s.io"}
+    {
+        "",
+        "apps",
+        "batch",
+        "networking.k8s.io",
+        "apiextensions.k8s.io",
+        "policy",
+        "rbac.authorization.k8s.io",
+    }
 )
 
 
@@ -151,7 +159,9 @@ class SimStore:
         self.history_limit = history_limit
         self._clock = clock
         self._uid = uid
-        self._collections: dict[ResourceType, _Collection] = {t: _Collection(t) for t in registry.values()}
+        self._collections: dict[ResourceType, _Collection] = {
+            t: _Collection(t) for t in registry.values()
+        }
         self.rv = start_rv
         self._history: deque[Event] = deque()
         self.compacted_rv = start_rv
@@ -211,7 +221,9 @@ class SimStore:
     def events_since(self, rtype: ResourceType, rv: int) -> list[Event]:
         """Events of ``rtype`` with RV > ``rv``; 410 when some were compacted away."""
         if rv < self.compacted_rv:
-            raise status.too_old_resource_version(rv, self.compacted_rv + 1)
+            # The watch cache names the oldest servable RV minus one: after a restart, the RV of
+            # its initial list (err_watch_too_old_rv_after_apiserver_restart.http).
+            raise status.too_old_resource_version(rv, self.compacted_rv)
         out: list[Event] = []
         for event in reversed(self._history):
             if event.rv <= rv:

@@ -7,7 +7,7 @@ Mirrors the API server's ``cacheWatcher``:
 - selectors follow the transition rule (``convertToWatchEvent``): an object that stops matching
   is sent as DELETED, one that starts matching as ADDED;
 - bookmarks, only when asked, every ``bookmark_interval`` and ~2 s before the deadline; their
-  object is the empty kind with only ``metadata.resourceVersion``;
+  object is the kind's empty object with only ``metadata.resourceVersion`` set;
 - a watch-list (``sendInitialEvents=true``) ends its initial events with a bookmark annotated
   ``k8s.io/initial-events-end: "true"`` (sent right away, as current servers do).
 """
@@ -15,6 +15,7 @@ Mirrors the API server's ``cacheWatcher``:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -24,7 +25,7 @@ import orjson
 
 from cacheproxy.kube.fields import FieldSelector
 from cacheproxy.kube.labels import LabelSelector
-from cacheproxy.kube.resources import ResourceType
+from cacheproxy.kube.resources import BUILTIN_RESOURCES, ResourceType
 from cacheproxy.sim.store import Event, StoredObject, WatchSink
 
 __all__ = ["SimWatcher", "WatchPlan", "bookmark_line", "event_line", "stream_watch"]
@@ -37,11 +38,68 @@ def event_line(event_type: str, obj: bytes) -> bytes:
     return b'{"type":"%s","object":%s}\n' % (event_type.encode(), obj)
 
 
+_TEMPLATE = {"metadata": {"creationTimestamp": None}, "spec": {"containers": None}}
+# A bookmark's object is the watched kind's empty object (``newFunc()``) with only its RV set. For
+# typed built-ins Go's encoding/json still writes the fields without ``omitempty``: these are
+# those zero values (Pod checked against watch_bookmarks_ns1_app3.txt; the others read from the
+# k8s.io/api json tags). Kinds not listed have none beyond ``metadata.creationTimestamp``.
+_ZERO_FIELDS: dict[tuple[str, str], dict[str, object]] = {
+    ("", "Pod"): {"spec": {"containers": None}, "status": {}},
+    ("", "Namespace"): {"spec": {}, "status": {}},
+    ("", "Service"): {"spec": {}, "status": {"loadBalancer": {}}},
+    ("", "PersistentVolumeClaim"): {"spec": {"resources": {}}, "status": {}},
+    ("", "PersistentVolume"): {"spec": {}, "status": {}},
+    ("", "Event"): {
+        "involvedObject": {},
+        "source": {},
+        "firstTimestamp": None,
+        "lastTimestamp": None,
+        "eventTime": None,
+        "reportingComponent": "",
+        "reportingInstance": "",
+    },
+    ("apps", "Deployment"): {
+        "spec": {"selector": None, "template": _TEMPLATE, "strategy": {}},
+        "status": {},
+    },
+    ("apps", "ReplicaSet"): {
+        "spec": {"selector": None, "template": _TEMPLATE},
+        "status": {"replicas": 0},
+    },
+    ("apps", "DaemonSet"): {
+        "spec": {"selector": None, "template": _TEMPLATE, "updateStrategy": {}},
+        "status": {
+            "currentNumberScheduled": 0,
+            "numberMisscheduled": 0,
+            "desiredNumberScheduled": 0,
+            "numberReady": 0,
+        },
+    },
+    ("batch", "Job"): {"spec": {"template": _TEMPLATE}, "status": {}},
+    ("batch", "CronJob"): {
+        "spec": {
+            "schedule": "",
+            "jobTemplate": {
+                "metadata": {"creationTimestamp": None},
+                "spec": {"template": _TEMPLATE},
+            },
+        },
+        "status": {},
+    },
+    ("networking.k8s.io", "Ingress"): {"spec": {}, "status": {"loadBalancer": {}}},
+}
+_TYPED = frozenset(BUILTIN_RESOURCES)
+
+
 def bookmark_line(rtype: ResourceType, rv: int, *, initial_events_end: bool = False) -> bytes:
     meta: dict[str, object] = {"resourceVersion": str(rv)}
+    if rtype in _TYPED:  # custom resources are unstructured: nothing but what is set
+        meta["creationTimestamp"] = None
     if initial_events_end:
         meta["annotations"] = {INITIAL_EVENTS_END: "true"}
-    obj = {"kind": rtype.kind, "apiVersion": rtype.api_version, "metadata": meta}
+    obj: dict[str, object] = {"kind": rtype.kind, "apiVersion": rtype.api_version, "metadata": meta}
+    if rtype in _TYPED:
+        obj.update(_ZERO_FIELDS.get((rtype.group, rtype.kind), {}))
     return event_line("BOOKMARK", orjson.dumps(obj))
 
 
@@ -115,13 +173,12 @@ class SimWatcher(WatchSink):
         self._wakeup.clear()
         return events
 
-    async def wait(self, timeout: float) -> None:
+    async def wait(self, seconds: float) -> None:
+        """Until an event is pending, the watcher closes, or ``seconds`` pass."""
         if self._pending or self.closed:
             return
-        try:
-            await asyncio.wait_for(self._wakeup.wait(), timeout=max(timeout, 0.0))
-        except TimeoutError:
-            pass
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wakeup.wait(), timeout=max(seconds, 0.0))
 
 
 @dataclass(slots=True)

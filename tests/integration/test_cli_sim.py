@@ -1,0 +1,62 @@
+"""``cacheproxy sim`` as ``make run`` starts it: demo data, churn, printed commands, clean stop."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+import sys
+
+import httpx
+import orjson
+
+
+async def test_sim_command_serves_demo_data_with_churn_and_stops_on_sigterm() -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "cacheproxy",
+        "sim",
+        "--port",
+        "0",
+        "--pods",
+        "12",
+        "--churn",
+        "40",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    try:
+        banner = []
+        url = None
+        while url is None:
+            line = (await asyncio.wait_for(proc.stdout.readline(), timeout=30)).decode()
+            assert line, "the simulator exited before printing its address"
+            banner.append(line)
+            found = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
+            url = found.group(1) if found else None
+        while not banner[-1].startswith("Press Ctrl-C"):
+            banner.append((await asyncio.wait_for(proc.stdout.readline(), timeout=10)).decode())
+        text = "".join(banner)
+        assert f"kubectl --server {url}" in text
+        assert f"curl -s {url}/version" in text
+
+        async with httpx.AsyncClient(base_url=url, timeout=10) as c:
+            pods = (await c.get("/api/v1/pods")).json()
+            assert len(pods["items"]) == 12
+            rv = pods["metadata"]["resourceVersion"]
+            # Churn writes pods: a watch from the list's RV sees them.
+            async with c.stream("GET", f"/api/v1/pods?watch=1&resourceVersion={rv}") as r:
+                it = r.aiter_lines()
+                try:
+                    event = orjson.loads(await asyncio.wait_for(it.__anext__(), timeout=10))
+                finally:
+                    await it.aclose()
+        assert event["type"] in ("ADDED", "MODIFIED", "DELETED")
+        assert int(event["object"]["metadata"]["resourceVersion"]) > int(rv)
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+        code = await asyncio.wait_for(proc.wait(), timeout=15)
+    assert code == 0
