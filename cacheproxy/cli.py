@@ -141,7 +141,7 @@ def _run(coro: Coroutine[Any, Any, int]) -> int:
 
 async def _sim_main(args: argparse.Namespace) -> int:
     from cacheproxy.sim import SimConfig, SimServer, Simulator
-    from cacheproxy.sim.auth import Policy
+    from cacheproxy.sim.policy import Policy
     from cacheproxy.sim.tls import generate_pki
     from cacheproxy.sim.workload import DemoSpec, demo_objects
 

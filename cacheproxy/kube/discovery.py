@@ -8,6 +8,8 @@ reply's ``Content-Type`` tells the client which document it got (``discovery_cli
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,6 +24,7 @@ __all__ = [
     "api_resource_list",
     "api_versions",
     "negotiate_aggregated",
+    "storage_version_hash",
 ]
 
 AGGREGATED_VERSIONS = ("v2", "v2beta1")
@@ -34,12 +37,15 @@ def aggregated_content_type(version: str) -> str:
 
 
 def negotiate_aggregated(accept: str) -> str | None:
-    """The aggregated discovery version the client accepts first (in its order), if any."""
+    """The aggregated discovery version if the first acceptable clause of ``accept`` asks for
+    one; None when a plain JSON clause comes first (legacy discovery)."""
     for clause in accept.split(","):
         params = [p.strip() for p in clause.split(";")]
         if params[0] not in ("application/json", "application/*", "*/*"):
             continue
         kv = dict(p.split("=", 1) for p in params[1:] if "=" in p)
+        if not kv.keys() & {"g", "v", "as"}:
+            return None  # plain JSON accepted first
         if (
             kv.get("g") == "apidiscovery.k8s.io"
             and kv.get("as") == "APIGroupDiscoveryList"
@@ -78,6 +84,13 @@ def api_group_list(gvs: Sequence[GroupVersion]) -> dict[str, Any]:
     }
 
 
+def storage_version_hash(rtype: ResourceType) -> str:
+    """``discovery.StorageVersionHash``: base64 of the first 8 bytes of SHA-256 of
+    ``group/version/Kind`` (its storage version; the served one for the built-ins we know)."""
+    digest = hashlib.sha256(f"{rtype.group}/{rtype.version}/{rtype.kind}".encode()).digest()
+    return base64.b64encode(digest[:8]).decode("ascii")
+
+
 def api_resource_list(
     gv: GroupVersion, types: Sequence[ResourceType], verbs_for: VerbsFor
 ) -> dict[str, Any]:
@@ -95,6 +108,8 @@ def api_resource_list(
             entry["shortNames"] = list(t.short_names)
         if t.categories:
             entry["categories"] = list(t.categories)
+        if "watch" in entry["verbs"]:  # kept in storage (not a review or a virtual resource)
+            entry["storageVersionHash"] = storage_version_hash(t)
         resources.append(entry)
     doc: dict[str, Any] = {"kind": "APIResourceList"}
     if gv.group:

@@ -55,13 +55,19 @@ def _bool(value: str) -> bool:
     return value.lower() not in ("false", "0")
 
 
-def _int(name: str, value: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        raise status.bad_request(
-            f'{name}: Invalid value: "{value}": strconv.ParseInt: parsing "{value}": invalid syntax'
-        ) from None
+_INT64 = 2**63
+
+
+def _int(value: str) -> int:
+    """``strconv.ParseInt(value, 10, 64)``; the 400 carries its bare error, as the API server's
+    query-parameter conversion does."""
+    digits = value[1:] if value[:1] in ("+", "-") else value
+    if not (digits.isascii() and digits.isdigit()):
+        raise status.bad_request(f'strconv.ParseInt: parsing "{value}": invalid syntax')
+    parsed = int(value)
+    if not -_INT64 <= parsed < _INT64:
+        raise status.bad_request(f'strconv.ParseInt: parsing "{value}": value out of range')
+    return parsed
 
 
 def _first(query: Mapping[str, Sequence[str]], name: str) -> str | None:
@@ -86,8 +92,8 @@ def parse_list_options(
     limit_value = _first(query, "limit")
     sie_value = _first(query, "sendInitialEvents")
 
-    limit = _int("limit", limit_value) if limit_value else 0
-    timeout = _int("timeoutSeconds", timeout_value) if timeout_value else None
+    limit = _int(limit_value) if limit_value is not None else 0
+    timeout = _int(timeout_value) if timeout_value is not None else None
     send_initial_events = _bool(sie_value) if sie_value is not None else None
     if rv:
         parse_resource_version(rv)
@@ -96,10 +102,12 @@ def parse_list_options(
     fields = parse_field_selector(field_text)
     if name is not None:
         # A named watch is a watch with fieldSelector=metadata.name=<name> (handlers/get.go).
-        for req in fields.requirements:
-            if req.field == "metadata.name" and (req.operator == "!=" or req.value != name):
+        # A selector given with it must pin metadata.name to that very name.
+        if not fields.empty:
+            if fields.requires_exact_match("metadata.name") != name:
                 raise status.bad_request("fieldSelector metadata.name doesn't match requested name")
-        fields = parse_field_selector(",".join(filter(None, [field_text, f"metadata.name={name}"])))
+        else:
+            fields = parse_field_selector(f"metadata.name={name}")
 
     causes = (
         _watch_violations(rvm=rvm, cont=cont, send_initial_events=send_initial_events)

@@ -118,6 +118,7 @@ def _grouped(
     namespaced: bool = True,
     short: tuple[str, ...] = (),
     cat: bool = False,
+    categories: tuple[str, ...] = (),
 ) -> ResourceType:
     return ResourceType(
         group=group,
@@ -126,7 +127,7 @@ def _grouped(
         kind=kind,
         namespaced=namespaced,
         short_names=short,
-        categories=("all",) if cat else (),
+        categories=("all",) if cat else categories,
     )
 
 
@@ -156,6 +157,7 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
         "CustomResourceDefinition",
         namespaced=False,
         short=("crd", "crds"),
+        categories=("api-extensions",),
     ),
 )
 

@@ -12,11 +12,12 @@ continues at the latest state (what a 410 on an expired token hands back).
 from __future__ import annotations
 
 import base64
-import binascii
+import posixpath
 from dataclasses import dataclass
 
 import orjson
 
+from cacheproxy.errors import ApiError
 from cacheproxy.kube import status
 
 __all__ = [
@@ -55,7 +56,12 @@ class ContinueToken:
     resource_version: int
     """The snapshot the pages are cut from; -1 continues at the latest state."""
     start_key: str
-    """The first key of the next page (the token carries it with a trailing NUL)."""
+    """As encoded: the first key of the next page (after a page ending at K: ``K + "\\x00"``)."""
+
+    @property
+    def key(self) -> str:
+        """The start key in our key space (the API server allows a leading ``/``)."""
+        return self.start_key[1:] if self.start_key.startswith("/") else self.start_key
 
 
 def encode_continue(resource_version: int, start_key: str) -> str:
@@ -65,34 +71,61 @@ def encode_continue(resource_version: int, start_key: str) -> str:
     return base64.urlsafe_b64encode(payload).rstrip(b"=").decode("ascii")
 
 
-def _invalid(detail: str) -> Exception:
+_RAW_URL_ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+def _invalid(detail: str) -> ApiError:
     return status.bad_request(f"invalid continue token: continue key is not valid: {detail}")
 
 
+def _raw_url_b64decode(token: str) -> bytes:
+    """Go's ``base64.RawURLEncoding``: no padding, URL alphabet; errors name the offset."""
+    for i, ch in enumerate(token):
+        if ch not in _RAW_URL_ALPHABET:
+            raise _invalid(f"illegal base64 data at input byte {i}")
+    if len(token) % 4 == 1:
+        raise _invalid(f"illegal base64 data at input byte {len(token) - 1}")
+    return base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+
+
+def _json_error(raw: bytes) -> str:
+    """``encoding/json``'s wording for the common failures."""
+    stripped = raw.lstrip(b" \t\r\n")
+    if not stripped:
+        return "unexpected end of JSON input"
+    first = stripped[:1]
+    if first not in b'{["-0123456789tfn' or first == b"":
+        shown = f"\\x{first[0]:02x}" if first[0] >= 0x80 or first[0] < 0x20 else first.decode()
+        return f"invalid character '{shown}' looking for beginning of value"
+    return "unexpected end of JSON input"
+
+
+def _go_path_clean(path: str) -> str:
+    cleaned = posixpath.normpath(path)
+    # POSIX keeps a leading "//"; Go's path.Clean does not.
+    return cleaned[1:] if cleaned.startswith("//") and not cleaned.startswith("///") else cleaned
+
+
 def decode_continue(token: str) -> ContinueToken:
-    """Parse a continue token; a forged or damaged one → 400 as the API server words it."""
-    padded = token + "=" * (-len(token) % 4)
-    try:
-        raw = base64.b64decode(padded.encode("ascii"), altchars=b"-_", validate=True)
-    except (binascii.Error, UnicodeEncodeError, ValueError):
-        raise _invalid("illegal base64 data") from None
+    """Parse a continue token as ``storage.DecodeContinue``; a forged or damaged one → 400."""
+    raw = _raw_url_b64decode(token)
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        first = raw[:1]
-        shown = f"\\x{first[0]:02x}" if first and first[0] >= 0x80 else first.decode("latin-1")
-        raise _invalid(f"invalid character '{shown}' looking for beginning of value") from None
-    if not isinstance(data, dict) or data.get("v") != _TOKEN_VERSION:
-        version = data.get("v") if isinstance(data, dict) else None
-        raise _invalid(f"server does not recognize this encoded key (version {version})")
-    rv = data.get("rv")
-    start = data.get("start")
-    if not isinstance(rv, int) or isinstance(rv, bool) or rv == 0 or rv < -1:
+        raise _invalid(_json_error(raw)) from None
+    if not isinstance(data, dict):
+        raise _invalid("json: cannot unmarshal value into Go value of type storage.continueToken")
+    version = data.get("v", "")
+    if version != _TOKEN_VERSION:
+        raise _invalid(f"server does not recognize this encoded version {version}")
+    rv = data.get("rv", 0)
+    if not isinstance(rv, int) or isinstance(rv, bool) or rv == 0:
         raise _invalid(f"incorrect encoded start resourceVersion (version {_TOKEN_VERSION})")
+    start = data.get("start", "")
     if not isinstance(start, str) or not start:
-        raise _invalid("encoded start key empty")
-    # The API server rejects keys that escape the collection (path traversal).
-    cleaned = start.rstrip("\x00")
-    if cleaned.startswith("/") or ".." in cleaned.split("/"):
-        raise _invalid(f"continue key may not contain relative paths (version {_TOKEN_VERSION})")
+        raise _invalid(f"encoded start key empty (version {_TOKEN_VERSION})")
+    # Defend against path traversal: the cleaned key must be the key itself.
+    rooted = start if start.startswith("/") else "/" + start
+    if _go_path_clean(rooted) != rooted:
+        raise _invalid(start)
     return ContinueToken(resource_version=rv, start_key=start)

@@ -135,7 +135,7 @@ class SimApi:
                     "specifying resource version is not allowed when using continue"
                 )
             token = decode_continue(opts.continue_token)
-            start = prefix + token.start_key
+            start = prefix + token.key
             if token.resource_version == -1:
                 rv, source = store.rv, None
             else:

@@ -35,19 +35,20 @@ from cacheproxy.kube.resources import (
     ResourceType,
 )
 from cacheproxy.sim.api import PATCH_TYPES, SimApi, partial_object_metadata
-from cacheproxy.sim.auth import (
+from cacheproxy.sim.attributes import (
     ANONYMOUS_USER,
-    Authenticator,
-    Authorizer,
     NonResourceAttributes,
-    Policy,
     ResourceAttributes,
     UserInfo,
+)
+from cacheproxy.sim.auth import Authenticator, Authorizer
+from cacheproxy.sim.faults import Faults, StreamFault
+from cacheproxy.sim.policy import Policy
+from cacheproxy.sim.reviews import (
     self_subject_access_review,
     subject_access_review,
     token_review,
 )
-from cacheproxy.sim.faults import Faults, StreamFault
 from cacheproxy.sim.store import SimStore
 from cacheproxy.sim.watch import SimWatcher, WatchPlan, event_line, stream_watch
 
@@ -335,6 +336,10 @@ class Simulator:
         _negotiate(req)
         if meta_version := _metadata_as(req, "watch"):
             send = _metadata_events(send, meta_version)
+        if forced_error is None and opts.rv > self.store.rv:
+            # A watch from a future RV waits (≤ rv_wait) for the store to reach it, then 504s
+            # before the stream starts, as the watch cache's waitUntilFreshAndBlock does.
+            await self.api.wait_for_rv(opts.rv)
         stream_fault = self.faults.take_stream_fault()
         await send(
             {

@@ -98,6 +98,18 @@ class StoredObject:
         )
 
 
+# Kinds with a spec whose registry strategy sets no ``metadata.generation`` (the tables samples:
+# namespaces, services, PVCs, nodes). Pods have one on current servers (1.28 set none).
+_NO_GENERATION = frozenset(
+    {
+        ("", "Namespace"),
+        ("", "Service"),
+        ("", "PersistentVolumeClaim"),
+        ("", "PersistentVolume"),
+        ("", "Node"),
+    }
+)
+
 _BUILTIN_GROUPS = frozenset(
     {
         "",
@@ -270,7 +282,7 @@ class SimStore:
         meta["uid"] = self._uid()
         meta["creationTimestamp"] = self._clock()
         meta.pop("deletionTimestamp", None)
-        if "spec" in obj:
+        if "spec" in obj and (rtype.group, rtype.kind) not in _NO_GENERATION:
             meta["generation"] = 1
         stored = self._commit(rtype, key, obj, prev=None, event_type="ADDED")
         return stored.obj

@@ -183,3 +183,41 @@ async def test_stats_count_requests_by_verb_and_resource(client: httpx.AsyncClie
     assert stats["requests"]["list"] == 1
     assert stats["requests"]["list pods"] == 1
     assert stats["requests"]["get namespaces"] == 1
+
+
+async def test_a_watch_from_a_future_resource_version_times_out_with_504() -> None:
+    from cacheproxy.sim import SimConfig
+
+    sim = Simulator(config=SimConfig(rv_wait=0.2))
+    async with SimServer(sim) as server, httpx.AsyncClient(base_url=server.url) as c:
+        r = await c.get(f"/api/v1/pods?watch=1&resourceVersion={sim.store.rv + 100}")
+    assert r.status_code == 504
+    assert r.headers["retry-after"] == "1"
+    assert r.json()["details"]["causes"] == [
+        {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
+    ]
+
+
+async def test_a_watch_from_a_future_resource_version_starts_once_it_is_reached(
+    client: httpx.AsyncClient, sim: Simulator
+) -> None:
+    cms = sim.resource("configmaps")
+    target = sim.store.rv + 1
+
+    async def write_soon() -> None:
+        await asyncio.sleep(0.1)
+        sim.store.create(cms, {"metadata": {"name": "first", "namespace": "default"}})
+        await asyncio.sleep(0.1)
+        sim.store.create(cms, {"metadata": {"name": "second", "namespace": "default"}})
+
+    writer = asyncio.create_task(write_soon())
+    async with client.stream("GET", f"/api/v1/configmaps?watch=1&resourceVersion={target}") as r:
+        assert r.status_code == 200
+        it = r.aiter_lines()
+        try:
+            event = orjson.loads(await asyncio.wait_for(it.__anext__(), timeout=5))
+        finally:
+            await it.aclose()
+    await writer
+    # Events strictly after the requested RV: "first" is at the RV itself.
+    assert event["object"]["metadata"]["name"] == "second"

@@ -1,4 +1,4 @@
-"""The simulator's auth: tokens, client certs, RBAC, the review endpoints and the policy file.
+"""The simulator's auth: tokens, client certs, RBAC and the review endpoints.
 
 Error bodies are compared byte for byte with the real kube-apiserver's (the ``*_BODY`` constants
 are copied verbatim from ``k8s-samples/protocol/``).
@@ -8,26 +8,24 @@ from __future__ import annotations
 
 import datetime
 import json
-import textwrap
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cacheproxy.errors import ApiError, ConfigError
+from cacheproxy.errors import ApiError
 from cacheproxy.sim import auth
-from cacheproxy.sim.auth import (
+from cacheproxy.sim.attributes import (
     ANONYMOUS_USER,
-    Authenticator,
-    Authorizer,
+    Attributes,
     NonResourceAttributes,
-    Policy,
     ResourceAttributes,
-    Rule,
     UserInfo,
-    bearer_token,
+)
+from cacheproxy.sim.auth import Authenticator, Authorizer, bearer_token
+from cacheproxy.sim.policy import Policy, Rule
+from cacheproxy.sim.reviews import (
     self_subject_access_review,
     subject_access_review,
     token_review,
@@ -287,7 +285,7 @@ _LOG = ResourceAttributes("get", "", "pods", subresource="log")
         (Rule(("get",), non_resource_urls=_ALL), ResourceAttributes("get", "", "pods"), False),
     ],
 )
-def test_rule_matching_follows_rbac(rule: Rule, attrs: auth.Attributes, allowed: bool) -> None:
+def test_rule_matching_follows_rbac(rule: Rule, attrs: Attributes, allowed: bool) -> None:
     assert rule.matches(attrs) is allowed
 
 
@@ -502,149 +500,3 @@ def test_self_subject_access_review_without_a_manager_has_bare_metadata() -> Non
         "allowed": True,
         "reason": 'RBAC: allowed by rule "pod-readers" to User "reader"',
     }
-
-
-# --- the policy file ---------------------------------------------------------------------------
-
-
-def test_the_documented_example_loads(tmp_path: Path) -> None:
-    doc = auth.__doc__ or ""
-    example = doc.split("Policy file (YAML)::", 1)[1].split("\nSubjects are", 1)[0]
-    path = tmp_path / "policy.yaml"
-    path.write_text(textwrap.dedent(example))
-    policy = Policy.load(path)
-
-    assert [u.name for u in policy.users] == ["admin", "lowpriv"]
-    assert policy.users[0].uid == "42"
-    readers, metrics = policy.bindings
-    assert readers.name == "readers"
-    assert readers.rule.resource_names == ("web-0",)
-    assert metrics.name == "rules[1]"
-    assert metrics.rule.non_resource_urls == ("/metrics", "/logs/*")
-    admin = Authenticator(policy).authenticate("Bearer admin-token")
-    assert Authorizer(policy).allows(admin, ResourceAttributes("delete", "", "nodes"))
-
-
-def test_the_briefs_example_loads(tmp_path: Path) -> None:
-    path = tmp_path / "p.yaml"
-    path.write_text(
-        textwrap.dedent(
-            """\
-            users:
-              - name: admin
-                token: admin-token
-                groups: [system:masters]
-              - name: lowpriv
-                token: lowpriv-token
-            rules:
-              - subjects: [{kind: Group, name: "system:masters"}]
-                verbs: ["*"]
-                apiGroups: ["*"]
-                resources: ["*"]
-              - subjects: [{kind: User, name: reader}]
-                verbs: [get, list, watch]
-                apiGroups: [""]
-                resources: [pods]
-                namespaces: [ns-1]
-            """
-        )
-    )
-    policy = Policy.load(path)
-    assert policy.users[0].groups == ("system:masters",)
-    assert policy.bindings[1].rule == Rule(
-        verbs=("get", "list", "watch"), api_groups=("",), resources=("pods",), namespaces=("ns-1",)
-    )
-
-
-def _user(**fields: object) -> dict[str, object]:
-    return {"users": [{"name": "a", "token": "t", **fields}]}
-
-
-def _rule(**fields: object) -> dict[str, object]:
-    """A valid rule changed by ``fields``; a field set to None is removed."""
-    rule: dict[str, object] = {
-        "subjects": [{"kind": "User", "name": "u"}],
-        "verbs": ["get"],
-        "apiGroups": [""],
-        "resources": ["pods"],
-    }
-    rule.update(fields)
-    return {"rules": [{k: v for k, v in rule.items() if v is not None}]}
-
-
-@pytest.mark.parametrize(
-    ("data", "message"),
-    [
-        ([], "policy: expected a mapping, got an empty list"),
-        ({"user": []}, "policy: user: unknown key (expected one of: users, rules)"),
-        ({"users": {}}, "policy: users: expected a list, got a mapping"),
-        (_user(name=None), "policy: users[0].name: expected a non-empty string, got nothing"),
-        (_user(token=None), "policy: users[0].token: expected a non-empty string, got nothing"),
-        (_user(token=123), "policy: users[0].token: expected a non-empty string, got 123 (a int)"),
-        (_user(token="t u"), "policy: users[0].token: must not contain whitespace"),
-        (_user(group=["g"]), "policy: users[0].group: unknown key (expected one of: name, token,"),
-        (_user(groups="g"), 'policy: users[0].groups: expected a list, got "g"'),
-        (
-            {"users": [{"name": "a", "token": "t"}, {"name": "b", "token": "t"}]},
-            "policy: users[1].token: the same token as users[0]",
-        ),
-        (_rule(subjects=None), "policy: rules[0].subjects: expected a non-empty list, got nothing"),
-        (
-            _rule(subjects=[{"kind": "Team", "name": "x"}]),
-            'policy: rules[0].subjects[0].kind: must be "User" or "Group", got "Team"',
-        ),
-        (
-            _rule(subjects=[{"kind": "User"}]),
-            "policy: rules[0].subjects[0].name: expected a non-empty string, got nothing",
-        ),
-        (_rule(verbs=[]), "policy: rules[0].verbs: expected a non-empty list, got an empty list"),
-        (
-            _rule(verbs=[True]),
-            "policy: rules[0].verbs[0]: expected a non-empty string, got true (a boolean; quote",
-        ),
-        (_rule(verb=["get"]), "policy: rules[0].verb: unknown key"),
-        (
-            _rule(apiGroups=None),
-            "policy: rules[0].apiGroups: expected a non-empty list, got nothing",
-        ),
-        (
-            _rule(resources=[""]),
-            "policy: rules[0].resources[0]: expected a non-empty string, got an",
-        ),
-        (_rule(namespaces=["*"]), "policy: rules[0].namespaces: omit namespaces to grant every"),
-        (
-            _rule(nonResourceURLs=["/a"]),
-            "policy: rules[0]: nonResourceURLs cannot be combined with apiGroups, resources",
-        ),
-        (
-            _rule(nonResourceURLs=["a*b"], apiGroups=None, resources=None),
-            'policy: rules[0].nonResourceURLs[0]: "a*b" is not "/path" or "/prefix*"',
-        ),
-    ],
-)
-def test_policy_errors_name_the_bad_key(data: object, message: str) -> None:
-    with pytest.raises(ConfigError) as caught:
-        Policy.from_mapping(data)
-    assert str(caught.value).startswith(message)
-
-
-def test_policy_file_errors_name_the_file(tmp_path: Path) -> None:
-    missing = tmp_path / "missing.yaml"
-    with pytest.raises(ConfigError, match=r"cannot read policy file .*missing\.yaml"):
-        Policy.load(missing)
-
-    broken = tmp_path / "broken.yaml"
-    broken.write_text("users: [\n")
-    with pytest.raises(ConfigError, match=r"broken.yaml: not valid YAML"):
-        Policy.load(broken)
-
-    empty = tmp_path / "empty.yaml"
-    empty.write_text("# nothing yet\n")
-    with pytest.raises(ConfigError, match=r"empty.yaml: the file is empty"):
-        Policy.load(empty)
-
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("users:\n  - name: a\n    token: t\n    uid: 42\n")
-    with pytest.raises(ConfigError) as caught:
-        Policy.load(bad)
-    assert str(caught.value) == f"{bad}: users[0].uid: expected a string, got 42 (a int)"
