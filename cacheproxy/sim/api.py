@@ -209,12 +209,7 @@ class SimApi:
     def create(self, rtype: ResourceType, namespace: str | None, body: Any) -> dict[str, Any]:
         obj = _object_body(rtype, body)
         meta = obj.setdefault("metadata", {})
-        if rtype.namespaced and namespace:
-            if meta.get("namespace") and meta["namespace"] != namespace:
-                raise status.bad_request(
-                    "the namespace of the provided object does not match the namespace sent on the request"
-                )
-            meta["namespace"] = namespace
+        _place_in_namespace(rtype, meta, namespace)
         return _with_type(rtype, self.store.create(rtype, obj))
 
     def update(
@@ -227,12 +222,7 @@ class SimApi:
                 f"the name of the object ({meta['name']}) does not match the name on the URL ({name})"
             )
         meta["name"] = name
-        if rtype.namespaced and namespace:
-            if meta.get("namespace") and meta["namespace"] != namespace:
-                raise status.bad_request(
-                    "the namespace of the provided object does not match the namespace sent on the request"
-                )
-            meta["namespace"] = namespace
+        _place_in_namespace(rtype, meta, namespace)
         return _with_type(rtype, self.store.update(rtype, obj))
 
     def patch(
@@ -299,6 +289,16 @@ def _page(
     return ListResult(
         rtype=rtype, items=items, resource_version=rv, continue_token=token, remaining=remaining
     )
+
+
+def _place_in_namespace(rtype: ResourceType, meta: dict[str, Any], namespace: str | None) -> None:
+    """The path's namespace wins; a different one in the body is a 400 (as the API server)."""
+    if rtype.namespaced and namespace:
+        if meta.get("namespace") and meta["namespace"] != namespace:
+            raise status.bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
+        meta["namespace"] = namespace
 
 
 def _object_body(rtype: ResourceType, body: Any) -> dict[str, Any]:
