@@ -100,4 +100,11 @@ class ConfigError(CacheProxyError):
 
 
 class TransportError(CacheProxyError):
-    """The upstream could not be reached, or the connection or stream broke."""
+    """The upstream could not be reached, or the connection or stream broke.
+
+    ``connection_refused`` marks the one case client-go retries a watch for without relisting
+    (the server is restarting)."""
+
+    def __init__(self, message: str, *, connection_refused: bool = False) -> None:
+        super().__init__(message)
+        self.connection_refused = connection_refused

@@ -1,0 +1,477 @@
+"""SharedInformer: one Reflector, one Store, one EventLog, any number of handlers.
+
+The processing loop takes the EventQueue's items in order and, for each, synchronously updates
+the Store, appends to the EventLog and calls the *listeners* (inline, for consumers such as the
+daemon's watch fan-out that must see every event and never block), then hands a notification to
+every *handler*.
+
+Handlers (``on_add(entry, in_initial_list)``, ``on_update(old, new)``, ``on_delete(entry or
+tombstone)``) run in their own task with their own bounded buffer, so a slow handler delays only
+itself — unless its overflow policy is ``BLOCK``, which makes the informer wait for it (the
+default for library users: nothing is lost). With ``DROP`` a handler whose buffer is full is
+unregistered and told so; adding it again replays the current state. A handler added while the
+informer runs first gets the current state as adds (``in_initial_list=True``); its
+``has_synced`` turns true once it has processed them. Handlers receive :class:`Entry` objects:
+the bytes the store keeps, parsed only when the handler calls ``entry.object()``.
+
+Guarantees: per informer, handlers see events in RV order; after a relist they see the
+difference between the old and new state (adds, updates, and deletes carrying the last known
+object as a :class:`DeletedFinalStateUnknown` tombstone).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import inspect
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from cacheproxy.informer import coalescing
+from cacheproxy.informer.eventlog import EventLog, LogEvent
+from cacheproxy.informer.listwatch import ListerWatcher
+from cacheproxy.informer.metrics import InformerMetrics
+from cacheproxy.informer.queue import Bookmark, Delta, EventQueue, InOrderQueue, QueueItem, Replaced
+from cacheproxy.informer.reflector import Reflector, ReflectorOptions
+from cacheproxy.informer.store import Entry, Store
+from cacheproxy.kube.keys import object_key, object_namespace_name
+
+__all__ = [
+    "DeletedFinalStateUnknown",
+    "FuncHandler",
+    "HandlerRegistration",
+    "Overflow",
+    "ResourceEventHandler",
+    "SharedInformer",
+]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class DeletedFinalStateUnknown:
+    """A delete noticed by a relist: the watch event was missed; ``entry`` is the last known state."""
+
+    key: str
+    entry: Entry
+
+
+class ResourceEventHandler(Protocol):
+    def on_add(self, entry: Entry, in_initial_list: bool) -> Awaitable[None] | None: ...
+
+    def on_update(self, old: Entry, new: Entry) -> Awaitable[None] | None: ...
+
+    def on_delete(self, entry: Entry | DeletedFinalStateUnknown) -> Awaitable[None] | None: ...
+
+
+@dataclass
+class FuncHandler:
+    """A handler from plain functions (sync or async); missing ones do nothing."""
+
+    add: Callable[[Entry, bool], Awaitable[None] | None] | None = None
+    update: Callable[[Entry, Entry], Awaitable[None] | None] | None = None
+    delete: Callable[[Entry | DeletedFinalStateUnknown], Awaitable[None] | None] | None = None
+
+    def on_add(self, entry: Entry, in_initial_list: bool) -> Awaitable[None] | None:
+        return self.add(entry, in_initial_list) if self.add else None
+
+    def on_update(self, old: Entry, new: Entry) -> Awaitable[None] | None:
+        return self.update(old, new) if self.update else None
+
+    def on_delete(self, entry: Entry | DeletedFinalStateUnknown) -> Awaitable[None] | None:
+        return self.delete(entry) if self.delete else None
+
+
+class Overflow(enum.Enum):
+    BLOCK = "block"
+    """The informer waits for the handler: nothing is lost, a slow handler slows everyone."""
+    DROP = "drop"
+    """The handler is unregistered (``on_overflow`` is called); re-adding it replays the state."""
+
+
+_SYNCED = object()  # marker: the handler reached the end of its initial list
+_Notification = tuple[str, Any, Any]
+
+
+class HandlerRegistration:
+    """One handler's buffer, task and sync state."""
+
+    def __init__(
+        self,
+        handler: ResourceEventHandler,
+        *,
+        buffer: int,
+        overflow: Overflow,
+        on_overflow: Callable[[], None] | None,
+        name: str,
+    ) -> None:
+        self.handler = handler
+        self.buffer = buffer
+        self.overflow = overflow
+        self.on_overflow = on_overflow
+        self.name = name
+        self._pending: deque[_Notification | object] = deque()
+        self._wakeup = asyncio.Event()
+        self._space = asyncio.Event()
+        self._space.set()
+        self.has_synced = False
+        self.removed = False
+        self.task: asyncio.Task[None] | None = None
+        self.errors = 0
+
+    def push_unbounded(self, item: _Notification | object) -> None:
+        self._pending.append(item)
+        self._wakeup.set()
+
+    def full(self) -> bool:
+        return len(self._pending) >= self.buffer
+
+    async def wait_for_space(self) -> None:
+        while self.full() and not self.removed:
+            self._space.clear()
+            await self._space.wait()
+
+    async def run(self) -> None:
+        while not self.removed:
+            if not self._pending:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            item = self._pending.popleft()
+            if len(self._pending) < self.buffer:
+                self._space.set()
+            if item is _SYNCED:
+                self.has_synced = True
+                continue
+            assert isinstance(item, tuple)
+            kind: str = item[0]
+            a: Any = item[1]
+            b: Any = item[2]
+            try:
+                if kind == "add":
+                    result = self.handler.on_add(a, b)
+                elif kind == "update":
+                    result = self.handler.on_update(a, b)
+                else:
+                    result = self.handler.on_delete(a)
+                if inspect.isawaitable(result):
+                    await result
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                self.errors += 1
+                log.exception("informer handler %s failed on %s", self.name, kind)
+
+
+class SharedInformer:
+    """Keeps ``store`` equal to one upstream collection and tells handlers what changed."""
+
+    def __init__(
+        self,
+        lw: ListerWatcher,
+        *,
+        name: str,
+        store: Store,
+        event_log: EventLog | None = None,
+        coalesce: bool = False,
+        queue_size: int = 10_000,
+        reflector_options: ReflectorOptions | None = None,
+        resync_period: float | None = None,
+        metrics: InformerMetrics | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.name = name
+        self.store = store
+        self.event_log = event_log or EventLog(clock=clock)
+        self.queue: EventQueue[QueueItem | coalescing.Deltas] = (
+            coalescing.CoalescingQueue(_StoreObjects(store), maxsize=queue_size)
+            if coalesce
+            else InOrderQueue(queue_size)
+        )
+        self.reflector = Reflector(
+            lw,
+            self.queue,
+            name=name,
+            options=reflector_options,
+            clock=clock,
+            sleep=sleep,
+            metrics=metrics,
+        )
+        self.resync_period = resync_period
+        self._sleep = sleep
+        self._handlers: list[HandlerRegistration] = []
+        self._listeners: list[Callable[[LogEvent], None]] = []
+        self._relist_listeners: list[Callable[[int], None]] = []
+        self._bookmark_listeners: list[Callable[[int], None]] = []
+        self._synced = asyncio.Event()
+        self._running = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.relists = 0
+        self.events_processed = 0
+        self.last_event_at: float | None = None
+        self._clock = clock
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def has_synced(self) -> bool:
+        return self._synced.is_set()
+
+    async def wait_for_sync(self) -> None:
+        await self._synced.wait()
+
+    # ------------------------------------------------------------------ consumers
+
+    def add_listener(self, listener: Callable[[LogEvent], None]) -> Callable[[], None]:
+        """Called inline for every change, in order (must be fast, never block).
+        Returns a function that removes it."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    def add_relist_listener(self, listener: Callable[[int], None]) -> Callable[[], None]:
+        """Called inline after the store was replaced by a relist at the given RV."""
+        self._relist_listeners.append(listener)
+        return lambda: self._relist_listeners.remove(listener)
+
+    def add_bookmark_listener(self, listener: Callable[[int], None]) -> Callable[[], None]:
+        """Called inline when a bookmark moves the store's RV without a change."""
+        self._bookmark_listeners.append(listener)
+        return lambda: self._bookmark_listeners.remove(listener)
+
+    def add_handler(
+        self,
+        handler: ResourceEventHandler,
+        *,
+        buffer: int = 10_000,
+        overflow: Overflow = Overflow.BLOCK,
+        on_overflow: Callable[[], None] | None = None,
+    ) -> HandlerRegistration:
+        reg = HandlerRegistration(
+            handler,
+            buffer=buffer,
+            overflow=overflow,
+            on_overflow=on_overflow,
+            name=f"{self.name}-handler-{len(self._handlers)}",
+        )
+        self._handlers.append(reg)
+        if self.has_synced:
+            # Added late: the current state first, as adds of the initial list.
+            for entry in self.store.entries():
+                reg.push_unbounded(("add", entry, True))
+            reg.push_unbounded(_SYNCED)
+        if self._running:
+            self._start_handler(reg)
+        return reg
+
+    def remove_handler(self, reg: HandlerRegistration) -> None:
+        reg.removed = True
+        reg._wakeup.set()
+        reg._space.set()
+        if reg in self._handlers:
+            self._handlers.remove(reg)
+        if reg.task is not None:
+            reg.task.cancel()
+
+    # ------------------------------------------------------------------ running
+
+    async def run(self) -> None:
+        """Run until cancelled: the Reflector, the processing loop and the handlers."""
+        self._running = True
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for reg in self._handlers:
+                    self._start_handler(reg)
+                tg.create_task(self.reflector.run(), name=f"{self.name}-reflector")
+                tg.create_task(self._process(), name=f"{self.name}-process")
+                if self.resync_period:
+                    tg.create_task(
+                        self._resync_loop(self.resync_period), name=f"{self.name}-resync"
+                    )
+                if isinstance(self.queue, coalescing.CoalescingQueue):
+                    tg.create_task(self._coalesced_sync(), name=f"{self.name}-sync-watch")
+        finally:
+            self._running = False
+            for reg in list(self._handlers):
+                if reg.task is not None:
+                    reg.task.cancel()
+            tasks = [r.task for r in self._handlers if r.task is not None]
+            for t in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await t
+            for reg in self._handlers:
+                reg.task = None
+
+    def _start_handler(self, reg: HandlerRegistration) -> None:
+        if reg.task is None or reg.task.done():
+            reg.task = asyncio.get_running_loop().create_task(reg.run(), name=reg.name)
+
+    async def _process(self) -> None:
+        queue = self.queue
+        while True:
+            item: QueueItem | coalescing.Deltas | None = await queue.get()
+            # Drain what is already queued without awaiting between items.
+            for _ in range(1024):
+                if item is None:
+                    break
+                await self._apply(item)
+                item = queue.get_nowait()
+            if not self.has_synced and isinstance(queue, coalescing.CoalescingQueue):
+                await self._mark_synced_if(queue.has_synced)
+
+    async def _coalesced_sync(self) -> None:
+        """Coalescing mode: an empty first list pops nothing; notice the sync anyway."""
+        await self.reflector.synced.wait()
+        queue = self.queue
+        while not self.has_synced:
+            if isinstance(queue, coalescing.CoalescingQueue) and queue.has_synced:
+                await self._mark_synced_if(True)
+                return
+            await asyncio.sleep(0.01)
+
+    async def _mark_synced_if(self, condition: bool) -> None:
+        if condition and not self.has_synced:
+            for reg in self._handlers:
+                reg.push_unbounded(_SYNCED)
+            self._synced.set()
+
+    async def _apply(self, item: QueueItem | coalescing.Deltas) -> None:
+        if isinstance(item, coalescing.Deltas):
+            await self._apply_coalesced(item)
+        elif isinstance(item, Delta):
+            await self._apply_delta(item)
+        elif isinstance(item, Replaced):
+            await self._apply_replaced(item)
+        elif isinstance(item, Bookmark):
+            self.store.resource_version = max(self.store.resource_version, item.rv)
+            self.event_log.advance(item.rv)
+            for listener in self._bookmark_listeners:
+                listener(item.rv)
+        else:  # pragma: no cover - other queue modes deliver their own items
+            raise TypeError(f"unexpected queue item {item!r}")
+
+    async def _apply_delta(self, delta: Delta) -> None:
+        store = self.store
+        self.events_processed += 1
+        self.last_event_at = self._clock()
+        if delta.type == "DELETED":
+            namespace, name = object_namespace_name(delta.object)
+            key = object_key(namespace or None, name)
+            prev = store.delete(key)
+            entry = store.make_entry(delta.object)
+            event = self.event_log.append("DELETED", entry, prev, delta.rv)
+            store.resource_version = delta.rv
+            self._emit(event)
+            await self._notify(("delete", entry, None))
+            return
+        entry = store.make_entry(delta.object)
+        prev = store.put(entry)
+        event_type = "ADDED" if prev is None else "MODIFIED"
+        event = self.event_log.append(event_type, entry, prev, delta.rv)
+        store.resource_version = delta.rv
+        self._emit(event)
+        if prev is None:
+            await self._notify(("add", entry, False))
+        else:
+            await self._notify(("update", prev, entry))
+
+    async def _apply_replaced(self, item: Replaced) -> None:
+        store = self.store
+        first = not self.has_synced
+        entries = [store.make_entry(obj) for obj in item.objects]
+        old = store.replace(entries, item.rv)
+        self.event_log.reset(item.rv)
+        self.relists += 1
+        for listener in self._relist_listeners:
+            listener(item.rv)
+        for entry in entries:
+            prev = old.pop(entry.key, None)
+            if prev is None:
+                await self._notify(("add", entry, first))
+            elif prev.rv != entry.rv:
+                await self._notify(("update", prev, entry))
+        for key, gone in old.items():
+            await self._notify(("delete", DeletedFinalStateUnknown(key, gone), None))
+        await self._mark_synced_if(first)
+
+    async def _apply_coalesced(self, item: coalescing.Deltas) -> None:
+        """Coalescing mode: apply each recorded delta of one key (client-go's processDeltas)."""
+        store = self.store
+        for delta in item.deltas:
+            self.events_processed += 1
+            obj = delta.object
+            if delta.type == "Deleted":
+                if isinstance(obj, coalescing.DeletedFinalStateUnknown):
+                    prev = store.delete(obj.key)
+                    last = prev or (store.make_entry(_copy(obj.object)) if obj.object else None)
+                    if last is not None:
+                        await self._notify(
+                            ("delete", DeletedFinalStateUnknown(obj.key, last), None)
+                        )
+                    continue
+                entry = store.make_entry(_copy(obj))
+                store.delete(entry.key)
+                await self._notify(("delete", entry, None))
+                continue
+            assert not isinstance(obj, coalescing.DeletedFinalStateUnknown)
+            entry = store.make_entry(_copy(obj))
+            prev = store.put(entry)
+            store.resource_version = max(store.resource_version, delta.rv)
+            if prev is None:
+                await self._notify(("add", entry, item.in_initial_list))
+            else:
+                await self._notify(("update", prev, entry))
+
+    def _emit(self, event: LogEvent) -> None:
+        for listener in self._listeners:
+            listener(event)
+
+    async def _notify(self, notification: _Notification) -> None:
+        for reg in list(self._handlers):
+            if reg.full():
+                if reg.overflow is Overflow.DROP:
+                    log.warning("informer %s: handler %s fell behind; removed", self.name, reg.name)
+                    self.remove_handler(reg)
+                    if reg.on_overflow is not None:
+                        reg.on_overflow()
+                    continue
+                await reg.wait_for_space()
+            reg.push_unbounded(notification)
+
+    async def _resync_loop(self, period: float) -> None:
+        """client-go's resync: every period, an update (old = new) for every object (in
+        coalescing mode, a Sync delta for every key with nothing pending)."""
+        while True:
+            await self._sleep(period)
+            if isinstance(self.queue, coalescing.CoalescingQueue):
+                self.queue.resync()
+                continue
+            for entry in list(self.store.entries()):
+                await self._notify(("update", entry, entry))
+
+
+class _StoreObjects:
+    """The coalescing queue's view of the store: keys and last known objects."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def keys(self) -> Iterator[str]:
+        return self._store.keys()
+
+    def get(self, key: str, /) -> dict[str, Any] | None:
+        entry = self._store.get(key)
+        return entry.object() if entry is not None else None
+
+
+def _copy(obj: dict[str, Any]) -> dict[str, Any]:
+    """A copy the store's transform may modify (the queue may still hold the original)."""
+    out = dict(obj)
+    if isinstance(out.get("metadata"), dict):
+        out["metadata"] = dict(out["metadata"])
+    return out

@@ -1,0 +1,404 @@
+"""The Reflector: keeps an EventQueue fed with the state and changes of one collection.
+
+client-go's ``Reflector.ListAndWatch``, as an explicit state machine (:class:`Phase`); each phase
+says what an error does:
+
+- **SYNCING** — first by a watch-list (``sendInitialEvents=true``: the initial events become one
+  ``Replaced`` batch at the ``k8s.io/initial-events-end`` bookmark, then the same stream goes on as
+  the watch); if that fails, by a paged list (limit 500, following ``continue``; an expired
+  continue token → one full list at the same RV, as client-go's pager). The list RV is "0" at
+  first, the last synced RV after that, and "" only once a list at that RV came back 410 Expired
+  or "too large resource version" (``relistResourceVersion``). A failed sync backs off and
+  retries.
+- **WATCHING** — from the last synced RV, ``allowWatchBookmarks=true``, a timeout drawn from
+  ``[min, 2·min)`` (5 to 10 min). A normal end → watch again (no relist), unless the watch ended
+  within a second without an event ("very short watch": relist after backoff). 410 (in-stream
+  ERROR or on start) → relist at the last RV after backoff. 429 → back off (honouring
+  ``Retry-After``) and watch again. Connection refused → back off and watch again. A 500 →
+  watch again. A garbage or truncated stream → watch again after backoff. No event or bookmark
+  for longer than the watch timeout + margin → the watch is stalled: drop it and watch again.
+  Anything else → relist after backoff.
+
+Backoff: 0.8 s doubling to 30 s with jitter, reset after 2 min without errors. Clock, sleep and
+randomness are injectable, so tests drive it in virtual time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cacheproxy.errors import ApiError, CacheProxyError, TransportError
+from cacheproxy.informer.backoff import Backoff
+from cacheproxy.informer.listwatch import ListerWatcher, ListRequest, WatchEvent, WatchRequest
+from cacheproxy.informer.metrics import InformerMetrics, NoMetrics
+from cacheproxy.informer.queue import Bookmark, Delta, EventQueue, Replaced
+
+__all__ = [
+    "Phase",
+    "Reflector",
+    "ReflectorOptions",
+    "is_connection_refused",
+    "is_expired",
+    "is_retryable",
+    "is_too_large_resource_version",
+    "is_too_many_requests",
+]
+
+log = logging.getLogger(__name__)
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+# ---------------------------------------------------------------------- classifiers
+
+
+def is_expired(err: BaseException) -> bool:
+    """410 Expired or Gone: the RV (or continue token) is older than the server's history."""
+    return isinstance(err, ApiError) and err.code == 410
+
+
+def is_too_large_resource_version(err: BaseException) -> bool:
+    """The server has not reached the requested RV (504 with cause ResourceVersionTooLarge)."""
+    if not isinstance(err, ApiError):
+        return False
+    causes = err.status.get("details", {}).get("causes", [])
+    if any(c.get("reason") == "ResourceVersionTooLarge" for c in causes):
+        return True
+    return "Too large resource version" in err.message
+
+
+def is_too_many_requests(err: BaseException) -> bool:
+    return isinstance(err, ApiError) and err.code == 429
+
+
+def is_connection_refused(err: BaseException) -> bool:
+    return isinstance(err, TransportError) and err.connection_refused
+
+
+def is_retryable(err: BaseException) -> bool:
+    """Worth trying the same request again later: throttling, server errors, transport trouble."""
+    if isinstance(err, TransportError):
+        return True
+    return isinstance(err, ApiError) and (err.code == 429 or err.code >= 500)
+
+
+class Phase(enum.Enum):
+    SYNCING = "syncing"
+    WATCHING = "watching"
+    BACKING_OFF = "backing-off"
+    STOPPED = "stopped"
+
+
+@dataclass
+class ReflectorOptions:
+    page_size: int = 500
+    watch_list: bool = True
+    """Try a streaming watch-list for the first sync (falls back to a paged list)."""
+    min_watch_timeout: float = 300.0
+    stall_margin: float = 30.0
+    very_short_watch: float = 1.0
+    backoff: Callable[[], Backoff] = field(default=Backoff)
+
+
+class _Relist(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _WatchAgain(Exception):
+    def __init__(self, delay: float) -> None:
+        super().__init__(delay)
+        self.delay = delay
+
+
+class Reflector:
+    """Feeds ``queue`` with one ``Replaced`` per (re)sync and every watch event, in order.
+
+    ``last_sync_resource_version`` is the RV of the newest state put on the queue. ``run()``
+    loops until cancelled; it never raises on upstream errors (it logs, backs off, retries).
+    """
+
+    def __init__(
+        self,
+        lw: ListerWatcher,
+        queue: EventQueue[object],
+        *,
+        name: str,
+        options: ReflectorOptions | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
+        rng: random.Random | None = None,
+        metrics: InformerMetrics | None = None,
+    ) -> None:
+        self.lw = lw
+        self.queue = queue
+        self.name = name
+        self.options = options or ReflectorOptions()
+        self._clock = clock
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._backoff = self.options.backoff()
+        self._backoff.clock = clock
+        self._backoff.rng = self._rng
+        self.metrics = metrics or NoMetrics()
+        self.phase = Phase.SYNCING
+        self.last_sync_resource_version = ""
+        self._rv_unavailable = False
+        self._watch_list = self.options.watch_list
+        self.synced = asyncio.Event()
+        """Set once the first complete state was put on the queue."""
+        self.last_event_at: float | None = None
+
+    # ------------------------------------------------------------------ the loop
+
+    async def run(self) -> None:
+        try:
+            while True:
+                synced, continued = await self._sync()
+                if not synced:
+                    continue
+                try:
+                    await self._watch_loop(continued)
+                except _Relist as relist:
+                    self.metrics.relist(self.name, relist.reason)
+                    await self._back_off(None)
+        finally:
+            self.phase = Phase.STOPPED
+
+    async def _sync(self) -> tuple[bool, _ContinuedStream | None]:
+        """One (re)sync: (whether it succeeded, the stream to keep watching after a
+        watch-list — None means "start a watch")."""
+        self.phase = Phase.SYNCING
+        if self._watch_list:
+            try:
+                return True, await self._sync_by_watch_list()
+            except asyncio.CancelledError:
+                raise
+            except CacheProxyError as err:
+                if (
+                    isinstance(err, ApiError)
+                    and 400 <= err.code < 500
+                    and err.code not in (410, 429)
+                ):
+                    self._watch_list = False  # the server does not do watch-lists: stop asking
+                log.info("%s: watch-list failed (%s); falling back to a paged list", self.name, err)
+        try:
+            await self._sync_by_list()
+        except asyncio.CancelledError:
+            raise
+        except CacheProxyError as err:
+            if is_expired(err) or is_too_large_resource_version(err):
+                self._rv_unavailable = True
+            log.info("%s: list failed: %s", self.name, err)
+            await self._back_off(err)
+            return False, None
+        return True, None
+
+    async def _sync_by_list(self) -> None:
+        rv = self._relist_resource_version()
+        items: list[dict[str, Any]] = []
+        request = ListRequest(resource_version=rv, limit=self.options.page_size)
+        list_rv = ""
+        while True:
+            self.metrics.request(self.name, "list")
+            try:
+                page = await self.lw.list(request)
+            except ApiError as err:
+                if not (is_expired(err) and request.continue_token):
+                    raise
+                # The continue token expired mid-list: one full list at the same RV (the pager's
+                # FullListIfExpired), rather than stitching pages of different snapshots.
+                self.metrics.request(self.name, "list")
+                page = await self.lw.list(ListRequest(resource_version=rv))
+                items = list(page.items)
+                list_rv = page.resource_version
+                break
+            items.extend(page.items)
+            list_rv = page.resource_version
+            if not page.continue_token:
+                break
+            request = ListRequest(limit=self.options.page_size, continue_token=page.continue_token)
+        await self.queue.put(Replaced(items, _rv_int(list_rv)))
+        self._rv_unavailable = False
+        self.last_sync_resource_version = list_rv
+        self.synced.set()
+
+    async def _sync_by_watch_list(self) -> _ContinuedStream:
+        request = WatchRequest(
+            resource_version=self.last_sync_resource_version,
+            timeout_seconds=self._watch_timeout(),
+            allow_watch_bookmarks=True,
+            send_initial_events=True,
+        )
+        self.metrics.request(self.name, "watch")
+        stream_cm = self.lw.watch(request)
+        stream = await stream_cm.__aenter__()
+        items: list[dict[str, Any]] = []
+        try:
+            async for event in stream:
+                if event.type == "BOOKMARK":
+                    if event.is_initial_events_end:
+                        rv = event.resource_version
+                        await self.queue.put(Replaced(items, _rv_int(rv)))
+                        self.last_sync_resource_version = rv
+                        self.synced.set()
+                        return _ContinuedStream(stream_cm, stream, request.timeout_seconds)
+                    continue
+                items.append(event.object)
+        except BaseException as err:
+            await stream_cm.__aexit__(type(err), err, err.__traceback__)
+            raise
+        await stream_cm.__aexit__(None, None, None)
+        raise TransportError("the watch-list ended before its initial-events-end bookmark")
+
+    # ------------------------------------------------------------------ watching
+
+    async def _watch_loop(self, continued: _ContinuedStream | None) -> None:
+        """Watch until a relist is needed (raises ``_Relist``)."""
+        current = continued
+        while True:
+            self.phase = Phase.WATCHING
+            try:
+                if current is None:
+                    await self._watch_once()
+                else:
+                    stream, current = current, None
+                    await self._consume(
+                        stream.cm, stream.stream, stream.timeout, started=self._clock()
+                    )
+            except _WatchAgain as again:
+                if again.delay:
+                    self.phase = Phase.BACKING_OFF
+                    await self._sleep(again.delay)
+
+    async def _watch_once(self) -> None:
+        timeout = self._watch_timeout()
+        request = WatchRequest(
+            resource_version=self.last_sync_resource_version,
+            timeout_seconds=timeout,
+            allow_watch_bookmarks=True,
+        )
+        self.metrics.request(self.name, "watch")
+        cm = self.lw.watch(request)
+        started = self._clock()
+        try:
+            stream = await cm.__aenter__()
+        except ApiError as err:
+            raise self._on_watch_error(err, events=0, started=started) from None
+        except TransportError as err:
+            raise self._on_watch_error(err, events=0, started=started) from None
+        await self._consume(cm, stream, timeout, started=started)
+
+    async def _consume(
+        self,
+        cm: Any,
+        stream: AsyncIterator[WatchEvent],
+        watch_seconds: int,
+        *,
+        started: float,
+    ) -> None:
+        events = 0
+        stall = watch_seconds + self.options.stall_margin
+        error: BaseException | None = None
+        try:
+            iterator = stream.__aiter__()
+            while True:
+                try:
+                    async with asyncio.timeout(stall):
+                        event = await iterator.__anext__()
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:
+                    self.metrics.watch_error(self.name, "stalled")
+                    log.info(
+                        "%s: watch stalled (nothing for %.0f s); watching again", self.name, stall
+                    )
+                    raise _WatchAgain(0) from None
+                events += 1
+                self.last_event_at = self._clock()
+                await self._handle(event)
+        except (ApiError, TransportError) as err:
+            error = err
+        finally:
+            await cm.__aexit__(None, None, None)
+        self.metrics.events(self.name, events)
+        if error is not None:
+            raise self._on_watch_error(error, events=events, started=started)
+        if events == 0 and self._clock() - started < self.options.very_short_watch:
+            log.info("%s: very short watch (no event, under a second): relisting", self.name)
+            raise _Relist("very-short-watch")
+        raise _WatchAgain(0)
+
+    async def _handle(self, event: WatchEvent) -> None:
+        rv = event.resource_version
+        if event.type == "BOOKMARK":
+            await self.queue.put(Bookmark(_rv_int(rv)))
+        else:
+            await self.queue.put(Delta(event.type, event.object, _rv_int(rv)))
+        if rv:
+            self.last_sync_resource_version = rv
+
+    def _on_watch_error(self, err: BaseException, *, events: int, started: float) -> Exception:
+        if is_expired(err):
+            self.metrics.watch_error(self.name, "expired")
+            log.info(
+                "%s: watch: %s; relisting at %s", self.name, err, self.last_sync_resource_version
+            )
+            return _Relist("expired")
+        if is_too_many_requests(err):
+            self.metrics.watch_error(self.name, "throttled")
+            assert isinstance(err, ApiError)
+            delay = max(float(err.retry_after or 0), self._backoff.next_delay())
+            return _WatchAgain(delay)
+        if is_connection_refused(err):
+            self.metrics.watch_error(self.name, "refused")
+            return _WatchAgain(self._backoff.next_delay())
+        if isinstance(err, ApiError) and err.code == 500:
+            self.metrics.watch_error(self.name, "internal")
+            return _WatchAgain(self._backoff.next_delay())
+        if isinstance(err, TransportError):
+            self.metrics.watch_error(self.name, "transport")
+            log.info("%s: watch broke: %s", self.name, err)
+            return _WatchAgain(self._backoff.next_delay())
+        self.metrics.watch_error(self.name, "other")
+        log.warning("%s: watch ended with: %s; relisting", self.name, err)
+        return _Relist("watch-error")
+
+    # ------------------------------------------------------------------ helpers
+
+    def _relist_resource_version(self) -> str:
+        if self._rv_unavailable:
+            return ""
+        return self.last_sync_resource_version or "0"
+
+    def _watch_timeout(self) -> int:
+        base = self.options.min_watch_timeout
+        return int(base * (1.0 + self._rng.random()))
+
+    async def _back_off(self, err: BaseException | None) -> None:
+        self.phase = Phase.BACKING_OFF
+        delay = self._backoff.next_delay()
+        if isinstance(err, ApiError) and err.retry_after:
+            delay = max(delay, float(err.retry_after))
+        await self._sleep(delay)
+
+
+@dataclass
+class _ContinuedStream:
+    """A watch-list stream that goes on as the watch after its initial events."""
+
+    cm: Any
+    stream: AsyncIterator[WatchEvent]
+    timeout: int
+
+
+def _rv_int(rv: str) -> int:
+    return int(rv) if rv.isdigit() else 0
