@@ -16,7 +16,7 @@ import contextlib
 import gzip
 import hashlib
 import logging
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
@@ -52,7 +52,7 @@ from cacheproxy.sim.reviews import (
 from cacheproxy.sim.store import SimStore
 from cacheproxy.sim.watch import SimWatcher, WatchPlan, event_line, stream_watch
 
-__all__ = ["SimConfig", "Simulator"]
+__all__ = ["RequestRecord", "SimConfig", "Simulator"]
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,17 @@ REVIEW_TYPES = (
         namespaced=False,
     ),
 )
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """One API request as the simulator saw it."""
+
+    verb: str
+    resource: str
+    namespace: str | None
+    name: str | None
+    params: dict[str, str]
 
 
 @dataclass
@@ -123,6 +134,8 @@ class Simulator:
         self.faults = Faults()
         self.requests: Counter[str] = Counter()
         """Requests served, by ``verb`` and by ``verb resource`` (the offload measure)."""
+        self.request_log: deque[RequestRecord] = deque(maxlen=10_000)
+        """The latest API requests, in order (tests assert the sequences clients make)."""
         self.server_address = "127.0.0.1:0"
         policy = self.config.policy
         self._authn = Authenticator(policy) if policy else None
@@ -262,6 +275,15 @@ class Simulator:
         self._authorize(user, verb, rtype, namespace or "", name or "")
         self.requests[verb] += 1
         self.requests[f"{verb} {rtype.qualified}"] += 1
+        self.request_log.append(
+            RequestRecord(
+                verb=verb,
+                resource=rtype.qualified,
+                namespace=namespace,
+                name=name,
+                params={k: v[0] for k, v in query.items() if v},
+            )
+        )
         failure = self.faults.take_failure(
             "watch"
             if verb == "watch"
@@ -542,6 +564,7 @@ class Simulator:
                     int(body["code"]),
                     count=int(body.get("count", 1)),
                     retry_after=int(body.get("retryAfter", 1)),
+                    after=int(body.get("after", 0)),
                 )
             elif action == "stream-fault":
                 self.faults.next_watch_stream(body["fault"], count=int(body.get("count", 1)))

@@ -20,11 +20,13 @@ Verb = Literal["list", "watch", "get", "any"]
 StreamFault = Literal["garbage", "truncate", "silent"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FailureSpec:
     verb: Verb
     code: int
     retry_after: int = 1
+    after: int = 0
+    """Matching requests to let through before this one fails."""
 
     def error(self) -> ApiError:
         if self.code == 410:
@@ -54,12 +56,15 @@ class Faults:
     _stream_faults: deque[StreamFault] = field(default_factory=deque)
     injected: int = 0
 
-    def fail_next(self, verb: Verb, code: int, *, count: int = 1, retry_after: int = 1) -> None:
-        """The next ``count`` requests of ``verb`` fail with ``code`` (410, 429, 500, 503, 504)."""
+    def fail_next(
+        self, verb: Verb, code: int, *, count: int = 1, retry_after: int = 1, after: int = 0
+    ) -> None:
+        """The next ``count`` requests of ``verb`` fail with ``code`` (410, 429, 500, 503, 504),
+        once ``after`` matching requests went through (e.g. ``after=1``: the second page)."""
         if code not in (410, 429, 500, 503, 504):
             raise ValueError(f"unsupported fault code {code}")
-        for _ in range(count):
-            self._failures.append(FailureSpec(verb, code, retry_after))
+        for i in range(count):
+            self._failures.append(FailureSpec(verb, code, retry_after, after if i == 0 else 0))
 
     def next_watch_stream(self, fault: StreamFault, *, count: int = 1) -> None:
         """The next ``count`` watch streams misbehave: a garbage line, a line cut in the middle
@@ -75,6 +80,9 @@ class Faults:
     def take_failure(self, verb: Verb) -> ApiError | None:
         for i, spec in enumerate(self._failures):
             if spec.verb in (verb, "any"):
+                if spec.after:
+                    spec.after -= 1
+                    return None
                 del self._failures[i]
                 self.injected += 1
                 return spec.error()
