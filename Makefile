@@ -21,8 +21,8 @@ run: $(STAMP)
 test: lint typecheck layers pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff format --check cacheproxy tests
-	$(BIN)/ruff check cacheproxy tests
+	$(BIN)/ruff format --check cacheproxy tests examples loadtest
+	$(BIN)/ruff check cacheproxy tests examples loadtest
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -12,22 +12,28 @@ import time
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from cacheproxy.informer.store import Entry
 
 __all__ = ["EventLog", "LogEvent", "TooOld"]
 
 
-@dataclass(frozen=True, slots=True)
 class LogEvent:
-    rv: int
-    type: str
-    """ADDED, MODIFIED or DELETED."""
-    entry: Entry
-    """The new state; for DELETED, the last known state."""
-    prev: Entry | None
-    at: float
+    """One change (immutable by contract; a plain slotted class: one is made per event)."""
+
+    __slots__ = ("at", "entry", "prev", "rv", "type")
+
+    def __init__(self, rv: int, type: str, entry: Entry, prev: Entry | None, at: float) -> None:
+        self.rv = rv
+        self.type = type
+        """ADDED, MODIFIED or DELETED."""
+        self.entry = entry
+        """The new state; for DELETED, the last known state."""
+        self.prev = prev
+        self.at = at
+
+    def __repr__(self) -> str:
+        return f"LogEvent({self.type} {self.entry.key} rv={self.rv})"
 
 
 class TooOld(Exception):

@@ -39,7 +39,6 @@ from cacheproxy.informer.metrics import InformerMetrics
 from cacheproxy.informer.queue import Bookmark, Delta, EventQueue, InOrderQueue, QueueItem, Replaced
 from cacheproxy.informer.reflector import Reflector, ReflectorOptions
 from cacheproxy.informer.store import Entry, Store
-from cacheproxy.kube.keys import object_key, object_namespace_name
 
 __all__ = [
     "DeletedFinalStateUnknown",
@@ -202,6 +201,9 @@ class SharedInformer:
             clock=clock,
             sleep=sleep,
             metrics=metrics,
+            # In order, objects become entries as they arrive (parsed dicts die young); the
+            # coalescing queue keys and merges parsed objects itself.
+            prepare=None if coalesce else store.make_entry,
         )
         self.resync_period = resync_period
         self._sleep = sleep
@@ -314,13 +316,14 @@ class SharedInformer:
     async def _process(self) -> None:
         queue = self.queue
         while True:
-            item: QueueItem | coalescing.Deltas | None = await queue.get()
-            # Drain what is already queued without awaiting between items.
-            for _ in range(1024):
+            await self._apply(await queue.get())
+            # Then what is already queued, without waiting between items (bounded, so the loop
+            # gets a turn now and then).
+            for _ in range(1023):
+                item = queue.get_nowait()
                 if item is None:
                     break
                 await self._apply(item)
-                item = queue.get_nowait()
             if not self.has_synced and isinstance(queue, coalescing.CoalescingQueue):
                 await self._mark_synced_if(queue.has_synced)
 
@@ -359,17 +362,15 @@ class SharedInformer:
         store = self.store
         self.events_processed += 1
         self.last_event_at = self._clock()
+        obj = delta.object
+        entry = obj if isinstance(obj, Entry) else store.make_entry(obj)
         if delta.type == "DELETED":
-            namespace, name = object_namespace_name(delta.object)
-            key = object_key(namespace or None, name)
-            prev = store.delete(key)
-            entry = store.make_entry(delta.object)
+            prev = store.delete(entry.key)
             event = self.event_log.append("DELETED", entry, prev, delta.rv)
             store.resource_version = delta.rv
             self._emit(event)
             await self._notify(("delete", entry, None))
             return
-        entry = store.make_entry(delta.object)
         prev = store.put(entry)
         event_type = "ADDED" if prev is None else "MODIFIED"
         event = self.event_log.append(event_type, entry, prev, delta.rv)
@@ -383,7 +384,7 @@ class SharedInformer:
     async def _apply_replaced(self, item: Replaced) -> None:
         store = self.store
         first = not self.has_synced
-        entries = [store.make_entry(obj) for obj in item.objects]
+        entries = [o if isinstance(o, Entry) else store.make_entry(o) for o in item.objects]
         old = store.replace(entries, item.rv)
         self.event_log.reset(item.rv)
         self.relists += 1

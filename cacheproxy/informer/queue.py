@@ -22,10 +22,11 @@ __all__ = ["Bookmark", "Delta", "EventQueue", "InOrderQueue", "QueueItem", "Repl
 
 @dataclass(frozen=True, slots=True)
 class Delta:
-    """One watch event: the object as parsed (the consumer owns it)."""
+    """One watch event: the object as parsed, or as the Reflector's ``prepare`` made it (the
+    informer's in-order mode carries store entries). The consumer owns it."""
 
     type: Literal["ADDED", "MODIFIED", "DELETED"]
-    object: dict[str, Any]
+    object: Any
     rv: int
 
 
@@ -33,7 +34,7 @@ class Delta:
 class Replaced:
     """A complete state (a list or a watch-list) at ``rv``: replaces the store atomically."""
 
-    objects: list[dict[str, Any]]
+    objects: list[Any]
     rv: int
 
 

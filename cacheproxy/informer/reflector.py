@@ -137,8 +137,13 @@ class Reflector:
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
         metrics: InformerMetrics | None = None,
+        prepare: Callable[[dict[str, Any]], Any] | None = None,
     ) -> None:
         self.lw = lw
+        self._prepare = prepare or _identity
+        """Turns each received object into what the queue carries, as soon as it arrives (the
+        informer passes ``Store.make_entry``, so parsed dicts die young and a large list is held
+        as compact entries, not as parsed objects)."""
         self.queue = queue
         self.name = name
         self.options = options or ReflectorOptions()
@@ -204,7 +209,7 @@ class Reflector:
 
     async def _sync_by_list(self) -> None:
         rv = self._relist_resource_version()
-        items: list[dict[str, Any]] = []
+        items: list[Any] = []
         request = ListRequest(resource_version=rv, limit=self.options.page_size)
         list_rv = ""
         while True:
@@ -218,10 +223,11 @@ class Reflector:
                 # FullListIfExpired), rather than stitching pages of different snapshots.
                 self.metrics.request(self.name, "list")
                 page = await self.lw.list(ListRequest(resource_version=rv))
-                items = list(page.items)
+                items = [self._prepare(obj) for obj in page.items]
                 list_rv = page.resource_version
                 break
-            items.extend(page.items)
+            prepare = self._prepare
+            items.extend([prepare(obj) for obj in page.items])
             list_rv = page.resource_version
             if not page.continue_token:
                 break
@@ -241,7 +247,8 @@ class Reflector:
         self.metrics.request(self.name, "watch")
         stream_cm = self.lw.watch(request)
         stream = await stream_cm.__aenter__()
-        items: list[dict[str, Any]] = []
+        items: list[Any] = []
+        prepare = self._prepare
         try:
             async for event in stream:
                 if event.type == "BOOKMARK":
@@ -252,7 +259,7 @@ class Reflector:
                         self.synced.set()
                         return _ContinuedStream(stream_cm, stream, request.timeout_seconds)
                     continue
-                items.append(event.object)
+                items.append(prepare(event.object))
         except BaseException as err:
             await stream_cm.__aexit__(type(err), err, err.__traceback__)
             raise
@@ -307,27 +314,29 @@ class Reflector:
     ) -> None:
         events = 0
         stall = watch_seconds + self.options.stall_margin
+        # One deadline for the whole stream, pushed forward as events arrive (at most every
+        # quarter of the threshold: a timer per event would cost more than the event).
+        step = min(1.0, stall / 4)
+        loop = asyncio.get_running_loop()
         error: BaseException | None = None
         try:
-            iterator = stream.__aiter__()
-            while True:
-                try:
-                    async with asyncio.timeout(stall):
-                        event = await iterator.__anext__()
-                except StopAsyncIteration:
-                    break
-                except TimeoutError:
-                    self.metrics.watch_error(self.name, "stalled")
-                    log.info(
-                        "%s: watch stalled (nothing for %.0f s); watching again", self.name, stall
-                    )
-                    raise _WatchAgain(0) from None
-                events += 1
-                self.last_event_at = self._clock()
-                await self._handle(event)
+            async with asyncio.timeout(stall) as deadline:
+                pushed = loop.time()
+                async for event in stream:
+                    events += 1
+                    await self._handle(event)
+                    now = loop.time()
+                    if now - pushed >= step:
+                        deadline.reschedule(now + stall)
+                        pushed = now
         except (ApiError, TransportError) as err:
             error = err
+        except TimeoutError:
+            self.metrics.watch_error(self.name, "stalled")
+            log.info("%s: watch stalled (nothing for %.0f s); watching again", self.name, stall)
+            raise _WatchAgain(0) from None
         finally:
+            self.last_event_at = self._clock()
             await cm.__aexit__(None, None, None)
         self.metrics.events(self.name, events)
         if error is not None:
@@ -342,7 +351,7 @@ class Reflector:
         if event.type == "BOOKMARK":
             await self.queue.put(Bookmark(_rv_int(rv)))
         else:
-            await self.queue.put(Delta(event.type, event.object, _rv_int(rv)))
+            await self.queue.put(Delta(event.type, self._prepare(event.object), _rv_int(rv)))
         if rv:
             self.last_sync_resource_version = rv
 
@@ -398,6 +407,10 @@ class _ContinuedStream:
     cm: Any
     stream: AsyncIterator[WatchEvent]
     timeout: int
+
+
+def _identity(obj: dict[str, Any]) -> Any:
+    return obj
 
 
 def _rv_int(rv: str) -> int:

@@ -40,7 +40,7 @@ IndexFunc = Callable[[Mapping[str, Any]], Iterable[str]]
 _intern = sys.intern
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Transform:
     """What is kept of each object (DESIGN §5 ``transform``)."""
 
@@ -49,10 +49,14 @@ class Transform:
     metadata_only: bool = False
     """Keep only ``kind``, ``apiVersion`` and ``metadata`` (a PartialObjectMetadata-like copy)."""
 
+    def __post_init__(self) -> None:
+        split = tuple((tuple(p.split(".")[:-1]), p.split(".")[-1]) for p in self.drop_fields)
+        object.__setattr__(self, "_drops", split)
+
     def apply(self, obj: dict[str, Any], *, kind: str, api_version: str) -> dict[str, Any]:
         """The object to store; ``obj`` (freshly parsed, owned by the caller) may be modified."""
-        for path in self.drop_fields:
-            *parents, last = path.split(".")
+        drops: tuple[tuple[tuple[str, ...], str], ...] = self._drops  # type: ignore[attr-defined]
+        for parents, last in drops:
             target: Any = obj
             for name in parents:
                 target = target.get(name) if isinstance(target, dict) else None
@@ -212,8 +216,10 @@ class Store:
         key = object_key(_intern(namespace) if namespace else None, meta.get("name") or "")
         rv_text = meta.get("resourceVersion") or "0"
         rv = int(rv_text) if rv_text.isdigit() else 0
-        values = tuple(ix.extract(obj) for ix in self._indexes)
-        return Entry(key, rv, _labels_of(meta), values, orjson.dumps(obj))
+        values = tuple([ix.extract(obj) for ix in self._indexes]) if self._indexes else ()
+        # orjson's buffer is over-allocated (~1.8x by the allocator's count): keep an exact copy.
+        raw = bytes(memoryview(orjson.dumps(obj)))
+        return Entry(key, rv, _labels_of(meta), values, raw)
 
     def put(self, entry: Entry) -> Entry | None:
         """Insert or replace; returns the previous entry."""

@@ -17,6 +17,7 @@ from cacheproxy.informer.informer import (
     Overflow,
     SharedInformer,
 )
+from cacheproxy.informer.queue import Delta
 from cacheproxy.informer.store import Entry, Store
 from cacheproxy.kube import status
 
@@ -283,3 +284,14 @@ async def test_coalescing_mode_syncs_on_an_empty_list() -> None:
     async with running(informer):
         assert informer.has_synced
         assert len(informer.store) == 0
+
+
+async def test_a_backlog_longer_than_one_drain_batch_loses_nothing(fake: FakeListerWatcher) -> None:
+    informer = make(fake)
+    async with running(informer):
+        # Queue far more items than one processing batch takes, without yielding in between.
+        for i in range(3000):
+            await informer.queue.put(Delta("ADDED", cm(f"bulk-{i}"), 10 + i))
+        await settle(lambda: informer.events_processed == 3000)
+        await asyncio.sleep(0.01)
+    assert len(informer.store) == 3002
