@@ -6,7 +6,6 @@ Each test asserts the requests the Reflector made, in order — the sequence cli
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
