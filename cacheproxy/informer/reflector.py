@@ -157,6 +157,8 @@ class Reflector:
         self.phase = Phase.SYNCING
         self.last_sync_resource_version = ""
         self._rv_unavailable = False
+        self._paginated_result = False
+        """The first list came back in pages: the server pages (watch cache off): keep paging."""
         self._watch_list = self.options.watch_list
         self.synced = asyncio.Event()
         """Set once the first complete state was put on the queue."""
@@ -188,6 +190,10 @@ class Reflector:
             except asyncio.CancelledError:
                 raise
             except CacheProxyError as err:
+                if is_too_many_requests(err) or is_connection_refused(err):
+                    # Retried as a watch-list after a backoff (client-go's watchList loop).
+                    await self._back_off(err)
+                    return False, None
                 if (
                     isinstance(err, ApiError)
                     and 400 <= err.code < 500
@@ -210,7 +216,13 @@ class Reflector:
     async def _sync_by_list(self) -> None:
         rv = self._relist_resource_version()
         items: list[Any] = []
-        request = ListRequest(resource_version=rv, limit=self.options.page_size)
+        # client-go's choice of page size: paged, unless listing at a specific RV from a server
+        # that did not page the first list (then the whole list comes from its watch cache,
+        # avoiding a thundering herd on etcd; "not older than RV" keeps it correct).
+        limit = self.options.page_size
+        if rv not in ("", "0") and not self._paginated_result:
+            limit = 0
+        request = ListRequest(resource_version=rv, limit=limit)
         list_rv = ""
         while True:
             self.metrics.request(self.name, "list")
@@ -231,6 +243,8 @@ class Reflector:
             list_rv = page.resource_version
             if not page.continue_token:
                 break
+            if not request.continue_token and rv in ("", "0"):
+                self._paginated_result = True
             request = ListRequest(limit=self.options.page_size, continue_token=page.continue_token)
         await self.queue.put(Replaced(items, _rv_int(list_rv)))
         self._rv_unavailable = False

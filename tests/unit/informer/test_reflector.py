@@ -154,7 +154,8 @@ async def test_a_410_on_the_watch_relists_at_the_last_rv_after_a_backoff(
         await h.until(lambda: any(isinstance(i, Delta) for i in h.items))
         fake.break_watches(status.too_old_resource_version(5, 9))
         await h.until(lambda: len(h.lists()) == 2 and fake.open_watches == 1)
-    assert h.lists()[1] == ListRequest(resource_version="5", limit=500)
+    # Not paged: the first list was not paged, so the relist reads the whole list at once.
+    assert h.lists()[1] == ListRequest(resource_version="5")
     assert time.sleeps and 0.8 <= time.sleeps[0] <= 1.6
     assert sum(isinstance(i, Replaced) for i in h.items) == 2
 
@@ -300,3 +301,28 @@ async def test_non_retryable_watch_errors_relist(
     assert relist.send_initial_events and relist.resource_version == "4"
     assert h.lists() == []
     assert sum(isinstance(i, Replaced) for i in h.items) == 2
+
+
+async def test_a_relist_keeps_paging_when_the_first_list_came_in_pages(
+    fake: FakeListerWatcher, time: VirtualTime
+) -> None:
+    fake.supports_watch_list = False
+    async with Harness(fake, time, page_size=2) as h:
+        await h.until(lambda: fake.open_watches == 1)
+        fake.break_watches(status.too_old_resource_version(4, 9))
+        await h.until(lambda: len(h.lists()) == 4 and fake.open_watches == 1)
+    assert h.lists()[2:] == [
+        ListRequest(resource_version="4", limit=2),
+        ListRequest(limit=2, continue_token="2"),
+    ]
+
+
+async def test_a_throttled_watch_list_is_retried_as_a_watch_list(
+    fake: FakeListerWatcher, time: VirtualTime
+) -> None:
+    fake.fail_next_watch(status.too_many_requests("slow down", retry_after=3))
+    async with Harness(fake, time) as h:
+        await h.until(lambda: fake.open_watches == 1)
+    assert h.lists() == []
+    assert [w.send_initial_events for w in h.watches()] == [True, True]
+    assert time.sleeps[0] >= 3

@@ -1,0 +1,39 @@
+"""The real API server: where it is, how we authenticate, and list/watch over HTTP.
+
+- :mod:`~cacheproxy.upstream.config`: kubeconfig / in-cluster loading (by the ``kubernetes``
+  package's loaders) into a frozen :class:`UpstreamConfig` with a refreshing :class:`TokenSource`;
+- :mod:`~cacheproxy.upstream.client`: the shared ``httpx.AsyncClient`` (TLS, HTTP/2, auth,
+  timeouts);
+- :mod:`~cacheproxy.upstream.listwatch`: :class:`ApiListerWatcher`, the informer's
+  ``ListerWatcher`` protocol over HTTP, plus client-go's pager (:func:`list_all`) and
+  :func:`get_version`;
+- :mod:`~cacheproxy.upstream.errors`: the one place where HTTP error responses, watch ``ERROR``
+  events and httpx exceptions become :mod:`cacheproxy.errors`.
+
+Imports ``cacheproxy.kube``, ``cacheproxy.errors`` and the informer's protocol types only; never
+``server/`` or ``sim/`` (DESIGN §2).
+"""
+
+from cacheproxy.upstream.client import BearerTokenAuth, build_client
+from cacheproxy.upstream.config import (
+    TokenSource,
+    UpstreamConfig,
+    load_incluster,
+    load_kubeconfig,
+    load_upstream,
+)
+from cacheproxy.upstream.listwatch import ApiListerWatcher, VersionInfo, get_version, list_all
+
+__all__ = [
+    "ApiListerWatcher",
+    "BearerTokenAuth",
+    "TokenSource",
+    "UpstreamConfig",
+    "VersionInfo",
+    "build_client",
+    "get_version",
+    "list_all",
+    "load_incluster",
+    "load_kubeconfig",
+    "load_upstream",
+]

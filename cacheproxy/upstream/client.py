@@ -1,0 +1,129 @@
+"""The HTTP client for the upstream API server, built from an :class:`UpstreamConfig`.
+
+One ``httpx.AsyncClient`` per upstream, shared by every ListerWatcher; its owner (the daemon)
+closes it. It carries:
+
+- TLS as the config says: the CA bundle (or the system trust store), the client certificate,
+  ``insecure-skip-tls-verify``, and ``tls-server-name`` (sent as SNI and verified against).
+- HTTP/2 when the server offers it in the TLS handshake (ALPN ``h2``), as kube-apiserver does:
+  then every list and watch is a stream on *one* TCP connection, as with client-go. httpcore
+  caps the streams of one connection at min(server's limit, 100); a request beyond that waits
+  for a free stream instead of opening a second connection, so more than ~100 *concurrent*
+  watches would queue (a few dozen resources are far from it).
+  Against an HTTP/1.1-only server — our simulator (uvicorn offers no ALPN), a plain ``http://``
+  URL (httpx does no cleartext h2c), or a proxy that only speaks HTTP/1.1 — the handshake simply
+  settles on HTTP/1.1 and each open watch holds its own connection; lists reuse idle ones. The
+  pool is therefore unbounded: a cap would make the N+1st watch wait for a free connection.
+- An :class:`httpx.Auth` that asks the :class:`TokenSource` for the bearer token on every
+  request, so exec-plugin and in-cluster token rotation take effect without restarting.
+- Timeouts: 10 s to connect (and to write a request); lists may go :data:`LIST_READ_TIMEOUT`
+  seconds without receiving a byte; watches (:data:`WATCH_TIMEOUT`) have no read timeout — the
+  server ends them at ``timeoutSeconds`` and the informer detects a stalled one.
+- ``User-Agent: cacheproxy/<version>`` and ``Accept: application/json``.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Any
+
+import httpx
+
+from cacheproxy import __version__
+from cacheproxy.errors import ConfigError
+from cacheproxy.upstream.config import TokenSource, UpstreamConfig
+
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "LIST_READ_TIMEOUT",
+    "LIST_TIMEOUT",
+    "USER_AGENT",
+    "WATCH_TIMEOUT",
+    "BearerTokenAuth",
+    "build_client",
+    "ssl_context",
+]
+
+USER_AGENT = f"cacheproxy/{__version__}"
+CONNECT_TIMEOUT = 10.0
+LIST_READ_TIMEOUT = 60.0
+"""Longest silence while a list response arrives (the API server may take seconds to start a
+large uncached list; it never pauses long in the middle)."""
+LIST_TIMEOUT = httpx.Timeout(
+    connect=CONNECT_TIMEOUT, read=LIST_READ_TIMEOUT, write=CONNECT_TIMEOUT, pool=CONNECT_TIMEOUT
+)
+WATCH_TIMEOUT = httpx.Timeout(
+    connect=CONNECT_TIMEOUT, read=None, write=CONNECT_TIMEOUT, pool=CONNECT_TIMEOUT
+)
+
+
+class BearerTokenAuth(httpx.Auth):
+    """``Authorization: Bearer <token>`` with the token the source gives *now*; no header when it
+    gives none (anonymous, or a client certificate does the authenticating)."""
+
+    def __init__(self, tokens: TokenSource) -> None:
+        self._tokens = tokens
+
+    async def async_auth_flow(
+        self, request: httpx.Request
+    ) -> AsyncGenerator[httpx.Request, httpx.Response]:
+        token = await self._tokens.token()
+        if token:
+            request.headers["Authorization"] = f"Bearer {token}"
+        yield request
+
+
+def ssl_context(config: UpstreamConfig) -> ssl.SSLContext:
+    """The client TLS context: verify with the CA (or the system store) unless told not to, and
+    present the client certificate if there is one. httpx sets ALPN on it per connection."""
+    try:
+        ctx = ssl.create_default_context(
+            cafile=str(config.ca_file) if config.ca_file and config.verify else None
+        )
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"{config.source}: cannot load the CA {config.ca_file}: {exc}") from exc
+    if not config.verify:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    if config.client_cert is not None:
+        try:
+            ctx.load_cert_chain(config.client_cert, config.client_key)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(
+                f"{config.source}: cannot load the client certificate {config.client_cert} "
+                f"(key {config.client_key}): {exc}"
+            ) from exc
+    return ctx
+
+
+def build_client(config: UpstreamConfig) -> httpx.AsyncClient:
+    """An ``AsyncClient`` with ``base_url=config.server``; close it with ``aclose()``."""
+    hooks: dict[str, list[Callable[..., Any]]] = {}
+    if config.tls_server_name:
+        hooks["request"] = [_sni_hook(config.tls_server_name)]
+    try:
+        return httpx.AsyncClient(
+            base_url=config.server,
+            verify=ssl_context(config),
+            http2=True,
+            auth=BearerTokenAuth(config.token_source),
+            proxy=config.proxy,
+            # Proxies were resolved into the config (with NO_PROXY); nothing else of the
+            # environment (.netrc, SSL_CERT_FILE) may change how we talk to the API server.
+            trust_env=False,
+            timeout=LIST_TIMEOUT,
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=10),
+            headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
+            event_hooks=hooks,
+        )
+    except ImportError as exc:  # a socks5:// proxy without socksio, h2 missing
+        raise ConfigError(f"{config.source}: {exc}") from exc
+
+
+def _sni_hook(name: str) -> Callable[[httpx.Request], Awaitable[None]]:
+    async def set_sni(request: httpx.Request) -> None:
+        # httpcore verifies the certificate against the SNI name when one is given.
+        request.extensions["sni_hostname"] = name
+
+    return set_sni

@@ -1,0 +1,349 @@
+"""The informer's :class:`~cacheproxy.informer.listwatch.ListerWatcher` over the Kubernetes API.
+
+:class:`ApiListerWatcher` lists and watches one collection (resource, optional namespace, label
+and field selectors) through a shared ``httpx.AsyncClient`` (see :mod:`.client`):
+
+- ``list`` is one ``GET`` of the collection: one page, parsed with orjson.
+- ``watch`` is a ``GET …?watch=1`` read as newline-framed JSON ``WatchEvent`` lines (the API
+  server flushes whole lines; a line may still arrive split across chunks). The stream ends
+  normally when the server closes it (timeout, shutdown, a slow watcher dropped) — never with a
+  terminal event, except one ``ERROR`` event (e.g. 410 Expired), raised as ApiError. A line that
+  is not a JSON event, or a stream that stops in the middle of a line, is a TransportError.
+
+:func:`list_all` is client-go's ``ListPager`` on top of any ListerWatcher; :func:`get_version`
+reads ``/version``. Every failure is translated once, by :mod:`.errors`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Final, TypedDict, cast
+
+import httpx
+import orjson
+
+from cacheproxy.errors import ApiError, TransportError
+from cacheproxy.informer.listwatch import (
+    ListerWatcher,
+    ListPage,
+    ListRequest,
+    WatchEvent,
+    WatchRequest,
+    WatchStream,
+)
+from cacheproxy.kube.resources import ResourceType
+from cacheproxy.upstream.client import LIST_TIMEOUT, WATCH_TIMEOUT
+from cacheproxy.upstream.errors import (
+    api_error_from_response,
+    api_error_from_status,
+    describe_request,
+    transport_error,
+)
+
+__all__ = ["DEFAULT_PAGE_SIZE", "ApiListerWatcher", "VersionInfo", "get_version", "list_all"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PAGE_SIZE: Final = 500
+"""client-go's pager default (``tools/pager``)."""
+_EVENT_TYPES = frozenset(("ADDED", "MODIFIED", "DELETED", "BOOKMARK"))
+_EXCERPT = 120
+
+
+class ApiListerWatcher:
+    """Lists and watches one collection of the API server behind ``client``.
+
+    Holds no state between calls and may be used concurrently; the client belongs to the caller.
+    List items and event objects are fresh dicts the caller owns.
+    """
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        rtype: ResourceType,
+        *,
+        namespace: str | None = None,
+        label_selector: str = "",
+        field_selector: str = "",
+    ) -> None:
+        self.client = client
+        self.rtype = rtype
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.path = rtype.collection_path(namespace)
+
+    def __repr__(self) -> str:
+        where = f" in {self.namespace}" if self.namespace and self.rtype.namespaced else ""
+        selectors = "".join(
+            f", {name}={value!r}"
+            for name, value in (("labels", self.label_selector), ("fields", self.field_selector))
+            if value
+        )
+        return f"ApiListerWatcher({self.rtype.qualified}{where}{selectors})"
+
+    def _selectors(self) -> list[tuple[str, Any]]:
+        params: list[tuple[str, Any]] = []
+        if self.label_selector:
+            params.append(("labelSelector", self.label_selector))
+        if self.field_selector:
+            params.append(("fieldSelector", self.field_selector))
+        return params
+
+    async def list(self, request: ListRequest) -> ListPage:
+        params = self._selectors()
+        if request.resource_version:
+            params.append(("resourceVersion", request.resource_version))
+        if request.resource_version_match:
+            params.append(("resourceVersionMatch", request.resource_version_match))
+        if request.limit > 0:
+            params.append(("limit", str(request.limit)))
+        if request.continue_token:
+            params.append(("continue", request.continue_token))
+        http_request = self.client.build_request(
+            "GET", self.path, params=params, timeout=LIST_TIMEOUT
+        )
+        return _list_page(await _send_for_json(self.client, http_request), http_request)
+
+    def watch(self, request: WatchRequest) -> WatchStream:
+        return self._watch(request)
+
+    @asynccontextmanager
+    async def _watch(
+        self, request: WatchRequest
+    ) -> AsyncGenerator[AsyncIterator[WatchEvent], None]:
+        params: list[tuple[str, Any]] = [("watch", "1"), *self._selectors()]
+        if request.resource_version:
+            params.append(("resourceVersion", request.resource_version))
+        if request.timeout_seconds > 0:
+            params.append(("timeoutSeconds", str(request.timeout_seconds)))
+        if request.allow_watch_bookmarks:
+            params.append(("allowWatchBookmarks", "true"))
+        if request.send_initial_events:
+            # KEP-3157 watch-list; the API server requires NotOlderThan with it.
+            params.append(("sendInitialEvents", "true"))
+            params.append(("resourceVersionMatch", "NotOlderThan"))
+        http_request = self.client.build_request(
+            "GET", self.path, params=params, timeout=WATCH_TIMEOUT
+        )
+        try:
+            response = await self.client.send(http_request, stream=True)
+        except httpx.HTTPError as exc:
+            raise transport_error(exc) from exc
+        events = _WatchEvents(response)
+        try:
+            if not response.is_success:
+                try:
+                    await response.aread()
+                except httpx.HTTPError as exc:
+                    raise transport_error(exc) from exc
+                raise api_error_from_response(response)
+            yield events
+        finally:
+            await events.aclose()
+            await response.aclose()
+
+
+class _WatchEvents:
+    """The events of one watch response: split into lines at the byte level (no text decoding:
+    orjson parses bytes) and decoded one at a time as the caller asks. After an ERROR event, a
+    broken line or :meth:`aclose`, nothing more is yielded."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._chunks = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
+        self._where = describe_request(response.request)
+        self._lines: deque[bytes] = deque()
+        self._partial: list[bytes] = []
+        self._done = False
+
+    def __aiter__(self) -> _WatchEvents:
+        return self
+
+    async def __anext__(self) -> WatchEvent:
+        while not self._lines:
+            if self._done:
+                raise StopAsyncIteration
+            try:
+                chunk = await anext(self._chunks)
+            except StopAsyncIteration:
+                self._done = True
+                if self._partial:
+                    size = sum(len(p) for p in self._partial)
+                    raise TransportError(
+                        f"{self._where}: the watch stream ended in the middle of an event "
+                        f"({size} bytes without a newline)"
+                    ) from None
+                raise
+            except httpx.HTTPError as exc:
+                self._stop()
+                raise transport_error(exc, during="the watch stream") from exc
+            self._feed(chunk)
+        return self._decode(self._lines.popleft())
+
+    def _feed(self, chunk: bytes) -> None:
+        if b"\n" not in chunk:
+            self._partial.append(chunk)
+            return
+        if self._partial:
+            self._partial.append(chunk)
+            chunk = b"".join(self._partial)
+            self._partial.clear()
+        *lines, rest = chunk.split(b"\n")
+        self._lines.extend(line for line in lines if line and not line.isspace())
+        if rest and not rest.isspace():
+            self._partial.append(rest)
+
+    def _decode(self, line: bytes) -> WatchEvent:
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            self._stop()
+            raise TransportError(
+                f"{self._where}: the watch stream sent a line that is not JSON ({exc}): "
+                f"{line[:_EXCERPT]!r}"
+            ) from exc
+        event_type = event.get("type") if isinstance(event, dict) else None
+        obj = event.get("object") if isinstance(event, dict) else None
+        if event_type in _EVENT_TYPES and isinstance(obj, dict):
+            return WatchEvent(event_type, obj)
+        self._stop()
+        if event_type == "ERROR":
+            error = api_error_from_status(obj)
+            if error is not None:
+                raise error
+        raise TransportError(
+            f"{self._where}: the watch stream sent something that is not a watch event: "
+            f"{line[:_EXCERPT]!r}"
+        )
+
+    def _stop(self) -> None:
+        self._done = True
+        self._lines.clear()
+        self._partial.clear()
+
+    async def aclose(self) -> None:
+        # Closes httpx's outermost byte iterator; the generators under it are finalized by the
+        # event loop's async-generator hooks a few loop iterations later (httpx's usual way).
+        self._stop()
+        await self._chunks.aclose()
+
+
+async def _send_for_json(client: httpx.AsyncClient, request: httpx.Request) -> Any:
+    """Send a GET and parse its JSON body; errors translated."""
+    try:
+        response = await client.send(request)
+    except httpx.HTTPError as exc:
+        raise transport_error(exc) from exc
+    if not response.is_success:
+        raise api_error_from_response(response)
+    try:
+        return orjson.loads(response.content)
+    except orjson.JSONDecodeError as exc:
+        raise TransportError(
+            f"{describe_request(request)}: the response is not JSON ({exc}): "
+            f"{response.content[:_EXCERPT]!r}"
+        ) from exc
+
+
+def _list_page(body: Any, request: httpx.Request) -> ListPage:
+    if not isinstance(body, dict) or body.get("kind") == "Table":
+        # client-go's reflector refuses a Table too (kubernetes#132926): it is no list.
+        kind = body.get("kind") if isinstance(body, dict) else type(body).__name__
+        raise TransportError(f"{describe_request(request)}: expected a list, got {kind}")
+    items = body.get("items") or []
+    metadata = body.get("metadata") or {}
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise TransportError(f"{describe_request(request)}: the list's items are not objects")
+    if not isinstance(metadata, dict):
+        raise TransportError(f"{describe_request(request)}: the list's metadata is not an object")
+    return ListPage(
+        items=items,
+        resource_version=str(metadata.get("resourceVersion") or ""),
+        continue_token=str(metadata.get("continue") or ""),
+    )
+
+
+# ---------------------------------------------------------------------------- pager
+
+
+async def list_all(
+    lw: ListerWatcher,
+    *,
+    resource_version: str,
+    resource_version_match: str = "",
+    page_size: int = DEFAULT_PAGE_SIZE,
+) -> ListPage:
+    """Every item of the collection and the list's RV, in pages of ``page_size`` (0: one
+    unpaginated request), as client-go's ``ListPager``:
+
+    - pages after the first send only ``limit`` and ``continue`` (an RV with a continue token is
+      a 400);
+    - if a *continue* token has expired (410 Expired: history compacted mid-way), one full list
+      without a limit at the original ``resource_version``/``resource_version_match`` replaces
+      the pages so far (``FullListIfExpired``); a 410 on the first page is raised.
+
+    The result has no continue token; its items are in the server's order.
+    """
+    request = ListRequest(
+        resource_version=resource_version,
+        resource_version_match=resource_version_match,
+        limit=max(page_size, 0),
+    )
+    items: list[dict[str, Any]] = []
+    while True:
+        try:
+            page = await lw.list(request)
+        except ApiError as err:
+            if not (request.continue_token and _is_resource_expired(err)):
+                raise
+            log.info(
+                "%r: continue token expired after %d items; listing again in full at RV %r",
+                lw,
+                len(items),
+                resource_version,
+            )
+            full = await lw.list(
+                ListRequest(
+                    resource_version=resource_version,
+                    resource_version_match=resource_version_match,
+                )
+            )
+            return ListPage(full.items, full.resource_version)
+        items.extend(page.items)
+        if not page.continue_token:
+            return ListPage(items, page.resource_version)
+        request = ListRequest(limit=request.limit, continue_token=page.continue_token)
+
+
+def _is_resource_expired(err: ApiError) -> bool:
+    """``apierrors.IsResourceExpired``: reason Expired (what the pager checks; not ``Gone``)."""
+    return err.reason == "Expired"
+
+
+# ---------------------------------------------------------------------------- /version
+
+
+class VersionInfo(TypedDict, total=False):
+    """``version.Info`` as ``/version`` returns it."""
+
+    major: str
+    minor: str
+    gitVersion: str
+    gitCommit: str
+    gitTreeState: str
+    buildDate: str
+    goVersion: str
+    compiler: str
+    platform: str
+
+
+async def get_version(client: httpx.AsyncClient) -> VersionInfo:
+    """The API server's ``/version``."""
+    request = client.build_request("GET", "/version", timeout=LIST_TIMEOUT)
+    body = await _send_for_json(client, request)
+    if not isinstance(body, dict):
+        raise TransportError(f"{describe_request(request)}: expected a version object")
+    return cast(VersionInfo, body)
