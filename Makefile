@@ -33,5 +33,8 @@ layers: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
+bench: $(STAMP)
+	$(BIN)/python -m loadtest.ingest --pods 10000 100000 --out loadtest/out
+
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
