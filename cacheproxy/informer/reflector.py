@@ -15,7 +15,7 @@ says what an error does:
   within a second without an event ("very short watch": relist after backoff). 410 (in-stream
   ERROR or on start) → relist at the last RV after backoff. 429 → back off (honouring
   ``Retry-After``) and watch again. Connection refused → back off and watch again. A 500 →
-  watch again. A garbage or truncated stream → watch again after backoff. No event or bookmark
+  watch again (client-go's ``MaxInternalErrorRetryDuration`` behaviour; its default relists). A garbage or truncated stream → watch again after backoff. No event or bookmark
   for longer than the watch timeout + margin → the watch is stalled: drop it and watch again.
   Anything else → relist after backoff.
 
@@ -194,6 +194,10 @@ class Reflector:
                     # Retried as a watch-list after a backoff (client-go's watchList loop).
                     await self._back_off(err)
                     return False, None
+                if is_expired(err) or is_too_large_resource_version(err):
+                    # The RV is gone (or not reached): a consistent watch-list at RV "" at once.
+                    self._rv_unavailable = True
+                    return False, None
                 if (
                     isinstance(err, ApiError)
                     and 400 <= err.code < 500
@@ -215,15 +219,34 @@ class Reflector:
 
     async def _sync_by_list(self) -> None:
         rv = self._relist_resource_version()
-        items: list[Any] = []
         # client-go's choice of page size: paged, unless listing at a specific RV from a server
         # that did not page the first list (then the whole list comes from its watch cache,
         # avoiding a thundering herd on etcd; "not older than RV" keeps it correct).
         limit = self.options.page_size
         if rv not in ("", "0") and not self._paginated_result:
             limit = 0
+        try:
+            items, list_rv, paged = await self._list_pages(rv, limit)
+        except ApiError as err:
+            if not (is_expired(err) or is_too_large_resource_version(err)):
+                raise
+            # The RV is unavailable: at once, a consistent list at RV "" (same page size).
+            self._rv_unavailable = True
+            rv = ""
+            items, list_rv, paged = await self._list_pages(rv, limit)
+        if rv == "0" and paged:
+            self._paginated_result = True
+        await self.queue.put(Replaced(items, _rv_int(list_rv)))
+        self._rv_unavailable = False
+        self.last_sync_resource_version = list_rv
+        self.synced.set()
+
+    async def _list_pages(self, rv: str, limit: int) -> tuple[list[Any], str, bool]:
+        """client-go's pager: (items, list RV, whether it came in pages)."""
+        prepare = self._prepare
+        items: list[Any] = []
         request = ListRequest(resource_version=rv, limit=limit)
-        list_rv = ""
+        paged = False
         while True:
             self.metrics.request(self.name, "list")
             try:
@@ -235,25 +258,16 @@ class Reflector:
                 # FullListIfExpired), rather than stitching pages of different snapshots.
                 self.metrics.request(self.name, "list")
                 page = await self.lw.list(ListRequest(resource_version=rv))
-                items = [self._prepare(obj) for obj in page.items]
-                list_rv = page.resource_version
-                break
-            prepare = self._prepare
+                return [prepare(obj) for obj in page.items], page.resource_version, paged
             items.extend([prepare(obj) for obj in page.items])
-            list_rv = page.resource_version
             if not page.continue_token:
-                break
-            if not request.continue_token and rv in ("", "0"):
-                self._paginated_result = True
-            request = ListRequest(limit=self.options.page_size, continue_token=page.continue_token)
-        await self.queue.put(Replaced(items, _rv_int(list_rv)))
-        self._rv_unavailable = False
-        self.last_sync_resource_version = list_rv
-        self.synced.set()
+                return items, page.resource_version, paged
+            paged = True
+            request = ListRequest(limit=limit, continue_token=page.continue_token)
 
     async def _sync_by_watch_list(self) -> _ContinuedStream:
         request = WatchRequest(
-            resource_version=self.last_sync_resource_version,
+            resource_version="" if self._rv_unavailable else self.last_sync_resource_version,
             timeout_seconds=self._watch_timeout(),
             allow_watch_bookmarks=True,
             send_initial_events=True,
@@ -269,6 +283,7 @@ class Reflector:
                     if event.is_initial_events_end:
                         rv = event.resource_version
                         await self.queue.put(Replaced(items, _rv_int(rv)))
+                        self._rv_unavailable = False
                         self.last_sync_resource_version = rv
                         self.synced.set()
                         return _ContinuedStream(stream_cm, stream, request.timeout_seconds)
