@@ -131,7 +131,11 @@ class SimServer:
             await asyncio.sleep(0.01)
 
     async def stop(self) -> None:
-        """Close every watch, stop listening and drop every connection."""
+        """Stop listening, close every watch and drop every connection (in that order, so a
+        client that re-watches at once finds the port closed, not a server going away)."""
+        if self._server is not None:
+            for listener in self._server.servers:
+                listener.close()
         self.sim.end_watches()
         if self._server is not None and self._task is not None:
             self._server.should_exit = True
