@@ -122,7 +122,8 @@ async def run_pipeline(
         base = tracemalloc.get_traced_memory()[0]
         tracemalloc.reset_peak()
     store = new_store()
-    informer = SharedInformer(lw, name="pods", store=store)
+    # As the daemon runs it: the synced cache moved out of the GC's way.
+    informer = SharedInformer(lw, name="pods", store=store, freeze_gc_after_sync=True)
     handler = CountingHandler()
     informer.add_handler(handler)
     queue = informer.queue

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import gc
 import inspect
 import logging
 import time
@@ -184,8 +185,13 @@ class SharedInformer:
         metrics: InformerMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        freeze_gc_after_sync: bool = False,
     ) -> None:
         self.name = name
+        self.freeze_gc_after_sync = freeze_gc_after_sync
+        """After the first sync, move everything to the GC's permanent generation
+        (``gc.freeze()``): later collections skip the cache's long-lived objects. Process-wide,
+        so off by default for library users; the daemon turns it on (DESIGN §3)."""
         self.store = store
         self.event_log = event_log or EventLog(clock=clock)
         self.queue: EventQueue[QueueItem | coalescing.Deltas] = (
@@ -394,11 +400,14 @@ class SharedInformer:
             prev = old.pop(entry.key, None)
             if prev is None:
                 await self._notify(("add", entry, first))
-            elif prev.rv != entry.rv:
+            elif prev.raw != entry.raw:
                 await self._notify(("update", prev, entry))
         for key, gone in old.items():
             await self._notify(("delete", DeletedFinalStateUnknown(key, gone), None))
         await self._mark_synced_if(first)
+        if first and self.freeze_gc_after_sync:
+            gc.collect()
+            gc.freeze()
 
     async def _apply_coalesced(self, item: coalescing.Deltas) -> None:
         """Coalescing mode: apply each recorded delta of one key (client-go's processDeltas)."""

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+from sortedcontainers import SortedList
 
 from cacheproxy.kube.fieldpath import compile_field_path
 from cacheproxy.kube.keys import object_key
@@ -79,23 +81,27 @@ class Transform:
 class Entry:
     """One stored object version. Immutable by contract; ``raw`` is the object's compact JSON."""
 
-    __slots__ = ("key", "labels", "raw", "rv", "values")
+    __slots__ = ("key", "labels", "raw", "values")
 
     def __init__(
         self,
         key: str,
-        rv: int,
         labels: tuple[str, ...],
         values: tuple[tuple[str, ...], ...],
         raw: bytes,
     ) -> None:
         self.key = key
-        self.rv = rv
         self.labels = labels
         """Flattened ``(k1, v1, k2, v2, …)``, interned: cheaper than a dict per object."""
         self.values = values
         """Per configured index (in the store's order), the values this object is indexed under."""
         self.raw = raw
+
+    @property
+    def rv(self) -> int:
+        """The object's resourceVersion (parsed from the JSON: not kept twice, it is read rarely)."""
+        value = orjson.loads(self.raw).get("metadata", {}).get("resourceVersion") or "0"
+        return int(value) if str(value).isdigit() else 0
 
     @property
     def namespace(self) -> str:
@@ -116,14 +122,14 @@ class Entry:
         return parsed
 
     def __repr__(self) -> str:
-        return f"Entry({self.key!r}, rv={self.rv}, {len(self.raw)} bytes)"
+        return f"Entry({self.key!r}, {len(self.raw)} bytes)"
 
 
 @dataclass(slots=True)
 class _Index:
     name: str
     extract: Callable[[Mapping[str, Any]], tuple[str, ...]]
-    by_value: dict[str, set[str]] = field(default_factory=dict)
+    by_value: dict[str, _Keys] = field(default_factory=dict)
 
 
 def _labels_of(meta: Mapping[str, Any]) -> tuple[str, ...]:
@@ -132,9 +138,28 @@ def _labels_of(meta: Mapping[str, Any]) -> tuple[str, ...]:
         return ()
     flat: list[str] = []
     for k, v in labels.items():
-        flat.append(_intern(k))
-        flat.append(_intern(v) if len(v) < 64 else v)
+        flat.append(k)
+        flat.append(v)
     return tuple(flat)
+
+
+class _Shared:
+    """Equal small tuples shared between entries: pods of one ReplicaSet carry the same labels,
+    and index values (nodes, owners, images) repeat across many objects. Bounded: past
+    ``limit`` distinct tuples new ones are simply kept per entry."""
+
+    def __init__(self, limit: int = 200_000) -> None:
+        self._tuples: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self._limit = limit
+
+    def __call__(self, value: tuple[Any, ...]) -> tuple[Any, ...]:
+        shared = self._tuples.get(value)
+        if shared is not None:
+            return shared
+        if len(self._tuples) < self._limit:
+            value = tuple(_intern(v) if isinstance(v, str) and len(v) < 64 else v for v in value)
+            self._tuples[value] = value
+        return value
 
 
 class Store:
@@ -153,12 +178,14 @@ class Store:
         self.api_version = api_version
         self.transform = transform or Transform()
         self._entries: dict[str, Entry] = {}
-        self._by_namespace: dict[str, set[str]] = {}
-        self._by_label: dict[str, dict[str, set[str]]] = {}
+        self._sorted: SortedList = SortedList()
+        """Every key in key order: list pages and namespaces are ranges of it."""
+        self._by_label: dict[str, dict[str, _Keys]] = {}
         self._indexes: list[_Index] = [_Index(p, compile_field_path(p)) for p in field_indexes]
         for name, func in (indexers or {}).items():
             self._indexes.append(_Index(name, _tuple_of(func)))
         self._index_pos = {ix.name: i for i, ix in enumerate(self._indexes)}
+        self._shared = _Shared()
         self.resource_version = 0
         """The RV the store reflects (last event, bookmark or relist)."""
 
@@ -184,21 +211,29 @@ class Store:
         return [ix.name for ix in self._indexes]
 
     def namespace_keys(self, namespace: str) -> set[str]:
-        """Keys in ``namespace`` (a live view: copy before writing to the store)."""
-        return self._by_namespace.get(namespace, _EMPTY)
+        """Keys in ``namespace`` (a range of the sorted keys)."""
+        return set(self.sorted_keys(namespace=namespace))
 
-    def label_keys(self, key: str, value: str) -> set[str]:
-        return self._by_label.get(key, {}).get(value, _EMPTY)
+    def sorted_keys(self, *, namespace: str | None = None, start: str = "") -> Iterator[str]:
+        """Keys in key order, within ``namespace`` if given, from ``start`` (inclusive) on."""
+        if namespace:
+            low = max(f"{namespace}/", start)
+            return iter(self._sorted.irange(low, f"{namespace}0", inclusive=(True, False)))
+        return iter(self._sorted.irange(start) if start else self._sorted)
 
-    def label_values(self, key: str) -> Mapping[str, set[str]]:
+    def label_keys(self, key: str, value: str) -> AbstractSet[str]:
+        """Keys whose label ``key`` is ``value`` (do not modify the set)."""
+        return _as_set(self._by_label.get(key, {}).get(value))
+
+    def label_values(self, key: str) -> Mapping[str, AbstractSet[str]]:
         """Every value of label ``key`` with its keys (for ``!=``, ``notin`` and exists)."""
-        return self._by_label.get(key, {})
+        return _KeysByValue(self._by_label.get(key, {}))
 
-    def index_keys(self, index: str, value: str) -> set[str]:
-        return self._indexes[self._index_pos[index]].by_value.get(value, _EMPTY)
+    def index_keys(self, index: str, value: str) -> AbstractSet[str]:
+        return _as_set(self._indexes[self._index_pos[index]].by_value.get(value))
 
-    def index_values(self, index: str) -> Mapping[str, set[str]]:
-        return self._indexes[self._index_pos[index]].by_value
+    def index_values(self, index: str) -> Mapping[str, AbstractSet[str]]:
+        return _KeysByValue(self._indexes[self._index_pos[index]].by_value)
 
     def values_of(self, entry: Entry, index: str) -> tuple[str, ...]:
         return entry.values[self._index_pos[index]]
@@ -214,12 +249,13 @@ class Store:
         meta = obj.get("metadata") or {}
         namespace = meta.get("namespace") or ""
         key = object_key(_intern(namespace) if namespace else None, meta.get("name") or "")
-        rv_text = meta.get("resourceVersion") or "0"
-        rv = int(rv_text) if rv_text.isdigit() else 0
-        values = tuple([ix.extract(obj) for ix in self._indexes]) if self._indexes else ()
+        shared = self._shared
+        values: tuple[Any, ...] = ()
+        if self._indexes:
+            values = shared(tuple([shared(ix.extract(obj)) for ix in self._indexes]))
         # orjson's buffer is over-allocated (~1.8x by the allocator's count): keep an exact copy.
         raw = bytes(memoryview(orjson.dumps(obj)))
-        return Entry(key, rv, _labels_of(meta), values, raw)
+        return Entry(key, shared(_labels_of(meta)), values, raw)
 
     def put(self, entry: Entry) -> Entry | None:
         """Insert or replace; returns the previous entry."""
@@ -240,26 +276,25 @@ class Store:
         """Swap in a whole new state at once (a relist). Returns the previous state."""
         old = self._entries
         self._entries = {}
-        self._by_namespace = {}
         self._by_label = {}
         for ix in self._indexes:
             ix.by_value = {}
+        self._sorted = SortedList()
         for entry in entries:
+            if entry.key in self._entries:
+                self._unindex(self._entries[entry.key], None)
             self._entries[entry.key] = entry
-            self._index(entry, None)
+            self._index(entry, None, sort=False)
+        self._sorted = SortedList(self._entries)
         self.resource_version = resource_version
         return old
 
     # ------------------------------------------------------------------ internals
 
-    def _index(self, entry: Entry, prev: Entry | None) -> None:
+    def _index(self, entry: Entry, prev: Entry | None, *, sort: bool = True) -> None:
         key = entry.key
-        if prev is None:
-            ns = entry.namespace
-            bucket = self._by_namespace.get(ns)
-            if bucket is None:
-                bucket = self._by_namespace[ns] = set()
-            bucket.add(key)
+        if prev is None and sort:
+            self._sorted.add(key)
         labels = entry.labels
         prev_labels = prev.labels if prev is not None else ()
         if labels != prev_labels:
@@ -267,25 +302,19 @@ class Store:
                 by_value = self._by_label.get(labels[i])
                 if by_value is None:
                     by_value = self._by_label[labels[i]] = {}
-                keys = by_value.get(labels[i + 1])
-                if keys is None:
-                    keys = by_value[labels[i + 1]] = set()
-                keys.add(key)
+                _add(by_value, labels[i + 1], key)
         for i, ix in enumerate(self._indexes):
             old_values = prev.values[i] if prev is not None else ()
             if entry.values[i] == old_values:
                 continue
             for value in entry.values[i]:
-                keys = ix.by_value.get(value)
-                if keys is None:
-                    keys = ix.by_value[value] = set()
-                keys.add(key)
+                _add(ix.by_value, value, key)
 
     def _unindex(self, prev: Entry, new: Entry | None) -> None:
         """Remove ``prev`` from the indexes where ``new`` (same key, or None) differs."""
         key = prev.key
         if new is None:
-            _discard(self._by_namespace, prev.namespace, key)
+            self._sorted.discard(key)
         if new is None or prev.labels != new.labels:
             for i in range(0, len(prev.labels), 2):
                 by_value = self._by_label.get(prev.labels[i])
@@ -300,15 +329,62 @@ class Store:
                 _discard(ix.by_value, value, key)
 
 
-_EMPTY: set[str] = set()
+_Keys = str | dict[str, None]
+"""The keys under one index value. A dict used as an ordered set: CPython's sets are sparse
+(~100 bytes per member at their usual fill), compact dicts ~30. A lone key is kept as the string
+itself (a one-element container would cost ~200 bytes, and unique values are common)."""
+
+_EMPTY: AbstractSet[str] = frozenset()
 
 
-def _discard(index: dict[str, set[str]], value: str, key: str) -> None:
+def _as_set(keys: _Keys | None) -> AbstractSet[str]:
+    if keys is None:
+        return _EMPTY
+    return frozenset((keys,)) if isinstance(keys, str) else keys.keys()
+
+
+def _add(index: dict[str, _Keys], value: str, key: str) -> None:
     keys = index.get(value)
-    if keys is not None:
-        keys.discard(key)
-        if not keys:
+    if keys is None:
+        index[value] = key
+    elif isinstance(keys, str):
+        if keys != key:
+            index[value] = {keys: None, key: None}
+    else:
+        keys[key] = None
+
+
+def _discard(index: dict[str, _Keys], value: str, key: str) -> None:
+    keys = index.get(value)
+    if keys is None:
+        return
+    if isinstance(keys, str):
+        if keys == key:
             del index[value]
+        return
+    keys.pop(key, None)
+    if len(keys) == 1:
+        index[value] = next(iter(keys))
+    elif not keys:
+        del index[value]
+
+
+class _KeysByValue(Mapping[str, AbstractSet[str]]):
+    """A read-only view of one index: value → keys."""
+
+    __slots__ = ("_index",)
+
+    def __init__(self, index: dict[str, _Keys]) -> None:
+        self._index = index
+
+    def __getitem__(self, value: str) -> AbstractSet[str]:
+        return _as_set(self._index[value])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
 
 
 def _tuple_of(func: IndexFunc) -> Callable[[Mapping[str, Any]], tuple[str, ...]]:

@@ -10,9 +10,7 @@ with client certificates, and a restart that drops every connection but keeps th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import socket
 import ssl
 from types import TracebackType
 from typing import Any
@@ -20,6 +18,7 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from cacheproxy.serving import UvicornRunner
 from cacheproxy.sim.app import Simulator
 from cacheproxy.sim.tls import TestPKI, user_from_peer_cert
 
@@ -41,30 +40,6 @@ class _PeerCertProtocol(HttpToolsProtocol):
         super().on_headers_complete()
 
 
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(1024)
-    sock.setblocking(False)
-    return sock
-
-
-async def _serve(server: uvicorn.Server, sock: socket.socket) -> None:
-    """``uvicorn.Server.serve`` without its signal capture: signals belong to whoever owns the
-    process (the CLI), not to an embedded server."""
-    config = server.config
-    if not config.loaded:
-        config.load()
-    server.lifespan = config.lifespan_class(config)
-    await server.startup(sockets=[sock])
-    if server.should_exit:
-        return
-    await server.main_loop()
-    await server.shutdown(sockets=[sock])
-
-
 class SimServer:
     """Runs a :class:`Simulator` on ``host:port`` (port 0 picks a free one) in the running loop."""
 
@@ -82,8 +57,7 @@ class SimServer:
         self.port = port
         self.pki = pki
         self.require_client_cert = require_client_cert
-        self._server: uvicorn.Server | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._runner: UvicornRunner | None = None
         self._restarting: asyncio.Task[None] | None = None
         self.restarts = 0
         sim.on_restart = self.request_restart
@@ -118,31 +92,25 @@ class SimServer:
         )
 
     async def start(self) -> None:
-        sock = _bind(self.host, self.port)
-        self.port = sock.getsockname()[1]
+        runner = UvicornRunner(self._config(), host=self.host, port=self.port, name="sim-server")
+        self._runner = runner
+        await runner.start()
+        self.port = runner.port
         self.sim.server_address = f"{self.host}:{self.port}"
-        server = uvicorn.Server(self._config())
-        self._server = server
-        self._task = asyncio.create_task(_serve(server, sock), name=f"sim-server-{self.port}")
-        while not server.started:
-            if self._task.done():
-                self._task.result()  # raise the startup error
-                raise RuntimeError("simulator server exited during startup")
-            await asyncio.sleep(0.01)
+
+    @property
+    def started(self) -> bool:
+        return self._runner is not None and self._runner.running
 
     async def stop(self) -> None:
         """Stop listening, close every watch and drop every connection (in that order, so a
         client that re-watches at once finds the port closed, not a server going away)."""
-        if self._server is not None:
-            for listener in self._server.servers:
-                listener.close()
+        if self._runner is not None:
+            self._runner.stop_listening()
         self.sim.end_watches()
-        if self._server is not None and self._task is not None:
-            self._server.should_exit = True
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        self._server = None
-        self._task = None
+        if self._runner is not None:
+            await self._runner.stop()
+        self._runner = None
 
     async def restart(self) -> None:
         """Like an API server restart: all connections dropped, the watch cache's history lost

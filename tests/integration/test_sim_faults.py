@@ -159,9 +159,7 @@ async def test_restart_drops_connections_keeps_objects_and_loses_history(
         assert lines == []
     for _ in range(200):
         if (
-            sim_server.restarts == 1
-            and sim_server._server is not None
-            and sim_server._server.started
+            sim_server.restarts == 1 and sim_server.started
         ):
             break
         await asyncio.sleep(0.02)

@@ -1,0 +1,82 @@
+"""Serving an ASGI application with uvicorn on a socket we bind ourselves.
+
+Shared by the simulator and the daemon (both sit above this module; it imports nothing from the
+package). Binding first means port 0 works (the kernel picks a free port, which tests read back)
+and a restart can listen again on the same port. Signals are left to whoever owns the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+
+import uvicorn
+
+__all__ = ["UvicornRunner", "bind"]
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+async def _serve(server: uvicorn.Server, sock: socket.socket) -> None:
+    """``uvicorn.Server.serve`` without its signal capture."""
+    config = server.config
+    if not config.loaded:
+        config.load()
+    server.lifespan = config.lifespan_class(config)
+    await server.startup(sockets=[sock])
+    if server.should_exit:
+        return
+    await server.main_loop()
+    await server.shutdown(sockets=[sock])
+
+
+class UvicornRunner:
+    """One uvicorn server in the running loop: ``start()`` binds and serves, ``stop()`` stops
+    listening first, then lets open requests finish (up to the config's graceful timeout)."""
+
+    def __init__(self, config: uvicorn.Config, *, host: str, port: int, name: str) -> None:
+        self.config = config
+        self.host = host
+        self.port = port
+        self.name = name
+        self._server: uvicorn.Server | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None and self._server.started
+
+    async def start(self) -> None:
+        sock = bind(self.host, self.port)
+        self.port = sock.getsockname()[1]
+        server = uvicorn.Server(self.config)
+        self._server = server
+        self._task = asyncio.create_task(_serve(server, sock), name=f"{self.name}-{self.port}")
+        while not server.started:
+            if self._task.done():
+                self._task.result()  # raise the startup error
+                raise RuntimeError(f"{self.name} exited during startup")
+            await asyncio.sleep(0.01)
+
+    def stop_listening(self) -> None:
+        if self._server is not None:
+            for listener in self._server.servers:
+                listener.close()
+
+    async def stop(self) -> None:
+        self.stop_listening()
+        if self._server is not None and self._task is not None:
+            self._server.should_exit = True
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self._server = None
+        self._task = None
