@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/cacheproxy sim $(RUN_ARGS)
+	$(BIN)/cacheproxy demo $(RUN_ARGS)
 
 test: lint typecheck layers pytest
 

@@ -1,7 +1,10 @@
 """The ``cacheproxy`` command line. It only maps flags to configuration and starts things.
 
 Subcommands:
-  sim   run the built-in Kubernetes API server simulator (demo data, churn, faults, TLS, auth)
+  serve         run the cache proxy in front of the API server a config file names
+  demo          the simulator with demo data and churn, and the proxy in front of it
+  check-config  validate a config file and say what it would do
+  sim           run the built-in Kubernetes API server simulator (demo data, churn, faults, TLS, auth)
 """
 
 from __future__ import annotations
@@ -56,6 +59,34 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-level", default=_env_default("LOG_LEVEL", "info"), help="debug, info, warning, error"
     )
     sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser(
+        "serve",
+        help="run the cache proxy",
+        description="List and watch the configured resources upstream; serve list/get/watch.",
+    )
+    _config_flags(serve)
+    check = sub.add_parser("check-config", help="validate a config file")
+    _config_flags(check)
+
+    demo = sub.add_parser(
+        "demo",
+        help="the simulator with demo data and churn, the proxy in front of it",
+        description="Start the built-in API server simulator with demo data and churn and the "
+        "cache proxy in front of it, and print commands to try against both.",
+    )
+    demo.add_argument(
+        "--port", type=int, default=int(_env_default("DEMO_PORT", "8080")), help="proxy port"
+    )
+    demo.add_argument(
+        "--sim-port",
+        type=int,
+        default=int(_env_default("DEMO_SIM_PORT", "8001")),
+        help="simulator port",
+    )
+    demo.add_argument("--pods", type=int, default=60, help="demo pods")
+    demo.add_argument("--churn", type=float, default=2.0, help="pod writes per second")
+    demo.add_argument("--seed", type=int, default=1, help="random seed of demo data and churn")
 
     sim = sub.add_parser(
         "sim",
@@ -114,6 +145,179 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _config_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=Path(os.environ["CACHEPROXY_CONFIG"])
+        if os.environ.get("CACHEPROXY_CONFIG")
+        else None,
+        help="the YAML config file (docs/configuration.md)",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="PATH=VALUE",
+        help="override one field, e.g. --set server.port=9090 (repeatable)",
+    )
+    parser.add_argument("--kubeconfig", type=Path, help="same as --set upstream.kubeconfig=PATH")
+    parser.add_argument("--context", help="same as --set upstream.context=NAME")
+    parser.add_argument("--port", type=int, help="same as --set server.port=PORT")
+    parser.add_argument("--address", help="same as --set server.address=ADDRESS")
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in args.set:
+        path, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set {item!r}: expected PATH=VALUE, e.g. server.port=9090")
+        out[path.strip()] = value
+    for flag, path in (
+        ("kubeconfig", "upstream.kubeconfig"),
+        ("context", "upstream.context"),
+        ("port", "server.port"),
+        ("address", "server.address"),
+    ):
+        value = getattr(args, flag)
+        if value is not None:
+            out[path] = str(value)
+    return out
+
+
+async def _run_daemon(daemon: Any, stop: asyncio.Event) -> None:
+    """Start, wait for a signal, shut down in order (not ready → stop accepting → close
+    watches → stop informers)."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await daemon.start()
+    ready = asyncio.create_task(daemon.wait_ready(), name="wait-ready")
+    ready.add_done_callback(
+        lambda t: (
+            log.info("ready: every resource synced") if not t.cancelled() and t.result() else None
+        )
+    )
+    await stop.wait()
+    log.info("shutting down")
+    ready.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await ready
+    await daemon.stop()
+
+
+async def _serve_main(args: argparse.Namespace) -> int:
+    from cacheproxy.daemon.config import describe, load_config, resolve_upstream
+    from cacheproxy.daemon.runtime import Daemon
+
+    config = load_config(args.config, overrides=_overrides(args))
+    logging.getLogger().setLevel(getattr(logging, config.logging.level.upper(), logging.INFO))
+    for warning in config.warnings:
+        log.warning("%s", warning)
+    log.info("%s", describe(config))
+    upstream = resolve_upstream(config.upstream)
+    await _run_daemon(Daemon(config, upstream), asyncio.Event())
+    return 0
+
+
+async def _demo_main(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from cacheproxy.daemon.config import CachedResource, DaemonConfig, ServerSettings
+    from cacheproxy.daemon.runtime import Daemon
+    from cacheproxy.kube.resources import builtin
+    from cacheproxy.sim import SimServer, Simulator
+    from cacheproxy.sim.churn import ChurnDriver
+    from cacheproxy.sim.workload import DemoSpec, demo_objects
+    from cacheproxy.upstream import UpstreamConfig
+
+    sim = Simulator()
+    sim.load(demo_objects(DemoSpec(pods=args.pods, seed=args.seed)))
+    sim_server = SimServer(sim, port=args.sim_port)
+    await sim_server.start()
+    resources = (
+        CachedResource(
+            rtype=builtin("pods"), indexes=("spec.nodeName", "metadata.ownerReferences[*].uid")
+        ),
+        CachedResource(rtype=builtin("namespaces")),
+        CachedResource(rtype=builtin("nodes")),
+        CachedResource(rtype=builtin("configmaps")),
+        CachedResource(rtype=builtin("services")),
+        CachedResource(rtype=builtin("events")),
+        CachedResource(rtype=builtin("apps/v1/deployments")),
+        CachedResource(rtype=builtin("apps/v1/replicasets")),
+    )
+    config = DaemonConfig(
+        resources=resources, server=replace(ServerSettings(), port=args.port), source="demo"
+    )
+    daemon = Daemon(config, UpstreamConfig(server=sim_server.url))
+    stop = asyncio.Event()
+    namespaces = sorted({ns for ns, _ in sim.store.names(sim.resource("pods"))}) or ["default"]
+    nodes = [name for _, name in sim.store.names(sim.resource("nodes"))] or ["node-0"]
+    driver = ChurnDriver(
+        sim.store,
+        rate=args.churn,
+        rng=random.Random(args.seed),
+        namespaces=namespaces,
+        nodes=nodes,
+        apps=[f"app-{i}" for i in range(4)],
+        max_pods=max(args.pods * 2, 10),
+    )
+    churn = asyncio.create_task(driver.run(), name="demo-churn")
+
+    async def announce() -> None:
+        await daemon.wait_ready()
+        _print_demo_banner(daemon.url, sim_server.url)
+
+    banner: asyncio.Task[None] | None = None
+
+    async def serve() -> None:
+        nonlocal banner
+        await daemon.start()
+        banner = asyncio.create_task(announce(), name="demo-banner")
+
+    try:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await serve()
+        await stop.wait()
+    finally:
+        if banner is not None:
+            banner.cancel()
+        churn.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await churn
+        await daemon.stop()
+        await sim_server.stop()
+    return 0
+
+
+def _print_demo_banner(proxy: str, upstream: str) -> None:
+    kubectl = f"kubectl --server {proxy} --cache-dir $(mktemp -d)"
+    lines = [
+        f"cacheproxy is ready on {proxy}, caching the simulator on {upstream}",
+        "",
+        "Through the proxy:",
+        f"  curl -s '{proxy}/api/v1/pods?limit=2'",
+        f"  curl -s '{proxy}/api/v1/pods?labelSelector=app%3Dapp-1'",
+        f"  curl -s '{proxy}/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1'",
+        f"  curl -s '{proxy}/api/v1/pods?indexSelector=spec.nodeName+in+(node-1,node-2)'",
+        f"  curl -s -N '{proxy}/api/v1/pods?watch=1&allowWatchBookmarks=true'",
+        f"  {kubectl} get pods -A",
+        f"  {kubectl} get pods -A -w",
+        f"  {kubectl} api-resources",
+        "",
+        "The simulator directly (the upstream):",
+        f"  curl -s {upstream}/version",
+        f"  kubectl --server {upstream} --cache-dir $(mktemp -d) get pods -A",
+        "",
+        "Press Ctrl-C to stop.",
+    ]
+    print("\n".join(lines), flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -121,7 +325,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # One line per upstream request is too much at INFO: the reflectors log what matters.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
+        if args.command == "check-config":
+            from cacheproxy.daemon.config import check_config_main
+
+            return check_config_main(args.config, overrides=_overrides(args))
+        if args.command == "serve":
+            return _run(_serve_main(args))
+        if args.command == "demo":
+            return _run(_demo_main(args))
         return _run(_sim_main(args))
     except ConfigError as err:
         print(f"cacheproxy: {err}", file=sys.stderr)

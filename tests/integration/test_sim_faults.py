@@ -158,9 +158,7 @@ async def test_restart_drops_connections_keeps_objects_and_loses_history(
             lines = await asyncio.wait_for(_lines(r), timeout=10)
         assert lines == []
     for _ in range(200):
-        if (
-            sim_server.restarts == 1 and sim_server.started
-        ):
+        if sim_server.restarts == 1 and sim_server.started:
             break
         await asyncio.sleep(0.02)
     assert sim_server.port == port

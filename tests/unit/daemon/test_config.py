@@ -433,8 +433,12 @@ def test_secrets_listed_by_name_are_cached_with_a_warning() -> None:
     assert not config.resources[0].is_secret
     assert config.resources[1].is_secret
     assert config.caches_secrets
-    assert config.warnings == ("Secrets are cached: anyone who can read this proxy can read them",)
+    assert config.warnings == ("Secrets are cached: every client of this proxy can read them",)
     assert not load(write("resources: [pods]\n")).caches_secrets
+    delegated = load(write("resources: [secrets]\nserver: {auth: {mode: delegated}}\n"))
+    assert delegated.warnings == (
+        "Secrets are cached in memory (clients read those their RBAC allows)",
+    )
 
 
 def test_built_in_resources_resolve_by_any_of_their_names() -> None:
@@ -589,7 +593,7 @@ def test_token_auth_or_required_client_certificates_count_as_authentication() ->
     assert certs.warnings == ()
 
 
-def test_relative_paths_in_the_file_are_relative_to_the_file(tmp_path: Path) -> None:
+def test_relative_paths_in_the_file_are_relative_to_the_file() -> None:
     Path("etc").mkdir()
     path = write(
         "resources: [pods]\n"
@@ -692,7 +696,7 @@ def test_describe_flags_cached_secrets_and_unauthenticated_loopback() -> None:
     assert "  nodes: cluster-scoped; drops metadata.managedFields; history 100000 events" in summary
     assert "server: http://127.0.0.1:8080, no authentication (loopback only)" in summary
     assert summary.splitlines()[-1] == (
-        "WARNING: Secrets are cached: anyone who can read this proxy can read them"
+        "WARNING: Secrets are cached: every client of this proxy can read them"
     )
 
 

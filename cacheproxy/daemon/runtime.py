@@ -1,0 +1,163 @@
+"""The daemon's lifecycle: the composition root that wires upstream, informers and the server.
+
+startup: upstream client → ``/version`` → one informer per configured resource → the HTTP server
+(listening at once; lists and watches answer 429 until their resource has synced, ``/readyz``
+503 until all have) → serve. Shutdown (SIGTERM): not ready → stop accepting → close watches →
+stop the server → stop the informers → close the upstream client, each step bounded.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import uvicorn
+
+from cacheproxy.daemon.config import AuthMode, CachedResource, DaemonConfig
+from cacheproxy.errors import CacheProxyError, ConfigError
+from cacheproxy.informer.factory import Collection, InformerFactory
+from cacheproxy.server.app import CacheServer, ServerOptions
+from cacheproxy.server.resource import CachedResource as ServedResource
+from cacheproxy.serving import UvicornRunner
+from cacheproxy.upstream import ApiListerWatcher, UpstreamConfig, build_client, get_version
+
+__all__ = ["Daemon"]
+
+log = logging.getLogger("cacheproxy.daemon")
+
+
+class Daemon:
+    """One cacheproxy process: ``await start()``, ``url``, ``await wait_ready()``, ``await stop()``."""
+
+    def __init__(
+        self,
+        config: DaemonConfig,
+        upstream: UpstreamConfig,
+        *,
+        freeze_gc_after_sync: bool = True,
+    ) -> None:
+        self.config = config
+        self.upstream = upstream
+        self.freeze_gc_after_sync = freeze_gc_after_sync
+        self._client: Any = None
+        self.factory: InformerFactory | None = None
+        self.server: CacheServer | None = None
+        self._runner: UvicornRunner | None = None
+        self.port = config.server.port
+
+    @property
+    def url(self) -> str:
+        settings = self.config.server
+        host = f"[{settings.address}]" if ":" in settings.address else settings.address
+        return f"{'https' if settings.tls else 'http'}://{host}:{self.port}"
+
+    async def start(self) -> None:
+        config = self.config
+        if config.server.auth.mode is not AuthMode.NONE:
+            # Refuse rather than serve unauthenticated what the config says must be protected.
+            raise ConfigError(
+                f"server.auth.mode {config.server.auth.mode.value!r} is not available in this "
+                "version yet: use 'none' on loopback, or TLS with server.tls.clientCAFile"
+            )
+        self._client = client = build_client(self.upstream)
+        try:
+            version: dict[str, Any] = dict(await get_version(client))
+        except CacheProxyError as err:
+            log.warning("could not read the upstream /version (%s); serving an empty one", err)
+            version = {}
+        factory = InformerFactory(
+            lambda c: ApiListerWatcher(
+                client,
+                c.rtype,
+                namespace=c.namespace,
+                label_selector=c.label_selector,
+                field_selector=c.field_selector,
+            ),
+            reflector_options=config.upstream.reflector_options(),
+        )
+        self.factory = factory
+        limits = config.server.limits
+        served = [
+            self._serve_resource(factory, spec, limits.rv_wait_seconds) for spec in config.resources
+        ]
+        self.server = CacheServer(
+            served,
+            version=version,
+            options=ServerOptions(
+                watch_buffer=limits.watch_buffer,
+                bookmark_interval=limits.bookmark_interval_seconds,
+                max_watchers=limits.max_watchers,
+            ),
+        )
+        kwargs: dict[str, Any] = {}
+        tls = config.server.tls
+        if tls is not None:
+            kwargs.update(ssl_certfile=str(tls.cert_file), ssl_keyfile=str(tls.key_file))
+            if tls.client_ca_file is not None:
+                import ssl
+
+                kwargs.update(ssl_ca_certs=str(tls.client_ca_file), ssl_cert_reqs=ssl.CERT_REQUIRED)
+        uv_config = uvicorn.Config(
+            self.server,
+            http="httptools",
+            lifespan="off",
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=5,
+            **kwargs,
+        )
+        factory.start()
+        self._runner = UvicornRunner(
+            uv_config, host=config.server.address, port=config.server.port, name="cacheproxy"
+        )
+        await self._runner.start()
+        self.port = self._runner.port
+        self.server.server_address = f"{config.server.address}:{self.port}"
+        log.info(
+            "serving %s on %s", ", ".join(r.rtype.config_name for r in config.resources), self.url
+        )
+
+    def _serve_resource(
+        self, factory: InformerFactory, spec: CachedResource, rv_wait: float
+    ) -> ServedResource:
+        informer = factory.informer(
+            Collection(spec.rtype, spec.namespace, spec.label_selector, spec.field_selector),
+            field_indexes=spec.indexes,
+            transform=spec.transform,
+            history=spec.history,
+        )
+        informer.freeze_gc_after_sync = self.freeze_gc_after_sync
+        return ServedResource(spec.rtype, informer, index_paths=set(spec.indexes), rv_wait=rv_wait)
+
+    async def wait_ready(self, within: float | None = None) -> bool:
+        assert self.factory is not None
+        return await self.factory.wait_for_cache_sync(within)
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.draining = True
+        if self._runner is not None:
+            self._runner.stop_listening()
+        if self.server is not None:
+            self.server.close_watches()
+        if self._runner is not None:
+            await self._runner.stop()
+        if self.factory is not None:
+            await self.factory.stop()
+        if self._client is not None:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> Daemon:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+
+def resources_from_names(names: Sequence[str]) -> tuple[CachedResource, ...]:
+    """Plain resource specs (``pods``, ``apps/v1/deployments``) with their default options."""
+    from cacheproxy.kube.resources import builtin
+
+    return tuple(CachedResource(rtype=builtin(n)) for n in names)

@@ -1,0 +1,385 @@
+"""The server's HTTP face: a raw ASGI application on the Kubernetes API paths (DESIGN §4).
+
+Thin handlers on purpose (raw ASGI is several times faster than a framework for the hot list,
+get and watch paths). Every error is written as a ``metav1.Status`` with ``Retry-After`` when it
+carries one; an unexpected exception becomes a 500 Status and a log line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs
+
+import orjson
+
+from cacheproxy.errors import ApiError
+from cacheproxy.informer.eventlog import TooOld
+from cacheproxy.kube import discovery, status
+from cacheproxy.kube.labels import LabelSelector
+from cacheproxy.kube.listoptions import ListOptions, parse_list_options
+from cacheproxy.kube.request import (
+    ApiPath,
+    check_accepts_json,
+    parse_api_path,
+    split_path,
+    verb_of,
+    wants_pretty,
+)
+from cacheproxy.kube.resources import ResourceRegistry, ResourceType
+from cacheproxy.server.query import Query, parse_index_selector, validate_fields
+from cacheproxy.server.resource import CachedResource
+from cacheproxy.server.watch import ServedWatch, WatchHub, WatchPlan, event_line, stream
+
+__all__ = ["CacheServer", "ServerOptions"]
+
+log = logging.getLogger(__name__)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+JSON = b"application/json"
+READ_VERBS = ("get", "list", "watch")
+
+
+@dataclass(frozen=True, slots=True)
+class ServerOptions:
+    watch_buffer: int = 1000
+    """Lines a watcher may have pending before it is closed as too slow."""
+    bookmark_interval: float = 60.0
+    min_watch_timeout: float = 1800.0
+    """Watches without ``timeoutSeconds`` last ``[min, 2·min)`` seconds (the API server's rule)."""
+    max_watchers: int = 10_000
+
+
+class CacheServer:
+    """ASGI app serving the given cached resources."""
+
+    def __init__(
+        self,
+        resources: Iterable[CachedResource],
+        *,
+        version: dict[str, Any],
+        options: ServerOptions | None = None,
+        server_address: str = "127.0.0.1:0",
+    ) -> None:
+        self.options = options or ServerOptions()
+        self.version = version
+        self.server_address = server_address
+        self.resources: dict[ResourceType, CachedResource] = {}
+        self.hubs: dict[ResourceType, WatchHub] = {}
+        self.registry = ResourceRegistry()
+        for res in resources:
+            self.resources[res.rtype] = res
+            self.registry.add(res.rtype)
+            hub = WatchHub(res.rtype, res.store)
+            res.informer.add_listener(hub.on_event)
+            res.informer.add_relist_listener(hub.on_relist)
+            self.hubs[res.rtype] = hub
+        self.draining = False
+
+    @property
+    def ready(self) -> bool:
+        return not self.draining and all(r.synced for r in self.resources.values())
+
+    def close_watches(self, reason: str = "server shutting down") -> None:
+        for hub in self.hubs.values():
+            for watcher in list(hub.watchers):
+                watcher.close(reason)
+            hub.watchers.clear()
+
+    # ------------------------------------------------------------------ ASGI
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        req = _Request(scope, receive)
+        try:
+            await self._dispatch(req, send)
+        except ApiError as err:
+            await _send_status(send, err, req.started)
+        except Exception:
+            log.exception("unexpected error serving %s %s", req.method, req.path)
+            await _send_status(send, status.internal_error("unexpected server error"), req.started)
+
+    async def _dispatch(self, req: _Request, send: Send) -> None:
+        parts = split_path(req.path)
+        if parts in (["healthz"], ["livez"]):
+            await _send(send, 200, b"ok", content_type=b"text/plain; charset=utf-8")
+            return
+        if parts == ["readyz"]:
+            ok = self.ready
+            await _send(
+                send,
+                200 if ok else 503,
+                b"ok" if ok else b"not ready",
+                content_type=b"text/plain; charset=utf-8",
+            )
+            return
+        if parts == ["version"]:
+            await self._send_json(req, send, orjson.dumps(self.version))
+            return
+        if parts in (["api"], ["apis"]):
+            await self._discovery_root(req, send, core=parts == ["api"])
+            return
+        if parts[:1] == ["apis"] and len(parts) == 2:
+            versions = [gv.version for gv in self.registry.group_versions() if gv.group == parts[1]]
+            if not versions:
+                raise status.resource_not_found()
+            doc = {
+                "kind": "APIGroup",
+                "apiVersion": "v1",
+                **discovery.api_group(parts[1], versions),
+            }
+            await self._send_json(req, send, orjson.dumps(doc))
+            return
+        path = parse_api_path(parts)
+        if path is None:
+            raise status.resource_not_found()
+        types = self.registry.in_group_version(path.group_version)
+        if not types:
+            raise status.resource_not_found()
+        if path.resource is None:
+            doc = discovery.api_resource_list(path.group_version, types, _read_verbs)
+            await self._send_json(req, send, orjson.dumps(doc))
+            return
+        await self._resource(req, send, path)
+
+    async def _resource(self, req: _Request, send: Send, path: ApiPath) -> None:
+        gv = path.group_version
+        rtype = self.registry.get_gvr(gv.group, gv.version, path.resource or "")
+        if rtype is None or path.subresource:
+            raise status.resource_not_found()
+        if (path.namespace is not None and not rtype.namespaced) or (
+            path.name is not None and rtype.namespaced and path.namespace is None
+        ):
+            raise status.resource_not_found()
+        verb = verb_of(req.method, path, req.query)
+        if verb not in READ_VERBS:
+            # Read-only: every write is refused as the API server refuses an unsupported verb.
+            raise status.method_not_allowed(
+                verb=verb or req.method.lower(), resource=rtype.resource, group=rtype.group
+            )
+        check_accepts_json(req.header("accept"))
+        res = self.resources[rtype]
+        if not res.synced:
+            raise status.too_many_requests("storage is (re)initializing", retry_after=1)
+        if verb == "get":
+            assert path.name is not None
+            rv = (req.query.get("resourceVersion") or [""])[0]
+            opts = parse_list_options({"resourceVersion": [rv]} if rv else {})
+            if opts.rv:
+                await res.wait_for(opts.rv)
+            await self._send_json(req, send, res.get(path.namespace, path.name).raw)
+            return
+        opts = parse_list_options(
+            req.query, watch=verb == "watch", name=path.name if verb == "watch" else None
+        )
+        query = self._query(res, path.namespace, opts, req)
+        if verb == "list":
+            page = await res.list(query, opts)
+            if req.pretty:
+                await self._send_json(req, send, b"".join(page.chunks()))
+                return
+            await _send_chunks(send, page.chunks())
+            req.started = True
+            return
+        await self._watch(req, send, res, query, opts)
+
+    def _query(
+        self, res: CachedResource, namespace: str | None, opts: ListOptions, req: _Request
+    ) -> Query:
+        fields = validate_fields(res.rtype, opts.field_selector, res.index_paths)
+        index_text = (req.query.get("indexSelector") or [""])[0]
+        index = (
+            parse_index_selector(index_text, res.index_paths)
+            if index_text
+            else LabelSelector.EVERYTHING
+        )
+        return Query(namespace=namespace, labels=opts.label_selector, fields=fields, index=index)
+
+    async def _watch(
+        self, req: _Request, send: Send, res: CachedResource, query: Query, opts: ListOptions
+    ) -> None:
+        hub = self.hubs[res.rtype]
+        if len(hub.watchers) >= self.options.max_watchers:
+            raise status.too_many_requests("too many watches on this resource", retry_after=1)
+        requested = opts.rv
+        if requested > res.resource_version:
+            await res.wait_for(requested)  # 504 before the stream starts
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", JSON), (b"cache-control", b"no-cache, private")],
+            }
+        )
+        req.started = True
+        # Synchronous from here to hub.add: nothing can be applied in between, so the watcher
+        # gets exactly the events after its starting point.
+        initial = []
+        replay: list[bytes] = []
+        end_bookmark: int | None = None
+        send_initial = opts.send_initial_events or (
+            opts.send_initial_events is None and opts.resource_version in ("", "0")
+        )
+        if send_initial:
+            initial = [res.store.get(k) for k in res.current_keys(query)]
+            if opts.send_initial_events and opts.allow_watch_bookmarks:
+                end_bookmark = res.resource_version
+        elif opts.resource_version not in ("", "0"):
+            try:
+                events = res.informer.event_log.since(requested)
+            except TooOld as too_old:
+                line = event_line(
+                    b"ERROR",
+                    orjson.dumps(
+                        status.too_old_resource_version(too_old.requested, too_old.oldest).status
+                    ),
+                )
+                await send({"type": "http.response.body", "body": line, "more_body": False})
+                return
+            replay = _replay_lines(hub, events, query)
+        watcher = ServedWatch(query, buffer=self.options.watch_buffer, min_rv=res.resource_version)
+        hub.add(watcher)
+        timeout = (
+            float(opts.timeout_seconds)
+            if opts.timeout_seconds
+            else self.options.min_watch_timeout * (1 + random.random())
+        )
+        plan = WatchPlan(
+            initial=[e for e in initial if e is not None],
+            replay=replay,
+            end_bookmark_rv=end_bookmark,
+            allow_bookmarks=opts.allow_watch_bookmarks,
+            timeout=timeout,
+            bookmark_interval=self.options.bookmark_interval,
+        )
+        disconnect = asyncio.create_task(req.wait_disconnect(), name="watch-disconnect")
+        disconnect.add_done_callback(lambda _: watcher.close("client went away"))
+        try:
+            async for chunk in stream(
+                watcher, plan, res.rtype, current_rv=lambda: res.resource_version
+            ):
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        finally:
+            hub.remove(watcher)
+            disconnect.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await disconnect
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    # ------------------------------------------------------------------ discovery
+
+    async def _discovery_root(self, req: _Request, send: Send, *, core: bool) -> None:
+        gvs = [gv for gv in self.registry.group_versions() if (gv.group == "") == core]
+        version = discovery.negotiate_aggregated(req.header("accept"))
+        if version is not None:
+            doc = discovery.aggregated_discovery(
+                gvs, self.registry.in_group_version, _read_verbs, version=version
+            )
+            await self._send_json(
+                req,
+                send,
+                orjson.dumps(doc),
+                content_type=discovery.aggregated_content_type(version).encode(),
+            )
+            return
+        check_accepts_json(req.header("accept"))
+        doc = discovery.api_versions(self.server_address) if core else discovery.api_group_list(gvs)
+        await self._send_json(req, send, orjson.dumps(doc))
+
+    async def _send_json(
+        self, req: _Request, send: Send, body: bytes, *, content_type: bytes = JSON
+    ) -> None:
+        if req.pretty:
+            body = orjson.dumps(orjson.loads(body), option=orjson.OPT_INDENT_2) + b"\n"
+        await _send(send, 200, body, content_type=content_type)
+        req.started = True
+
+
+def _read_verbs(rtype: ResourceType) -> list[str]:
+    return list(READ_VERBS)
+
+
+def _replay_lines(hub: WatchHub, events: Iterable[Any], query: Query) -> list[bytes]:
+    """History after the requested RV, as this query sees it (the transition rule)."""
+    probe = ServedWatch(query, buffer=1 << 62)
+    probe_hub = WatchHub(hub.rtype, hub.store)
+    probe_hub.add(probe)
+    for event in events:
+        probe_hub.on_event(event)
+    return probe.take()
+
+
+class _Request:
+    __slots__ = ("_headers", "_receive", "method", "path", "pretty", "query", "started")
+
+    def __init__(self, scope: Scope, receive: Receive) -> None:
+        self._receive = receive
+        self.method: str = scope["method"]
+        self.path: str = scope["path"]
+        self.query: dict[str, list[str]] = parse_qs(
+            scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True
+        )
+        self._headers: dict[str, str] = {
+            k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]
+        }
+        self.pretty = wants_pretty(self.query, self.header("user-agent"))
+        self.started = False
+
+    def header(self, name: str) -> str:
+        return self._headers.get(name, "")
+
+    async def wait_disconnect(self) -> None:
+        while True:
+            message = await self._receive()
+            if message["type"] == "http.disconnect":
+                return
+
+
+async def _send(send: Send, code: int, body: bytes, *, content_type: bytes = JSON) -> None:
+    headers = [
+        (b"content-type", content_type),
+        (b"cache-control", b"no-cache, private"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    await send({"type": "http.response.start", "status": code, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _send_chunks(send: Send, chunks: Iterable[bytes]) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", JSON), (b"cache-control", b"no-cache, private")],
+        }
+    )
+    for chunk in chunks:
+        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _send_status(send: Send, err: ApiError, started: bool) -> None:
+    if started:
+        with contextlib.suppress(Exception):
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        return
+    body = orjson.dumps(err.status)
+    headers = [
+        (b"content-type", JSON),
+        (b"cache-control", b"no-cache, private"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    if err.retry_after:
+        headers.append((b"retry-after", str(err.retry_after).encode()))
+    await send({"type": "http.response.start", "status": err.code, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

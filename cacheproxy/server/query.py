@@ -1,0 +1,172 @@
+"""Selecting objects from a Store: namespace, label, field and index selectors, from the indexes.
+
+The indexes narrow the candidates (namespace, label ``=``/``in``/exists, ``metadata.name``, and
+any configured index path for ``fieldSelector`` and ``indexSelector``); every candidate is then
+checked against the whole query, so the answer is exactly what a full scan would give
+(DESIGN §3: "an index answers exactly what a full scan answers").
+
+Field values of an object: the API server's per-kind fields (``kube.fields.object_fields``) and,
+for configured index paths, the (possibly several) values the index holds; a field selector on a
+multi-valued path matches ``=`` when any value is equal and ``!=`` when none is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+
+import orjson
+
+from cacheproxy.errors import ApiError
+from cacheproxy.informer.store import Entry, Store
+from cacheproxy.kube import status
+from cacheproxy.kube.fields import (
+    FieldSelector,
+    object_fields,
+    supported_fields,
+    validate_field_selector,
+)
+from cacheproxy.kube.labels import LabelSelector, Operator, parse_label_selector
+from cacheproxy.kube.resources import ResourceType
+
+__all__ = ["Query", "matches", "parse_index_selector", "select_keys"]
+
+_POSITIVE = (Operator.EQUALS, Operator.DOUBLE_EQUALS, Operator.IN)
+_NEGATIVE = (Operator.NOT_EQUALS, Operator.NOT_IN, Operator.DOES_NOT_EXIST)
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    namespace: str | None = None
+    labels: LabelSelector = LabelSelector.EVERYTHING
+    fields: FieldSelector = FieldSelector.EVERYTHING
+    index: LabelSelector = LabelSelector.EVERYTHING
+    """``indexSelector=``: the label-selector grammar over configured index paths."""
+
+    @property
+    def selective(self) -> bool:
+        """Any selector at all (``remainingItemCount`` is only given without)."""
+        return not (self.labels.empty and self.fields.empty and self.index.empty)
+
+
+def parse_index_selector(text: str, indexes: Iterable[str]) -> LabelSelector:
+    """``spec.nodeName in (n1,n2),status.phase!=Running`` over configured index paths; a path
+    that is not an index → 400 naming the indexes."""
+    selector = parse_label_selector(text, validate=False)
+    known = set(indexes)
+    for req in selector.requirements:
+        if req.key not in known:
+            listed = ", ".join(sorted(known)) or "none are configured"
+            raise status.bad_request(
+                f'indexSelector: "{req.key}" is not an index of this resource (indexes: {listed})'
+            )
+        if req.operator in (Operator.GREATER_THAN, Operator.LESS_THAN):
+            raise status.bad_request("indexSelector: only =, ==, !=, in, notin, exists and !")
+    return selector
+
+
+def validate_fields(
+    rtype: ResourceType, selector: FieldSelector, indexes: Iterable[str]
+) -> FieldSelector:
+    """The API server's field check, extended by the configured index paths (400 naming both)."""
+    index_list = list(indexes)
+    try:
+        return validate_field_selector(rtype, selector, extra_fields=index_list)
+    except ApiError as err:
+        if not index_list:
+            raise
+        supported = ", ".join([*supported_fields(rtype), *index_list])
+        raise status.bad_request(f"{err.message} (supported: {supported})") from None
+
+
+def select_keys(store: Store, query: Query, index_paths: set[str]) -> set[str] | None:
+    """Candidate keys from the indexes, or None when no index narrows the query (scan all)."""
+    candidates: set[str] | None = None
+
+    def narrow(keys: AbstractSet[str]) -> None:
+        nonlocal candidates
+        candidates = set(keys) if candidates is None else candidates & set(keys)
+
+    if query.namespace:
+        narrow(store.namespace_keys(query.namespace))
+    for req in query.labels.requirements:
+        if req.operator in _POSITIVE:
+            keys: set[str] = set()
+            for value in req.values:
+                keys.update(store.label_keys(req.key, value))
+            narrow(keys)
+        elif req.operator is Operator.EXISTS:
+            narrow(set().union(*store.label_values(req.key).values()))
+    for freq in query.fields.requirements:
+        if freq.operator == "!=":
+            continue
+        if freq.field == "metadata.namespace":
+            narrow(store.namespace_keys(freq.value))
+        elif freq.field == "metadata.name":
+            if query.namespace:
+                narrow({f"{query.namespace}/{freq.value}"} & store.namespace_keys(query.namespace))
+            elif freq.value in store:
+                narrow({freq.value})
+        elif freq.field in index_paths:
+            narrow(store.index_keys(freq.field, freq.value))
+    for req in query.index.requirements:
+        if req.operator in _POSITIVE:
+            keys = set()
+            for value in req.values:
+                keys.update(store.index_keys(req.key, value))
+            narrow(keys)
+        elif req.operator is Operator.EXISTS:
+            narrow(set().union(*store.index_values(req.key).values()))
+        if candidates is not None and not candidates:
+            break
+    return candidates
+
+
+class FieldView:
+    """An entry's field values, parsed from its JSON only when a query needs it."""
+
+    __slots__ = ("_entry", "_fields", "_rtype", "_store")
+
+    def __init__(self, entry: Entry, rtype: ResourceType, store: Store) -> None:
+        self._entry = entry
+        self._rtype = rtype
+        self._store = store
+        self._fields: dict[str, str] | None = None
+
+    def values(self, field: str) -> tuple[str, ...]:
+        if self._store.has_index(field):
+            return self._store.values_of(self._entry, field)
+        if field == "metadata.name":
+            return (self._entry.name,)
+        if field == "metadata.namespace":
+            return (self._entry.namespace,)
+        if self._fields is None:
+            self._fields = object_fields(self._rtype, orjson.loads(self._entry.raw))
+        return (self._fields.get(field, ""),)
+
+
+def matches(entry: Entry, query: Query, rtype: ResourceType, store: Store) -> bool:
+    """The whole query against one entry (the exact check after the index narrowed)."""
+    if query.namespace and entry.namespace != query.namespace:
+        return False
+    if not query.labels.empty and not query.labels.matches(_labels(entry)):
+        return False
+    if query.fields.empty and query.index.empty:
+        return True
+    view = FieldView(entry, rtype, store)
+    for freq in query.fields.requirements:
+        values = view.values(freq.field)
+        if (freq.value in values) == (freq.operator == "!="):
+            return False
+    for req in query.index.requirements:
+        values = store.values_of(entry, req.key)
+        # Multi-valued: a positive requirement holds for some value, a negative one for all.
+        check = all if req.operator in _NEGATIVE else any
+        if not check(req.matches({req.key: v}) for v in values):
+            return False
+    return True
+
+
+def _labels(entry: Entry) -> Mapping[str, str]:
+    return entry.label_map()

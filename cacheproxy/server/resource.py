@@ -1,0 +1,231 @@
+"""One cached resource as the server sees it: its informer's Store and EventLog, answering
+list and get with the API server's resourceVersion rules, and paging from one snapshot.
+
+- RV unset or "0": the cache's current state, stamped with the cache's RV.
+- RV=N (not older than): wait until the cache reached N (≤ ``rv_wait``), else 504
+  ``ResourceVersionTooLarge`` with ``Retry-After``.
+- ``resourceVersionMatch=Exact`` (or ``limit`` with RV=N): the state at exactly N, rebuilt from
+  the EventLog (undoing later events) while it still holds N; else 410.
+- ``limit``/``continue``: pages in key order; the token carries the snapshot RV, so every page
+  comes from one snapshot; a token older than the EventLog → 410 with an "inconsistent" token
+  (rv -1) to continue at the latest state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import orjson
+
+from cacheproxy.informer.eventlog import TooOld
+from cacheproxy.informer.informer import SharedInformer
+from cacheproxy.informer.store import Entry, Store
+from cacheproxy.kube import status
+from cacheproxy.kube.listoptions import EXACT, ListOptions
+from cacheproxy.kube.resources import ResourceType
+from cacheproxy.kube.rv import decode_continue, encode_continue
+from cacheproxy.server.query import Query, matches, select_keys
+
+__all__ = ["CachedResource", "ListPage"]
+
+_BUILTIN_GROUPS = frozenset(
+    {"", "apps", "batch", "networking.k8s.io", "policy", "apiextensions.k8s.io"}
+)
+
+
+@dataclass(slots=True)
+class ListPage:
+    rtype: ResourceType
+    items: list[Entry]
+    resource_version: int
+    continue_token: str = ""
+    remaining: int | None = None
+    strip_type: bool = True
+
+    def chunks(self, chunk_bytes: int = 1 << 20) -> Iterator[bytes]:
+        """The list body in ~``chunk_bytes`` pieces (a big list is streamed, never joined)."""
+        meta: dict[str, object] = {"resourceVersion": str(self.resource_version)}
+        if self.continue_token:
+            meta["continue"] = self.continue_token
+            if self.remaining is not None:
+                meta["remainingItemCount"] = self.remaining
+        yield b'{"kind":"%s","apiVersion":"%s","metadata":%s,"items":[' % (
+            self.rtype.list_kind.encode(),
+            self.rtype.api_version.encode(),
+            orjson.dumps(meta),
+        )
+        # Typed lists of built-in kinds carry items without kind/apiVersion (as the API server).
+        prefix = len(
+            b'{"kind":"%s","apiVersion":"%s",'
+            % (
+                self.rtype.kind.encode(),
+                self.rtype.api_version.encode(),
+            )
+        )
+        strip = self.strip_type and self.rtype.group in _BUILTIN_GROUPS
+        batch: list[bytes] = []
+        size = 0
+        for i, entry in enumerate(self.items):
+            raw = b"{" + entry.raw[prefix:] if strip else entry.raw
+            batch.append(raw if i == 0 else b"," + raw)
+            size += len(raw)
+            if size >= chunk_bytes:
+                yield b"".join(batch)
+                batch.clear()
+                size = 0
+        batch.append(b"]}")
+        yield b"".join(batch)
+
+
+@dataclass
+class CachedResource:
+    rtype: ResourceType
+    informer: SharedInformer
+    index_paths: set[str] = field(default_factory=set)
+    rv_wait: float = 3.0
+    _progress: asyncio.Event = field(default_factory=asyncio.Event)
+    _sorted: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        self.informer.add_listener(lambda _event: self._changed(True))
+        self.informer.add_bookmark_listener(lambda _rv: self._changed(False))
+        self.informer.add_relist_listener(lambda _rv: self._changed(True))
+
+    def _changed(self, keys_may_change: bool) -> None:
+        if keys_may_change:
+            self._sorted = None
+        self._progress.set()
+
+    @property
+    def store(self) -> Store:
+        return self.informer.store
+
+    @property
+    def synced(self) -> bool:
+        return self.informer.has_synced
+
+    @property
+    def resource_version(self) -> int:
+        return int(self.informer.store.resource_version)
+
+    # ------------------------------------------------------------------ RVs
+
+    async def wait_for(self, rv: int) -> None:
+        """Until the cache reached ``rv`` (≤ ``rv_wait`` s), else 504 too large RV."""
+        if self.resource_version >= rv:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.rv_wait
+        while self.resource_version < rv:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise status.too_large_resource_version(rv, self.resource_version)
+            self._progress.clear()
+            try:
+                await asyncio.wait_for(self._progress.wait(), remaining)
+            except TimeoutError:
+                continue
+
+    def snapshot(self, rv: int) -> dict[str, Entry]:
+        """The state at ``rv``: the current entries with later events undone (TooOld if the
+        EventLog no longer reaches back to ``rv``)."""
+        store = self.informer.store
+        state = {e.key: e for e in store.entries()}
+        for event in reversed(self.informer.event_log.since(rv)):
+            if event.prev is None:
+                state.pop(event.entry.key, None)
+            else:
+                state[event.entry.key] = event.prev
+        return state
+
+    # ------------------------------------------------------------------ reads
+
+    def get(self, namespace: str | None, name: str) -> Entry:
+        key = f"{namespace}/{name}" if namespace and self.rtype.namespaced else name
+        entry = self.informer.store.get(key)
+        if entry is None:
+            raise status.not_found(resource=self.rtype.resource, name=name, group=self.rtype.group)
+        return entry
+
+    def _sorted_keys(self) -> list[str]:
+        if self._sorted is None:
+            self._sorted = sorted(self.informer.store.keys())
+        return self._sorted
+
+    def current_keys(self, query: Query) -> list[str]:
+        """Keys of the current state matching ``query``, in key order."""
+        store = self.informer.store
+        candidates = select_keys(store, query, self.index_paths)
+        if candidates is None:
+            keys = self._sorted_keys()
+            if not query.selective and not query.namespace:
+                return keys
+        else:
+            keys = sorted(candidates)
+        get = store.get
+        out = []
+        for key in keys:
+            entry = get(key)
+            if entry is not None and matches(entry, query, self.rtype, store):
+                out.append(key)
+        return out
+
+    async def list(self, query: Query, opts: ListOptions) -> ListPage:
+        rv, state = await self._list_source(opts)
+        store = self.informer.store
+        lookup: Callable[[str], Entry | None] = store.get
+        if state is None:
+            keys = self.current_keys(query)
+        else:
+            keys = sorted(k for k, e in state.items() if matches(e, query, self.rtype, store))
+            lookup = state.get
+        prefix = f"{query.namespace}/" if query.namespace else ""
+        start = 0
+        if opts.continue_token:
+            token = decode_continue(opts.continue_token)
+            start = bisect.bisect_left(keys, prefix + token.key)
+        limit = opts.limit
+        end = len(keys) if not limit else min(len(keys), start + limit)
+        items = [e for k in keys[start:end] if (e := lookup(k)) is not None]
+        page = ListPage(self.rtype, items, rv)
+        if end < len(keys):
+            last = keys[end - 1].removeprefix(prefix)
+            page.continue_token = encode_continue(rv, last + "\x00")
+            if not query.selective:
+                page.remaining = len(keys) - end
+        return page
+
+    async def _list_source(self, opts: ListOptions) -> tuple[int, dict[str, Entry] | None]:
+        """(list RV, snapshot or None for the current state)."""
+        if opts.continue_token:
+            if opts.resource_version not in ("", "0"):
+                raise status.bad_request(
+                    "specifying resource version is not allowed when using continue"
+                )
+            token = decode_continue(opts.continue_token)
+            if token.resource_version == -1 or token.resource_version == self.resource_version:
+                return self.resource_version, None
+            try:
+                return token.resource_version, self.snapshot(token.resource_version)
+            except TooOld:
+                raise status.expired(
+                    status.CONTINUE_EXPIRED_MESSAGE,
+                    continue_token=encode_continue(-1, token.start_key),
+                ) from None
+        requested = opts.rv
+        if requested > 0:
+            await self.wait_for(requested)
+        exact = opts.resource_version_match == EXACT or (
+            opts.limit > 0 and requested > 0 and not opts.resource_version_match
+        )
+        if exact and requested != self.resource_version:
+            try:
+                return requested, self.snapshot(requested)
+            except TooOld:
+                raise status.expired(
+                    "The resourceVersion for the provided list is too old."
+                ) from None
+        return self.resource_version, None

@@ -1,0 +1,226 @@
+"""Watches served from the cache: the WatchHub fans every informer event out to watchers.
+
+- Each event's line bytes are built once and shared by every watcher that gets it (DESIGN §3).
+- Every watcher has a bounded buffer; one that falls behind is closed (and counted), so the
+  informer and the other watchers never wait for it.
+- Selectors follow the transition rule: an object that stops matching is sent as DELETED (its old
+  state, at the event's RV), one that starts matching as ADDED.
+- An upstream relist closes every watcher (as the API server does when its watch cache
+  reinitialises): clients resume, get 410 if too old, and relist from us.
+- Bookmarks (only when asked) about every ``bookmark_interval`` and ~2 s before the deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+
+import orjson
+
+from cacheproxy.informer.eventlog import LogEvent
+from cacheproxy.informer.store import Entry, Store
+from cacheproxy.kube.resources import ResourceType
+from cacheproxy.server.query import Query, matches
+
+__all__ = ["ServedWatch", "WatchHub", "WatchPlan", "bookmark_line", "event_line"]
+
+DEADLINE_BOOKMARK_MARGIN = 2.0
+
+
+def event_line(event_type: bytes, obj: bytes) -> bytes:
+    return b'{"type":"%s","object":%s}\n' % (event_type, obj)
+
+
+def bookmark_line(rtype: ResourceType, rv: int, *, initial_events_end: bool = False) -> bytes:
+    meta: dict[str, object] = {"resourceVersion": str(rv)}
+    if initial_events_end:
+        meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+    obj = {"kind": rtype.kind, "apiVersion": rtype.api_version, "metadata": meta}
+    return event_line(b"BOOKMARK", orjson.dumps(obj))
+
+
+def _restamped(entry: Entry, rv: int) -> bytes:
+    """``entry`` with ``metadata.resourceVersion`` set to ``rv`` (an object that stopped
+    matching is reported as deleted at the RV of the event that moved it out)."""
+    obj = orjson.loads(entry.raw)
+    obj.setdefault("metadata", {})["resourceVersion"] = str(rv)
+    return orjson.dumps(obj)
+
+
+class _Lines:
+    """The line bytes of one event, built on first use and shared by all watchers."""
+
+    __slots__ = ("_cache", "event")
+
+    def __init__(self, event: LogEvent) -> None:
+        self.event = event
+        self._cache: dict[bytes, bytes] = {}
+
+    def line(self, kind: bytes) -> bytes:
+        line = self._cache.get(kind)
+        if line is None:
+            event = self.event
+            if kind == b"GONE":  # stopped matching: the old object at this event's RV
+                assert event.prev is not None
+                line = event_line(b"DELETED", _restamped(event.prev, event.rv))
+            else:
+                line = event_line(kind, event.entry.raw)
+            self._cache[kind] = line
+        return line
+
+
+class ServedWatch:
+    """One client's watch: its query, a bounded buffer of lines, and whether it was closed."""
+
+    def __init__(self, query: Query, *, buffer: int, min_rv: int = 0) -> None:
+        self.query = query
+        self.buffer = buffer
+        self.min_rv = min_rv
+        self._lines: deque[bytes] = deque()
+        self._wakeup = asyncio.Event()
+        self.closed = False
+        self.close_reason = ""
+        self.last_rv = min_rv
+
+    def offer(self, line: bytes, rv: int) -> bool:
+        """Queue a line; False (and closed) when the buffer is full."""
+        if self.closed:
+            return False
+        if len(self._lines) >= self.buffer:
+            self.close("too slow: buffer full")
+            return False
+        self._lines.append(line)
+        self.last_rv = rv
+        self._wakeup.set()
+        return True
+
+    def close(self, reason: str) -> None:
+        if not self.closed:
+            self.closed = True
+            self.close_reason = reason
+        self._wakeup.set()
+
+    def take(self) -> list[bytes]:
+        lines = list(self._lines)
+        self._lines.clear()
+        self._wakeup.clear()
+        return lines
+
+    async def wait(self, seconds: float) -> None:
+        if self._lines or self.closed:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wakeup.wait(), max(seconds, 0.0))
+
+
+class WatchHub:
+    """Every open watch of one resource, fed synchronously by the informer's listener."""
+
+    def __init__(self, rtype: ResourceType, store: Store) -> None:
+        self.rtype = rtype
+        self.store = store
+        self.watchers: set[ServedWatch] = set()
+        self.evicted = 0
+        self.delivered = 0
+
+    def on_event(self, event: LogEvent) -> None:
+        if not self.watchers:
+            return
+        lines = _Lines(event)
+        rtype, store = self.rtype, self.store
+        entry, prev = event.entry, event.prev
+        for watcher in list(self.watchers):
+            if event.rv <= watcher.min_rv:
+                continue
+            query = watcher.query
+            new_ok = event.type != "DELETED" and matches(entry, query, rtype, store)
+            old_ok = prev is not None and matches(prev, query, rtype, store)
+            if event.type == "DELETED":
+                kind = b"DELETED" if old_ok else None
+            elif new_ok:
+                kind = b"MODIFIED" if old_ok else b"ADDED"
+            else:
+                kind = b"GONE" if old_ok else None
+            if kind is None:
+                continue
+            if watcher.offer(lines.line(kind), event.rv):
+                self.delivered += 1
+            else:
+                self.evicted += 1
+                self.watchers.discard(watcher)
+
+    def on_relist(self, rv: int) -> None:
+        for watcher in self.watchers:
+            watcher.close("upstream relisted")
+        self.watchers.clear()
+
+    def add(self, watcher: ServedWatch) -> None:
+        self.watchers.add(watcher)
+
+    def remove(self, watcher: ServedWatch) -> None:
+        self.watchers.discard(watcher)
+
+
+@dataclass(slots=True)
+class WatchPlan:
+    initial: Sequence[Entry]
+    replay: Sequence[bytes]
+    end_bookmark_rv: int | None
+    allow_bookmarks: bool
+    timeout: float
+    bookmark_interval: float
+
+
+async def stream(
+    watcher: ServedWatch,
+    plan: WatchPlan,
+    rtype: ResourceType,
+    *,
+    current_rv: Callable[[], int],
+    clock: Callable[[], float] = time.monotonic,
+) -> AsyncIterator[bytes]:
+    """The bytes of one watch response until its deadline or until the watcher is closed."""
+    deadline = clock() + plan.timeout
+    batch: list[bytes] = []
+    size = 0
+    for entry in plan.initial:
+        line = event_line(b"ADDED", entry.raw)
+        batch.append(line)
+        size += len(line)
+        if size >= 1 << 20:
+            yield b"".join(batch)
+            batch.clear()
+            size = 0
+    batch.extend(plan.replay)
+    if plan.end_bookmark_rv is not None:
+        batch.append(bookmark_line(rtype, plan.end_bookmark_rv, initial_events_end=True))
+    if batch:
+        yield b"".join(batch)
+    next_bookmark = clock() + plan.bookmark_interval
+    deadline_bookmark_sent = False
+    while True:
+        now = clock()
+        if now >= deadline:
+            return
+        wake_at = deadline
+        if plan.allow_bookmarks:
+            if not deadline_bookmark_sent:
+                wake_at = min(wake_at, deadline - DEADLINE_BOOKMARK_MARGIN)
+            wake_at = min(wake_at, next_bookmark)
+        await watcher.wait(wake_at - now)
+        lines = watcher.take()
+        if lines:
+            yield b"".join(lines)
+        if watcher.closed:
+            return
+        now = clock()
+        if plan.allow_bookmarks and not lines:
+            due_deadline = not deadline_bookmark_sent and now >= deadline - DEADLINE_BOOKMARK_MARGIN
+            if now >= next_bookmark or due_deadline:
+                yield bookmark_line(rtype, max(current_rv(), watcher.last_rv))
+                next_bookmark = now + plan.bookmark_interval
+                deadline_bookmark_sent = deadline_bookmark_sent or due_deadline

@@ -1,0 +1,39 @@
+"""A daemon in front of a simulator, both on 127.0.0.1 with port 0."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+from cacheproxy.daemon.config import CachedResource, DaemonConfig, ServerSettings
+from cacheproxy.daemon.runtime import Daemon
+from cacheproxy.kube.resources import builtin
+from cacheproxy.sim import SimServer
+from cacheproxy.upstream import UpstreamConfig
+
+
+def default_resources() -> tuple[CachedResource, ...]:
+    return (
+        CachedResource(
+            rtype=builtin("pods"), indexes=("spec.nodeName", "metadata.ownerReferences[*].uid")
+        ),
+        CachedResource(rtype=builtin("configmaps")),
+        CachedResource(rtype=builtin("namespaces")),
+        CachedResource(rtype=builtin("apps/v1/deployments")),
+    )
+
+
+@contextlib.asynccontextmanager
+async def daemon_for(
+    upstream_url: str, *, resources: tuple[CachedResource, ...] | None = None, **server: object
+) -> AsyncIterator[Daemon]:
+    settings = replace(ServerSettings(port=0), **server)  # type: ignore[arg-type]
+    config = DaemonConfig(resources=resources or default_resources(), server=settings)
+    daemon = Daemon(config, UpstreamConfig(server=upstream_url), freeze_gc_after_sync=False)
+    async with daemon:
+        assert await daemon.wait_ready(10), "the daemon never synced"
+        yield daemon
+
+
+__all__ = ["SimServer", "daemon_for", "default_resources"]
