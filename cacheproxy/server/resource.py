@@ -87,17 +87,12 @@ class CachedResource:
     index_paths: set[str] = field(default_factory=set)
     rv_wait: float = 3.0
     _progress: asyncio.Event = field(default_factory=asyncio.Event)
-    _sorted: list[str] | None = None
 
     def __post_init__(self) -> None:
-        self.informer.add_listener(lambda _event: self._changed(True))
-        self.informer.add_bookmark_listener(lambda _rv: self._changed(False))
-        self.informer.add_relist_listener(lambda _rv: self._changed(True))
-
-    def _changed(self, keys_may_change: bool) -> None:
-        if keys_may_change:
-            self._sorted = None
-        self._progress.set()
+        # Wake readers waiting for an RV whenever the store moves.
+        self.informer.add_listener(lambda _event: self._progress.set())
+        self.informer.add_bookmark_listener(lambda _rv: self._progress.set())
+        self.informer.add_relist_listener(lambda _rv: self._progress.set())
 
     @property
     def store(self) -> Store:
@@ -150,18 +145,13 @@ class CachedResource:
             raise status.not_found(resource=self.rtype.resource, name=name, group=self.rtype.group)
         return entry
 
-    def _sorted_keys(self) -> list[str]:
-        if self._sorted is None:
-            self._sorted = sorted(self.informer.store.keys())
-        return self._sorted
-
     def current_keys(self, query: Query) -> list[str]:
         """Keys of the current state matching ``query``, in key order."""
         store = self.informer.store
         candidates = select_keys(store, query, self.index_paths)
         if candidates is None:
-            keys = self._sorted_keys()
-            if not query.selective and not query.namespace:
+            keys = list(store.sorted_keys(namespace=query.namespace))
+            if not query.selective:
                 return keys
         else:
             keys = sorted(candidates)
