@@ -1,8 +1,8 @@
 """Serving an ASGI application with uvicorn on a socket we bind ourselves.
 
-Shared by the simulator and the daemon (both sit above this module; it imports nothing from the
-package). Binding first means port 0 works (the kernel picks a free port, which tests read back)
+Shared by the simulator and the daemon (both sit above this module; it imports only ``errors``). Binding first means port 0 works (the kernel picks a free port, which tests read back)
 and a restart can listen again on the same port. Signals are left to whoever owns the process.
+Also the ASGI response helpers both servers write with.
 """
 
 from __future__ import annotations
@@ -10,10 +10,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from typing import Any
 
+import orjson
 import uvicorn
 
-__all__ = ["UvicornRunner", "bind"]
+from cacheproxy.errors import ApiError
+
+__all__ = ["UvicornRunner", "bind", "send_body", "send_chunks", "send_status"]
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -80,3 +85,49 @@ class UvicornRunner:
                 await self._task
         self._server = None
         self._task = None
+
+
+# ---------------------------------------------------------------------- ASGI responses
+
+Message = MutableMapping[str, Any]
+Send = Callable[[Message], Awaitable[None]]
+JSON = b"application/json"
+
+
+async def send_body(send: Send, code: int, body: bytes, *, content_type: bytes = JSON) -> None:
+    """A whole response with a ``Content-Length``."""
+    headers = [
+        (b"content-type", content_type),
+        (b"cache-control", b"no-cache, private"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    await send({"type": "http.response.start", "status": code, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def send_chunks(send: Send, chunks: Iterable[bytes], *, content_type: bytes = JSON) -> None:
+    """A 200 streamed in chunks (a large list is never joined into one body)."""
+    headers = [(b"content-type", content_type), (b"cache-control", b"no-cache, private")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    for chunk in chunks:
+        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def send_status(send: Send, err: ApiError, *, started: bool) -> None:
+    """An error as its ``metav1.Status`` (``Retry-After`` when it carries one, as the API
+    server's ``ErrorNegotiated``). Once a response has started, all that is left is to end it."""
+    if started:
+        with contextlib.suppress(Exception):
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        return
+    body = orjson.dumps(err.status)
+    headers = [
+        (b"content-type", JSON),
+        (b"cache-control", b"no-cache, private"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    if err.retry_after:
+        headers.append((b"retry-after", str(err.retry_after).encode()))
+    await send({"type": "http.response.start", "status": err.code, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -32,9 +32,11 @@ from cacheproxy.kube.request import (
     wants_pretty,
 )
 from cacheproxy.kube.resources import ResourceRegistry, ResourceType
+from cacheproxy.kube.watchevents import event_line
 from cacheproxy.server.query import Query, parse_index_selector, validate_fields
 from cacheproxy.server.resource import CachedResource
-from cacheproxy.server.watch import ServedWatch, WatchHub, WatchPlan, event_line, stream
+from cacheproxy.server.watch import ServedWatch, WatchHub, WatchPlan, stream
+from cacheproxy.serving import send_body, send_chunks, send_status
 
 __all__ = ["CacheServer", "ServerOptions"]
 
@@ -104,19 +106,21 @@ class CacheServer:
         try:
             await self._dispatch(req, send)
         except ApiError as err:
-            await _send_status(send, err, req.started)
+            await send_status(send, err, started=req.started)
         except Exception:
             log.exception("unexpected error serving %s %s", req.method, req.path)
-            await _send_status(send, status.internal_error("unexpected server error"), req.started)
+            await send_status(
+                send, status.internal_error("unexpected server error"), started=req.started
+            )
 
     async def _dispatch(self, req: _Request, send: Send) -> None:
         parts = split_path(req.path)
         if parts in (["healthz"], ["livez"]):
-            await _send(send, 200, b"ok", content_type=b"text/plain; charset=utf-8")
+            await send_body(send, 200, b"ok", content_type=b"text/plain; charset=utf-8")
             return
         if parts == ["readyz"]:
             ok = self.ready
-            await _send(
+            await send_body(
                 send,
                 200 if ok else 503,
                 b"ok" if ok else b"not ready",
@@ -188,7 +192,7 @@ class CacheServer:
             if req.pretty:
                 await self._send_json(req, send, b"".join(page.chunks()))
                 return
-            await _send_chunks(send, page.chunks())
+            await send_chunks(send, page.chunks())
             req.started = True
             return
         await self._watch(req, send, res, query, opts)
@@ -239,7 +243,7 @@ class CacheServer:
                 events = res.informer.event_log.since(requested)
             except TooOld as too_old:
                 line = event_line(
-                    b"ERROR",
+                    "ERROR",
                     orjson.dumps(
                         status.too_old_resource_version(too_old.requested, too_old.oldest).status
                     ),
@@ -301,7 +305,7 @@ class CacheServer:
     ) -> None:
         if req.pretty:
             body = orjson.dumps(orjson.loads(body), option=orjson.OPT_INDENT_2) + b"\n"
-        await _send(send, 200, body, content_type=content_type)
+        await send_body(send, 200, body, content_type=content_type)
         req.started = True
 
 
@@ -343,43 +347,3 @@ class _Request:
             message = await self._receive()
             if message["type"] == "http.disconnect":
                 return
-
-
-async def _send(send: Send, code: int, body: bytes, *, content_type: bytes = JSON) -> None:
-    headers = [
-        (b"content-type", content_type),
-        (b"cache-control", b"no-cache, private"),
-        (b"content-length", str(len(body)).encode()),
-    ]
-    await send({"type": "http.response.start", "status": code, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-async def _send_chunks(send: Send, chunks: Iterable[bytes]) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 200,
-            "headers": [(b"content-type", JSON), (b"cache-control", b"no-cache, private")],
-        }
-    )
-    for chunk in chunks:
-        await send({"type": "http.response.body", "body": chunk, "more_body": True})
-    await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-
-async def _send_status(send: Send, err: ApiError, started: bool) -> None:
-    if started:
-        with contextlib.suppress(Exception):
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-        return
-    body = orjson.dumps(err.status)
-    headers = [
-        (b"content-type", JSON),
-        (b"cache-control", b"no-cache, private"),
-        (b"content-length", str(len(body)).encode()),
-    ]
-    if err.retry_after:
-        headers.append((b"retry-after", str(err.retry_after).encode()))
-    await send({"type": "http.response.start", "status": err.code, "headers": headers})
-    await send({"type": "http.response.body", "body": body})

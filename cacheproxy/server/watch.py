@@ -24,23 +24,12 @@ import orjson
 from cacheproxy.informer.eventlog import LogEvent
 from cacheproxy.informer.store import Entry, Store
 from cacheproxy.kube.resources import ResourceType
+from cacheproxy.kube.watchevents import bookmark_line, event_line
 from cacheproxy.server.query import Query, matches
 
-__all__ = ["ServedWatch", "WatchHub", "WatchPlan", "bookmark_line", "event_line"]
+__all__ = ["ServedWatch", "WatchHub", "WatchPlan", "stream"]
 
 DEADLINE_BOOKMARK_MARGIN = 2.0
-
-
-def event_line(event_type: bytes, obj: bytes) -> bytes:
-    return b'{"type":"%s","object":%s}\n' % (event_type, obj)
-
-
-def bookmark_line(rtype: ResourceType, rv: int, *, initial_events_end: bool = False) -> bytes:
-    meta: dict[str, object] = {"resourceVersion": str(rv)}
-    if initial_events_end:
-        meta["annotations"] = {"k8s.io/initial-events-end": "true"}
-    obj = {"kind": rtype.kind, "apiVersion": rtype.api_version, "metadata": meta}
-    return event_line(b"BOOKMARK", orjson.dumps(obj))
 
 
 def _restamped(entry: Entry, rv: int) -> bytes:
@@ -66,9 +55,9 @@ class _Lines:
             event = self.event
             if kind == b"GONE":  # stopped matching: the old object at this event's RV
                 assert event.prev is not None
-                line = event_line(b"DELETED", _restamped(event.prev, event.rv))
+                line = event_line("DELETED", _restamped(event.prev, event.rv))
             else:
-                line = event_line(kind, event.entry.raw)
+                line = event_line(kind.decode(), event.entry.raw)
             self._cache[kind] = line
         return line
 
@@ -188,7 +177,7 @@ async def stream(
     batch: list[bytes] = []
     size = 0
     for entry in plan.initial:
-        line = event_line(b"ADDED", entry.raw)
+        line = event_line("ADDED", entry.raw)
         batch.append(line)
         size += len(line)
         if size >= 1 << 20:

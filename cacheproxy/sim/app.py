@@ -34,6 +34,8 @@ from cacheproxy.kube.resources import (
     ResourceRegistry,
     ResourceType,
 )
+from cacheproxy.kube.watchevents import event_line
+from cacheproxy.serving import send_body, send_status
 from cacheproxy.sim.api import PATCH_TYPES, SimApi, partial_object_metadata
 from cacheproxy.sim.attributes import (
     ANONYMOUS_USER,
@@ -50,7 +52,7 @@ from cacheproxy.sim.reviews import (
     token_review,
 )
 from cacheproxy.sim.store import SimStore
-from cacheproxy.sim.watch import SimWatcher, WatchPlan, event_line, stream_watch
+from cacheproxy.sim.watch import SimWatcher, WatchPlan, stream_watch
 
 __all__ = ["RequestRecord", "SimConfig", "Simulator"]
 
@@ -186,11 +188,11 @@ class Simulator:
         try:
             await self._dispatch(request, send)
         except ApiError as err:
-            await _send_status(send, err, request.headers_sent)
+            await send_status(send, err, started=request.headers_sent)
         except Exception:  # a bug must still answer with a Status, never a traceback
             log.exception("simulator: unexpected error on %s %s", request.method, request.path)
-            await _send_status(
-                send, status.internal_error("unexpected server error"), request.headers_sent
+            await send_status(
+                send, status.internal_error("unexpected server error"), started=request.headers_sent
             )
 
     async def _dispatch(self, req: _Request, send: Send) -> None:
@@ -199,7 +201,7 @@ class Simulator:
             await self._control(req, parts[1:], send)
             return
         if parts in (["healthz"], ["livez"], ["readyz"]):
-            await _send(send, 200, b"ok", content_type=b"text/plain; charset=utf-8")
+            await send_body(send, 200, b"ok", content_type=b"text/plain; charset=utf-8")
             return
         if self.faults.latency:
             await asyncio.sleep(self.faults.latency)
@@ -578,7 +580,7 @@ class Simulator:
                 raise status.resource_not_found()
         except (KeyError, ValueError, TypeError) as exc:
             raise status.bad_request(f"bad control request for {action!r}: {exc}") from None
-        await _send(send, 200, orjson.dumps(result))
+        await send_body(send, 200, orjson.dumps(result))
 
     on_restart: Callable[[], None] | None = None
     """Set by the server: drop every connection and restart listening (state kept)."""
@@ -730,29 +732,6 @@ def _metadata_events(send: Send, api_version: str) -> Send:
 def _page_not_found() -> ApiError:
     # 1.28 answered an unknown group with a plain-text 404; a Status is clearer (and tolerated).
     return status.resource_not_found()
-
-
-async def _send(send: Send, code: int, body: bytes, *, content_type: bytes = JSON) -> None:
-    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": code, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-async def _send_status(send: Send, err: ApiError, headers_sent: bool) -> None:
-    if headers_sent:
-        with contextlib.suppress(Exception):
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-        return
-    body = orjson.dumps(err.status)
-    headers = [
-        (b"content-type", JSON),
-        (b"cache-control", b"no-cache, private"),
-        (b"content-length", str(len(body)).encode()),
-    ]
-    if err.retry_after:
-        headers.append((b"retry-after", str(err.retry_after).encode()))
-    await send({"type": "http.response.start", "status": err.code, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 async def _send_error_event(send: Send, err: ApiError) -> None:
