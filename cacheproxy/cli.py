@@ -209,10 +209,11 @@ async def _run_daemon(daemon: Any, stop: asyncio.Event) -> None:
 
 async def _serve_main(args: argparse.Namespace) -> int:
     from cacheproxy.daemon.config import describe, load_config, resolve_upstream
+    from cacheproxy.daemon.logs import configure_logging
     from cacheproxy.daemon.runtime import Daemon
 
     config = load_config(args.config, overrides=_overrides(args))
-    logging.getLogger().setLevel(getattr(logging, config.logging.level.upper(), logging.INFO))
+    configure_logging(config.logging.level, config.logging.format.value)
     for warning in config.warnings:
         log.warning("%s", warning)
     log.info("%s", describe(config))

@@ -160,6 +160,7 @@ class Reflector:
         self._paginated_result = False
         """The first list came back in pages: the server pages (watch cache off): keep paging."""
         self._watch_list = self.options.watch_list
+        self._progress = _SyncProgress(name, clock)
         self.synced = asyncio.Event()
         """Set once the first complete state was put on the queue."""
         self.last_event_at: float | None = None
@@ -176,6 +177,7 @@ class Reflector:
                     await self._watch_loop(continued)
                 except _Relist as relist:
                     self.metrics.relist(self.name, relist.reason)
+                    log.info("%s: relisting (%s)", self.name, relist.reason)
                     await self._back_off(None)
         finally:
             self.phase = Phase.STOPPED
@@ -236,6 +238,7 @@ class Reflector:
             items, list_rv, paged = await self._list_pages(rv, limit)
         if rv == "0" and paged:
             self._paginated_result = True
+        self._progress.done(len(items), list_rv, "paged list" if paged else "list")
         await self.queue.put(Replaced(items, _rv_int(list_rv)))
         self._rv_unavailable = False
         self.last_sync_resource_version = list_rv
@@ -247,6 +250,7 @@ class Reflector:
         items: list[Any] = []
         request = ListRequest(resource_version=rv, limit=limit)
         paged = False
+        self._progress.start()
         while True:
             self.metrics.request(self.name, "list")
             try:
@@ -260,6 +264,7 @@ class Reflector:
                 page = await self.lw.list(ListRequest(resource_version=rv))
                 return [prepare(obj) for obj in page.items], page.resource_version, paged
             items.extend([prepare(obj) for obj in page.items])
+            self._progress.tick(len(items))
             if not page.continue_token:
                 return items, page.resource_version, paged
             paged = True
@@ -277,11 +282,14 @@ class Reflector:
         stream = await stream_cm.__aenter__()
         items: list[Any] = []
         prepare = self._prepare
+        progress = self._progress
+        progress.start()
         try:
             async for event in stream:
                 if event.type == "BOOKMARK":
                     if event.is_initial_events_end:
                         rv = event.resource_version
+                        progress.done(len(items), rv, "watch-list")
                         await self.queue.put(Replaced(items, _rv_int(rv)))
                         self._rv_unavailable = False
                         self.last_sync_resource_version = rv
@@ -289,6 +297,8 @@ class Reflector:
                         return _ContinuedStream(stream_cm, stream, request.timeout_seconds)
                     continue
                 items.append(prepare(event.object))
+                if len(items) & 1023 == 0:
+                    progress.tick(len(items))
         except BaseException as err:
             await stream_cm.__aexit__(type(err), err, err.__traceback__)
             raise
@@ -427,6 +437,39 @@ class Reflector:
         if isinstance(err, ApiError) and err.retry_after:
             delay = max(delay, float(err.retry_after))
         await self._sleep(delay)
+
+
+class _SyncProgress:
+    """Log lines during a (re)sync: how many objects so far, at what rate; then the result."""
+
+    def __init__(self, name: str, clock: Callable[[], float], *, every: float = 2.0) -> None:
+        self.name = name
+        self.clock = clock
+        self.every = every
+        self.started = 0.0
+        self.last = 0.0
+
+    def start(self) -> None:
+        self.started = self.last = self.clock()
+
+    def tick(self, count: int) -> None:
+        now = self.clock()
+        if now - self.last >= self.every:
+            self.last = now
+            rate = count / max(now - self.started, 1e-9)
+            log.info("%s: syncing, %d objects so far (%.0f/s)", self.name, count, rate)
+
+    def done(self, count: int, rv: str, how: str) -> None:
+        took = self.clock() - self.started
+        log.info(
+            "%s: synced %d objects by %s in %.2f s (%.0f/s) at resourceVersion %s",
+            self.name,
+            count,
+            how,
+            took,
+            count / max(took, 1e-9),
+            rv,
+        )
 
 
 @dataclass
