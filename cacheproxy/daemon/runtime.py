@@ -88,6 +88,7 @@ class Daemon:
                 watch_buffer=limits.watch_buffer,
                 bookmark_interval=limits.bookmark_interval_seconds,
                 max_watchers=limits.max_watchers,
+                max_page_size=limits.max_page_size,
             ),
         )
         kwargs: dict[str, Any] = {}

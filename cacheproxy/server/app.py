@@ -8,6 +8,7 @@ carries one; an unexpected exception becomes a 500 Status and a log line, never 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import contextlib
 import logging
 import random
@@ -59,6 +60,8 @@ class ServerOptions:
     min_watch_timeout: float = 1800.0
     """Watches without ``timeoutSeconds`` last ``[min, 2·min)`` seconds (the API server's rule)."""
     max_watchers: int = 10_000
+    max_page_size: int = 10_000
+    """A larger ``limit`` is served in pages of this size (the API lets a server return fewer)."""
 
 
 class CacheServer:
@@ -188,6 +191,8 @@ class CacheServer:
         )
         query = self._query(res, path.namespace, opts, req)
         if verb == "list":
+            if opts.limit > self.options.max_page_size:
+                opts = dataclasses.replace(opts, limit=self.options.max_page_size)
             page = await res.list(query, opts)
             if req.pretty:
                 await self._send_json(req, send, b"".join(page.chunks()))
