@@ -15,9 +15,11 @@ from typing import Any
 import uvicorn
 
 from cacheproxy.daemon.config import AuthMode, CachedResource, DaemonConfig
+from cacheproxy.daemon.metrics import MeteredListerWatcher
 from cacheproxy.errors import CacheProxyError, ConfigError
 from cacheproxy.informer.factory import Collection, InformerFactory
 from cacheproxy.server.app import CacheServer, ServerOptions
+from cacheproxy.server.metrics import ServerMetrics
 from cacheproxy.server.resource import CachedResource as ServedResource
 from cacheproxy.serving import UvicornRunner
 from cacheproxy.upstream import ApiListerWatcher, UpstreamConfig, build_client, get_version
@@ -43,6 +45,7 @@ class Daemon:
         self._client: Any = None
         self.factory: InformerFactory | None = None
         self.server: CacheServer | None = None
+        self.metrics: ServerMetrics | None = None
         self._runner: UvicornRunner | None = None
         self.port = config.server.port
 
@@ -66,15 +69,22 @@ class Daemon:
         except CacheProxyError as err:
             log.warning("could not read the upstream /version (%s); serving an empty one", err)
             version = {}
+        # One registry per daemon: the informers report into it, the server serves it.
+        self.metrics = metrics = ServerMetrics()
         factory = InformerFactory(
-            lambda c: ApiListerWatcher(
-                client,
-                c.rtype,
-                namespace=c.namespace,
-                label_selector=c.label_selector,
-                field_selector=c.field_selector,
+            lambda c: MeteredListerWatcher(
+                ApiListerWatcher(
+                    client,
+                    c.rtype,
+                    namespace=c.namespace,
+                    label_selector=c.label_selector,
+                    field_selector=c.field_selector,
+                ),
+                informer=c.name,
+                metrics=metrics,
             ),
             reflector_options=config.upstream.reflector_options(),
+            metrics=metrics,
         )
         self.factory = factory
         limits = config.server.limits
@@ -90,6 +100,7 @@ class Daemon:
                 max_watchers=limits.max_watchers,
                 max_page_size=limits.max_page_size,
             ),
+            metrics=metrics,
         )
         kwargs: dict[str, Any] = {}
         tls = config.server.tls

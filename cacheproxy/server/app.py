@@ -8,10 +8,11 @@ carries one; an unexpected exception becomes a 500 Status and a log line, never 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import contextlib
+import dataclasses
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
@@ -34,8 +35,11 @@ from cacheproxy.kube.request import (
 )
 from cacheproxy.kube.resources import ResourceRegistry, ResourceType
 from cacheproxy.kube.watchevents import event_line
+from cacheproxy.server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from cacheproxy.server.metrics import ServerMetrics
 from cacheproxy.server.query import Query, parse_index_selector, validate_fields
 from cacheproxy.server.resource import CachedResource
+from cacheproxy.server.statuspage import cache_status
 from cacheproxy.server.watch import ServedWatch, WatchHub, WatchPlan, stream
 from cacheproxy.serving import send_body, send_chunks, send_status
 
@@ -74,8 +78,10 @@ class CacheServer:
         version: dict[str, Any],
         options: ServerOptions | None = None,
         server_address: str = "127.0.0.1:0",
+        metrics: ServerMetrics | None = None,
     ) -> None:
         self.options = options or ServerOptions()
+        self.metrics = metrics or ServerMetrics()
         self.version = version
         self.server_address = server_address
         self.resources: dict[ResourceType, CachedResource] = {}
@@ -88,6 +94,7 @@ class CacheServer:
             res.informer.add_listener(hub.on_event)
             res.informer.add_relist_listener(hub.on_relist)
             self.hubs[res.rtype] = hub
+            self.metrics.track(res, hub)
         self.draining = False
 
     @property
@@ -106,14 +113,30 @@ class CacheServer:
         if scope["type"] != "http":
             return
         req = _Request(scope, receive)
+        began = time.perf_counter()
+        code = 0
+
+        async def send_recording(message: Message) -> None:
+            nonlocal code
+            if message["type"] == "http.response.start":
+                code = message["status"]
+            await send(message)
+
         try:
-            await self._dispatch(req, send)
+            await self._dispatch(req, send_recording)
         except ApiError as err:
-            await send_status(send, err, started=req.started)
+            await send_status(send_recording, err, started=req.started)
         except Exception:
             log.exception("unexpected error serving %s %s", req.method, req.path)
             await send_status(
-                send, status.internal_error("unexpected server error"), started=req.started
+                send_recording,
+                status.internal_error("unexpected server error"),
+                started=req.started,
+            )
+        finally:
+            # Once per request, watches when they end; observe_request never raises.
+            self.metrics.observe_request(
+                verb=req.verb, resource=req.resource, code=code, seconds=time.perf_counter() - began
             )
 
     async def _dispatch(self, req: _Request, send: Send) -> None:
@@ -129,6 +152,14 @@ class CacheServer:
                 b"ok" if ok else b"not ready",
                 content_type=b"text/plain; charset=utf-8",
             )
+            return
+        if parts == ["metrics"]:
+            body = self.metrics.exposition()
+            await send_body(send, 200, body, content_type=METRICS_CONTENT_TYPE)
+            return
+        if parts == ["status"]:
+            doc = cache_status(self.metrics.tracked, ready=self.ready, now=self.metrics.clock())
+            await self._send_json(req, send, orjson.dumps(doc))
             return
         if parts == ["version"]:
             await self._send_json(req, send, orjson.dumps(self.version))
@@ -169,6 +200,7 @@ class CacheServer:
         ):
             raise status.resource_not_found()
         verb = verb_of(req.method, path, req.query)
+        req.verb, req.resource = verb or "other", rtype.config_name
         if verb not in READ_VERBS:
             # Read-only: every write is refused as the API server refuses an unsupported verb.
             raise status.method_not_allowed(
@@ -329,7 +361,17 @@ def _replay_lines(hub: WatchHub, events: Iterable[Any], query: Query) -> list[by
 
 
 class _Request:
-    __slots__ = ("_headers", "_receive", "method", "path", "pretty", "query", "started")
+    __slots__ = (
+        "_headers",
+        "_receive",
+        "method",
+        "path",
+        "pretty",
+        "query",
+        "resource",
+        "started",
+        "verb",
+    )
 
     def __init__(self, scope: Scope, receive: Receive) -> None:
         self._receive = receive
@@ -343,6 +385,9 @@ class _Request:
         }
         self.pretty = wants_pretty(self.query, self.header("user-agent"))
         self.started = False
+        # The metrics' labels: set once the request is known to be on a served resource.
+        self.verb = "get" if self.method in ("GET", "HEAD") else "other"
+        self.resource = ""
 
     def header(self, name: str) -> str:
         return self._headers.get(name, "")

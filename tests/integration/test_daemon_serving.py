@@ -288,9 +288,11 @@ async def test_a_limit_above_the_maximum_page_size_is_served_in_smaller_pages(
 ) -> None:
     from cacheproxy.daemon.config import ServerLimits
 
-    async with daemon_for(demo_server.url, limits=ServerLimits(max_page_size=10)) as d:
-        async with httpx.AsyncClient(base_url=d.url, timeout=10) as c:
-            body = (await c.get("/api/v1/pods", params={"limit": "1000"})).json()
+    async with (
+        daemon_for(demo_server.url, limits=ServerLimits(max_page_size=10)) as d,
+        httpx.AsyncClient(base_url=d.url, timeout=10) as c,
+    ):
+        body = (await c.get("/api/v1/pods", params={"limit": "1000"})).json()
     assert len(body["items"]) == 10
     assert body["metadata"]["continue"]
     assert body["metadata"]["remainingItemCount"] == 50

@@ -1,0 +1,82 @@
+"""Upstream answers by HTTP code, measured where the daemon composes its ListerWatchers.
+
+The informer's :class:`~cacheproxy.informer.metrics.InformerMetrics` counts the requests its
+Reflector makes, not how upstream answered; rather than widen that protocol, the daemon wraps
+each upstream ListerWatcher in a :class:`MeteredListerWatcher` that reports every answer to
+:meth:`ServerMetrics.upstream_response <cacheproxy.server.metrics.ServerMetrics.upstream_response>`
+(the informer library stays as it is, and library users lose nothing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from cacheproxy.errors import ApiError, TransportError
+from cacheproxy.informer.listwatch import (
+    ListerWatcher,
+    ListPage,
+    ListRequest,
+    WatchEvent,
+    WatchRequest,
+    WatchStream,
+)
+from cacheproxy.server.metrics import ServerMetrics
+
+__all__ = ["MeteredListerWatcher"]
+
+
+class MeteredListerWatcher:
+    """``inner`` (a ListerWatcher), reporting the code of each list page and each watch start
+    (``200``, the error's code, or ``error`` when the server could not be reached). An error in
+    the middle of a watch stream is the Reflector's to report (``watch_errors``)."""
+
+    def __init__(self, inner: ListerWatcher, *, informer: str, metrics: ServerMetrics) -> None:
+        self.inner = inner
+        self.informer = informer
+        self.metrics = metrics
+
+    def __repr__(self) -> str:
+        return f"MeteredListerWatcher({self.inner!r})"
+
+    async def list(self, request: ListRequest) -> ListPage:
+        try:
+            page = await self.inner.list(request)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as err:
+            self._report("list", err)
+            raise
+        self.metrics.upstream_response(self.informer, "list", 200)
+        return page
+
+    def watch(self, request: WatchRequest) -> WatchStream:
+        return self._watch(request)
+
+    @asynccontextmanager
+    async def _watch(self, request: WatchRequest) -> AsyncIterator[AsyncIterator[WatchEvent]]:
+        cm = self.inner.watch(request)
+        try:
+            events = await cm.__aenter__()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as err:
+            self._report("watch", err)
+            raise
+        self.metrics.upstream_response(self.informer, "watch", 200)
+        try:
+            yield events
+        except BaseException as err:
+            if not await cm.__aexit__(type(err), err, err.__traceback__):
+                raise
+        else:
+            await cm.__aexit__(None, None, None)
+
+    def _report(self, verb: str, err: BaseException) -> None:
+        if isinstance(err, ApiError):
+            self.metrics.upstream_response(self.informer, verb, err.code)
+        elif isinstance(err, TransportError):
+            self.metrics.upstream_response(self.informer, verb, "error")
+        elif isinstance(err, Exception):
+            self.metrics.upstream_response(self.informer, verb, "other")

@@ -1,0 +1,365 @@
+"""The daemon's Prometheus metrics (DESIGN §4 ``/metrics``; §7: staleness is reported).
+
+One :class:`ServerMetrics` per CacheServer, with its own ``CollectorRegistry`` (never the
+process-global default: tests run several daemons in one process, each with its own numbers).
+It gathers three sources:
+
+- the informer library's :class:`~cacheproxy.informer.metrics.InformerMetrics` protocol
+  (upstream requests, relists, watch errors, events received), implemented with counters —
+  the library itself never imports Prometheus;
+- the server's requests: a count by verb/resource/code and a latency histogram, recorded once
+  per request by ``CacheServer.__call__`` (:meth:`ServerMetrics.observe_request`);
+- the state of each cached resource (objects, bytes, staleness, EventLog length, synced,
+  watchers, evicted watchers), read at scrape time by a custom collector from the informer,
+  its store and its WatchHub, plus a :class:`ResourceStats` kept incrementally by informer
+  listeners (O(1) per event), so a scrape costs O(resources), never O(objects).
+
+Names are ``cacheproxy_<subsystem>_<what>_<unit>``. Label values are bounded: ``resource`` is a
+tracked resource's config name (``pods``, ``apps/v1/deployments``), ``verb`` one of
+:data:`VERBS`, ``code`` an HTTP status, reasons and event types come from fixed sets in the code.
+Recording never raises into a request or into the informer's processing loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from cacheproxy.informer.coalescing import CoalescingQueue
+from cacheproxy.informer.eventlog import LogEvent
+from cacheproxy.informer.informer import SharedInformer
+from cacheproxy.server.resource import CachedResource
+from cacheproxy.server.watch import WatchHub
+
+__all__ = [
+    "CONTENT_TYPE",
+    "EVENT_TYPES",
+    "VERBS",
+    "ResourceStats",
+    "ServerMetrics",
+    "TrackedResource",
+]
+
+log = logging.getLogger(__name__)
+
+CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
+"""The text exposition format ``generate_latest`` writes."""
+
+VERBS = frozenset(
+    ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "other")
+)
+"""The ``verb`` label of served requests: the Kubernetes verbs (writes are refused, but counted
+as what they asked for), and ``other`` for anything else."""
+
+EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED", "BOOKMARK")
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+"""From sub-millisecond gets to the 3 s wait for a resourceVersion not reached yet."""
+
+
+class ResourceStats:
+    """What a scrape needs and the informer does not keep, fed inline by its listeners.
+
+    - ``stored_bytes``: the JSON bytes the store holds (entries' ``raw``; not the indexes or the
+      Python objects around them), adjusted per event and recounted at each relist;
+    - ``events``: changes and bookmarks applied, by type;
+    - ``last_heard_at``: when upstream last moved the cache (event, bookmark or relist) — the
+      staleness clock (DESIGN §7). Before the first sync it counts from when tracking began.
+
+    In coalescing mode the informer calls no per-event listener: bytes are then summed at read
+    time (O(objects)) and only bookmarks and relists move the staleness clock.
+    """
+
+    def __init__(
+        self, informer: SharedInformer, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._store = informer.store
+        self._clock = clock
+        self._per_event = not isinstance(informer.queue, CoalescingQueue)
+        self._bytes = self._count_bytes()
+        self.events: dict[str, int] = dict.fromkeys(EVENT_TYPES, 0)
+        self.started_at = clock()
+        self.last_change_at: float | None = None
+        self.last_heard_at: float | None = None
+        informer.add_listener(self._on_event)
+        informer.add_bookmark_listener(self._on_bookmark)
+        informer.add_relist_listener(self._on_relist)
+
+    @property
+    def stored_bytes(self) -> int:
+        return self._bytes if self._per_event else self._count_bytes()
+
+    def staleness(self, now: float | None = None) -> float:
+        """Seconds since upstream last moved the cache."""
+        now = self._clock() if now is None else now
+        since = self.last_heard_at if self.last_heard_at is not None else self.started_at
+        return max(0.0, now - since)
+
+    def seconds_since_last_change(self, now: float | None = None) -> float | None:
+        if self.last_change_at is None:
+            return None
+        now = self._clock() if now is None else now
+        return max(0.0, now - self.last_change_at)
+
+    def _count_bytes(self) -> int:
+        return sum(len(entry.raw) for entry in self._store.entries())
+
+    # The listeners run inside the informer's processing loop: they must never raise.
+
+    def _on_event(self, event: LogEvent) -> None:
+        try:
+            grown = 0 if event.type == "DELETED" else len(event.entry.raw)
+            if event.prev is not None:
+                grown -= len(event.prev.raw)
+            self._bytes += grown
+            self.events[event.type] = self.events.get(event.type, 0) + 1
+            self.last_change_at = self.last_heard_at = self._clock()
+        except Exception:  # pragma: no cover - defensive: metrics never break the informer
+            log.debug("metrics: could not account for an event", exc_info=True)
+
+    def _on_bookmark(self, rv: int) -> None:
+        try:
+            self.events["BOOKMARK"] += 1
+            self.last_heard_at = self._clock()
+        except Exception:  # pragma: no cover - defensive
+            log.debug("metrics: could not account for a bookmark", exc_info=True)
+
+    def _on_relist(self, rv: int) -> None:
+        try:
+            self._bytes = self._count_bytes()
+            self.last_heard_at = self._clock()
+        except Exception:  # pragma: no cover - defensive
+            log.debug("metrics: could not account for a relist", exc_info=True)
+
+
+@dataclass(frozen=True, slots=True)
+class TrackedResource:
+    """One served resource as metrics and the status page see it."""
+
+    name: str
+    """The ``resource`` label: the resource's config name."""
+    resource: CachedResource
+    hub: WatchHub
+    stats: ResourceStats
+
+
+class ServerMetrics:
+    """The metrics of one daemon; also its informers' :class:`InformerMetrics`.
+
+    ``track`` each served resource (the CacheServer does); ``exposition()`` is the ``/metrics``
+    body.
+    """
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.registry = CollectorRegistry()
+        self.clock = clock
+        self._tracked: dict[str, TrackedResource] = {}
+        self._resource_of_informer: dict[str, str] = {}
+        registry = self.registry
+        self.upstream_requests = Counter(
+            "cacheproxy_upstream_requests_total",
+            "Requests made to the upstream API server (list pages and watches).",
+            ["resource", "verb"],
+            registry=registry,
+        )
+        self.upstream_responses = Counter(
+            "cacheproxy_upstream_responses_total",
+            "Upstream answers by HTTP code (a watch's code is the one it started with; "
+            '"error" when the server could not be reached).',
+            ["resource", "verb", "code"],
+            registry=registry,
+        )
+        self.relists = Counter(
+            "cacheproxy_informer_relists_total",
+            "Full resynchronisations after the first sync, by reason.",
+            ["resource", "reason"],
+            registry=registry,
+        )
+        self.watch_errors = Counter(
+            "cacheproxy_informer_watch_errors_total",
+            "Upstream watches that ended with an error and were restarted, by reason.",
+            ["resource", "reason"],
+            registry=registry,
+        )
+        self.events_received = Counter(
+            "cacheproxy_informer_events_total",
+            "Events received on upstream watch streams (counted when each stream ends).",
+            ["resource"],
+            registry=registry,
+        )
+        self.http_requests = Counter(
+            "cacheproxy_http_requests_total",
+            "Requests served, by verb, resource and HTTP code (a watch is counted when it ends).",
+            ["verb", "resource", "code"],
+            registry=registry,
+        )
+        self.http_duration = Histogram(
+            "cacheproxy_http_request_duration_seconds",
+            "Time to serve a request (watches excluded: they last as long as the client asks), "
+            "by verb, resource and code class.",
+            ["verb", "resource", "code"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self._request_children: dict[tuple[str, str, int], tuple[Counter, Histogram | None]] = {}
+        registry.register(_CacheCollector(self))
+
+    # ------------------------------------------------------------------ resources
+
+    def track(self, resource: CachedResource, hub: WatchHub) -> TrackedResource:
+        """Report on ``resource`` (and label its informer's metrics with its config name)."""
+        name = resource.rtype.config_name
+        tracked = TrackedResource(
+            name, resource, hub, ResourceStats(resource.informer, clock=self.clock)
+        )
+        self._tracked[name] = tracked
+        self._resource_of_informer[resource.informer.name] = name
+        return tracked
+
+    @property
+    def tracked(self) -> list[TrackedResource]:
+        return list(self._tracked.values())
+
+    def resource_label(self, informer: str) -> str:
+        # Untracked informers (library use) keep their own name: still one value per informer.
+        return self._resource_of_informer.get(informer, informer)
+
+    # ------------------------------------------------------------------ InformerMetrics
+
+    def request(self, informer: str, verb: str) -> None:
+        self.upstream_requests.labels(self.resource_label(informer), verb).inc()
+
+    def relist(self, informer: str, reason: str) -> None:
+        self.relists.labels(self.resource_label(informer), reason).inc()
+
+    def watch_error(self, informer: str, reason: str) -> None:
+        self.watch_errors.labels(self.resource_label(informer), reason).inc()
+
+    def events(self, informer: str, count: int) -> None:
+        if count:
+            self.events_received.labels(self.resource_label(informer)).inc(count)
+
+    def upstream_response(self, informer: str, verb: str, code: int | str) -> None:
+        """One upstream answer (the daemon's metered ListerWatcher reports them)."""
+        try:
+            label = str(code) if isinstance(code, str) else _code_label(code)
+            self.upstream_responses.labels(self.resource_label(informer), verb, label).inc()
+        except Exception:  # pragma: no cover - defensive
+            log.debug("metrics: could not record an upstream response", exc_info=True)
+
+    # ------------------------------------------------------------------ served requests
+
+    def observe_request(self, *, verb: str, resource: str, code: int, seconds: float) -> None:
+        """One served request, once it is over. Never raises."""
+        try:
+            children = self._request_children.get((verb, resource, code))
+            if children is None:
+                children = self._children(verb, resource, code)
+                if len(self._request_children) < 4096:
+                    self._request_children[verb, resource, code] = children
+            count, duration = children
+            count.inc()
+            if duration is not None:
+                duration.observe(seconds)
+        except Exception:  # pragma: no cover - defensive: metrics never break a request
+            log.debug("metrics: could not record a request", exc_info=True)
+
+    def _children(self, verb: str, resource: str, code: int) -> tuple[Counter, Histogram | None]:
+        """The labelled series of one kind of request (looked up once: label values are
+        bounded, so is this cache)."""
+        if verb not in VERBS:
+            verb = "other"
+        if resource not in self._tracked:
+            resource = ""
+        code_label = _code_label(code)
+        count = self.http_requests.labels(verb, resource, code_label)
+        if verb == "watch":
+            return count, None
+        code_class = f"{code_label[0]}xx" if code_label.isdigit() else code_label
+        return count, self.http_duration.labels(verb, resource, code_class)
+
+    def exposition(self) -> bytes:
+        """The ``/metrics`` body (Prometheus text format, :data:`CONTENT_TYPE`)."""
+        return generate_latest(self.registry)
+
+
+def _code_label(code: int) -> str:
+    # Exact codes: the server writes a dozen of them, upstream HTTP codes are three digits.
+    return str(code) if 100 <= code <= 599 else "none"
+
+
+class _CacheCollector:
+    """Gauges and counters read from the tracked resources at scrape time."""
+
+    def __init__(self, metrics: ServerMetrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterable[Metric]:
+        return list(self._families())
+
+    def _families(self) -> Iterator[Metric]:
+        tracked = self._metrics.tracked
+        now = self._metrics.clock()
+
+        def gauge(name: str, doc: str, value: Callable[[TrackedResource], float]) -> Metric:
+            family = GaugeMetricFamily(name, doc, labels=["resource"])
+            for t in tracked:
+                family.add_metric([t.name], value(t))
+            return family
+
+        def counter(name: str, doc: str, value: Callable[[TrackedResource], float]) -> Metric:
+            family = CounterMetricFamily(name, doc, labels=["resource"])
+            for t in tracked:
+                family.add_metric([t.name], value(t))
+            return family
+
+        yield gauge(
+            "cacheproxy_cache_objects", "Objects in the cache.", lambda t: len(t.resource.store)
+        )
+        yield gauge(
+            "cacheproxy_cache_bytes",
+            "JSON bytes of the objects in the cache (indexes and object overhead excluded).",
+            lambda t: t.stats.stored_bytes,
+        )
+        yield gauge(
+            "cacheproxy_cache_staleness_seconds",
+            "Seconds since upstream last moved the cache (event, bookmark or relist).",
+            lambda t: t.stats.staleness(now),
+        )
+        yield gauge(
+            "cacheproxy_cache_synced",
+            "1 once the resource has synced (lists and watches are served), else 0.",
+            lambda t: 1.0 if t.resource.synced else 0.0,
+        )
+        yield gauge(
+            "cacheproxy_cache_eventlog_events",
+            "Events held for watch resumes and exact-RV lists.",
+            lambda t: len(t.resource.informer.event_log),
+        )
+        events = CounterMetricFamily(
+            "cacheproxy_cache_events",
+            "Changes and bookmarks applied to the cache, by type.",
+            labels=["resource", "type"],
+        )
+        for t in tracked:
+            for event_type, count in t.stats.events.items():
+                events.add_metric([t.name, event_type], count)
+        yield events
+        yield gauge(
+            "cacheproxy_watch_watchers", "Open watches served.", lambda t: len(t.hub.watchers)
+        )
+        yield counter(
+            "cacheproxy_watch_evicted",
+            "Watchers closed because they fell behind (buffer full).",
+            lambda t: t.hub.evicted,
+        )
+        yield counter(
+            "cacheproxy_watch_events_delivered",
+            "Event lines queued to watchers.",
+            lambda t: t.hub.delivered,
+        )
