@@ -193,7 +193,7 @@ class SharedInformer:
         (``gc.freeze()``): later collections skip the cache's long-lived objects. Process-wide,
         so off by default for library users; the daemon turns it on (DESIGN §3)."""
         self.store = store
-        self.event_log = event_log or EventLog(clock=clock)
+        self.event_log = event_log if event_log is not None else EventLog(clock=clock)
         self.queue: EventQueue[QueueItem | coalescing.Deltas] = (
             coalescing.CoalescingQueue(_StoreObjects(store), maxsize=queue_size)
             if coalesce

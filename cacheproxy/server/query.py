@@ -108,7 +108,9 @@ def select_keys(store: Store, query: Query, index_paths: set[str]) -> set[str] |
                 narrow({f"{query.namespace}/{freq.value}"} & store.namespace_keys(query.namespace))
             elif freq.value in store:
                 narrow({freq.value})
-        elif freq.field in index_paths:
+        elif freq.field in index_paths and freq.value:
+            # ``=""`` also matches objects without the field (an absent field reads as ""),
+            # which the index does not hold: those are found by the scan.
             narrow(store.index_keys(freq.field, freq.value))
     for req in query.index.requirements:
         if req.operator in _POSITIVE:
@@ -136,7 +138,8 @@ class FieldView:
 
     def values(self, field: str) -> tuple[str, ...]:
         if self._store.has_index(field):
-            return self._store.values_of(self._entry, field)
+            # As in the API server's field set, an absent field reads as the empty string.
+            return self._store.values_of(self._entry, field) or ("",)
         if field == "metadata.name":
             return (self._entry.name,)
         if field == "metadata.namespace":

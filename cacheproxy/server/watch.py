@@ -123,6 +123,9 @@ class WatchHub:
         rtype, store = self.rtype, self.store
         entry, prev = event.entry, event.prev
         for watcher in list(self.watchers):
+            if watcher.closed:  # its client went away or its deadline passed: not an eviction
+                self.watchers.discard(watcher)
+                continue
             if event.rv <= watcher.min_rv:
                 continue
             query = watcher.query
