@@ -127,6 +127,15 @@ async def test_get_and_errors_are_the_api_servers(
     )
     future = await proxy.get("/api/v1/pods/x", params={"resourceVersion": "999999"})
     assert future.status_code in (404, 504)
+    forged = await proxy.get("/api/v1/pods", params={"limit": "2", "continue": "garbage"})
+    assert forged.status_code == 400
+    assert forged.json()["message"] == (
+        "invalid continue token: continue key is not valid: "
+        "invalid character '\\x81' looking for beginning of value"
+    )
+    invalid = await proxy.get("/api/v1/pods", params={"resourceVersionMatch": "Exact"})
+    assert invalid.status_code == 422
+    assert invalid.json()["reason"] == "Invalid"
     notacceptable = await proxy.get("/api/v1/pods", headers={"Accept": "application/xml"})
     assert notacceptable.status_code == 406
 
