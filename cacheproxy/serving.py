@@ -10,15 +10,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, MutableMapping
+from typing import Any, Protocol
 
 import orjson
 import uvicorn
 
 from cacheproxy.errors import ApiError
 
-__all__ = ["UvicornRunner", "bind", "send_body", "send_chunks", "send_status"]
+__all__ = [
+    "LiveWatch",
+    "UvicornRunner",
+    "bind",
+    "live_lines",
+    "send_body",
+    "send_chunks",
+    "send_status",
+]
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -134,3 +142,57 @@ async def send_status(send: Send, err: ApiError, *, started: bool) -> None:
         headers.append((b"retry-after", str(err.retry_after).encode()))
     await send({"type": "http.response.start", "status": err.code, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+# ---------------------------------------------------------------------- watch streams
+
+DEADLINE_BOOKMARK_MARGIN = 2.0
+"""The API server sends a bookmark this long before a watch's deadline, so the client can resume
+close to "now" (``cacheWatcher.nextBookmarkTime``)."""
+
+
+class LiveWatch(Protocol):
+    """A watch being served: pending lines, a way to wait for more, and whether it ended."""
+
+    closed: bool
+
+    async def wait(self, seconds: float) -> None: ...
+
+    def take(self) -> list[bytes]: ...
+
+
+async def live_lines(
+    watch: LiveWatch,
+    *,
+    deadline: float,
+    bookmark: Callable[[], bytes] | None,
+    bookmark_interval: float,
+    clock: Callable[[], float],
+) -> AsyncIterator[bytes]:
+    """A watch's live part: its pending lines as they come and, when ``bookmark`` is given (the
+    client asked), a bookmark about every ``bookmark_interval`` while nothing else is sent and one
+    shortly before ``deadline``. Ends at the deadline, or once the watch is closed and drained."""
+    next_bookmark = clock() + bookmark_interval
+    deadline_bookmark_sent = False
+    while True:
+        now = clock()
+        if now >= deadline:
+            return
+        wake_at = deadline
+        if bookmark is not None:
+            if not deadline_bookmark_sent:
+                wake_at = min(wake_at, deadline - DEADLINE_BOOKMARK_MARGIN)
+            wake_at = min(wake_at, next_bookmark)
+        await watch.wait(wake_at - now)
+        lines = watch.take()
+        if lines:
+            yield b"".join(lines)
+        if watch.closed:
+            return
+        now = clock()
+        if bookmark is not None and not lines:
+            due_deadline = not deadline_bookmark_sent and now >= deadline - DEADLINE_BOOKMARK_MARGIN
+            if now >= next_bookmark or due_deadline:
+                yield bookmark()
+                next_bookmark = now + bookmark_interval
+                deadline_bookmark_sent = deadline_bookmark_sent or due_deadline

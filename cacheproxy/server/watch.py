@@ -26,10 +26,9 @@ from cacheproxy.informer.store import Entry, Store
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.watchevents import bookmark_line, event_line
 from cacheproxy.server.query import Query, matches
+from cacheproxy.serving import live_lines
 
 __all__ = ["ServedWatch", "WatchHub", "WatchPlan", "stream"]
-
-DEADLINE_BOOKMARK_MARGIN = 2.0
 
 
 def _restamped(entry: Entry, rv: int) -> bytes:
@@ -192,27 +191,16 @@ async def stream(
         batch.append(bookmark_line(rtype, plan.end_bookmark_rv, initial_events_end=True))
     if batch:
         yield b"".join(batch)
-    next_bookmark = clock() + plan.bookmark_interval
-    deadline_bookmark_sent = False
-    while True:
-        now = clock()
-        if now >= deadline:
-            return
-        wake_at = deadline
-        if plan.allow_bookmarks:
-            if not deadline_bookmark_sent:
-                wake_at = min(wake_at, deadline - DEADLINE_BOOKMARK_MARGIN)
-            wake_at = min(wake_at, next_bookmark)
-        await watcher.wait(wake_at - now)
-        lines = watcher.take()
-        if lines:
-            yield b"".join(lines)
-        if watcher.closed:
-            return
-        now = clock()
-        if plan.allow_bookmarks and not lines:
-            due_deadline = not deadline_bookmark_sent and now >= deadline - DEADLINE_BOOKMARK_MARGIN
-            if now >= next_bookmark or due_deadline:
-                yield bookmark_line(rtype, max(current_rv(), watcher.last_rv))
-                next_bookmark = now + plan.bookmark_interval
-                deadline_bookmark_sent = deadline_bookmark_sent or due_deadline
+    bookmark = (
+        (lambda: bookmark_line(rtype, max(current_rv(), watcher.last_rv)))
+        if plan.allow_bookmarks
+        else None
+    )
+    async for chunk in live_lines(
+        watcher,
+        deadline=deadline,
+        bookmark=bookmark,
+        bookmark_interval=plan.bookmark_interval,
+        clock=clock,
+    ):
+        yield chunk

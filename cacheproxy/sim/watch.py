@@ -27,11 +27,10 @@ from cacheproxy.kube.fields import FieldSelector
 from cacheproxy.kube.labels import LabelSelector
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.watchevents import bookmark_line, event_line
+from cacheproxy.serving import live_lines
 from cacheproxy.sim.store import Event, StoredObject, WatchSink
 
 __all__ = ["SimWatcher", "WatchPlan", "stream_watch"]
-
-DEADLINE_BOOKMARK_MARGIN = 2.0
 
 
 def _as_deleted_at(stored: StoredObject, rv: int) -> bytes:
@@ -98,6 +97,10 @@ class SimWatcher(WatchSink):
             return event_line("DELETED", _as_deleted_at(event.prev, event.rv))
         return None
 
+    def take(self) -> list[bytes]:
+        """The pending events as this watcher's lines (those that concern it)."""
+        return [line for event in self.drain() if (line := self.line_for(event)) is not None]
+
     def drain(self) -> list[Event]:
         events = list(self._pending)
         self._pending.clear()
@@ -152,25 +155,14 @@ async def stream_watch(
         yield b"".join(batch)
         batch.clear()
 
-    next_bookmark = clock() + plan.bookmark_interval
-    deadline_bookmark_sent = False
-    while not watcher.closed:
-        now = clock()
-        if now >= deadline:
-            return
-        wake_at = deadline
-        if plan.allow_bookmarks:
-            if not deadline_bookmark_sent:
-                wake_at = min(wake_at, deadline - DEADLINE_BOOKMARK_MARGIN)
-            wake_at = min(wake_at, next_bookmark)
-        await watcher.wait(wake_at - now)
-        lines = [line for event in watcher.drain() if (line := watcher.line_for(event))]
-        now = clock()
-        if plan.allow_bookmarks and not lines:
-            due_deadline = not deadline_bookmark_sent and now >= deadline - DEADLINE_BOOKMARK_MARGIN
-            if now >= next_bookmark or due_deadline:
-                lines.append(bookmark_line(watcher.rtype, current_rv()))
-                next_bookmark = now + plan.bookmark_interval
-                deadline_bookmark_sent = deadline_bookmark_sent or due_deadline
-        if lines:
-            yield b"".join(lines)
+    bookmark = (
+        (lambda: bookmark_line(watcher.rtype, current_rv())) if plan.allow_bookmarks else None
+    )
+    async for chunk in live_lines(
+        watcher,
+        deadline=deadline,
+        bookmark=bookmark,
+        bookmark_interval=plan.bookmark_interval,
+        clock=clock,
+    ):
+        yield chunk
