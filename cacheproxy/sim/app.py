@@ -20,7 +20,7 @@ from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs, unquote
+from urllib.parse import parse_qs
 
 import orjson
 
@@ -28,6 +28,14 @@ from cacheproxy.errors import ApiError
 from cacheproxy.kube import discovery, status
 from cacheproxy.kube.fields import validate_field_selector
 from cacheproxy.kube.listoptions import ListOptions, parse_list_options
+from cacheproxy.kube.request import (
+    ApiPath,
+    check_accepts_json,
+    parse_api_path,
+    split_path,
+    verb_of,
+    wants_pretty,
+)
 from cacheproxy.kube.resources import (
     BUILTIN_RESOURCES,
     GroupVersion,
@@ -65,7 +73,6 @@ Send = Callable[[Message], Awaitable[None]]
 
 GZIP_THRESHOLD = 128 * 1024  # the API server compresses responses above 128 KiB
 JSON = b"application/json"
-ACCEPTED = ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf")
 READ_VERBS = ("get", "list", "watch")
 WRITE_VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
 
@@ -196,7 +203,7 @@ class Simulator:
             )
 
     async def _dispatch(self, req: _Request, send: Send) -> None:
-        parts = [unquote(p) for p in req.path.strip("/").split("/") if p]
+        parts = split_path(req.path)
         if parts[:1] == ["_sim"]:
             await self._control(req, parts[1:], send)
             return
@@ -214,65 +221,47 @@ class Simulator:
         if parts in (["api"], ["apis"]):
             await self._discovery_root(req, send, core=parts == ["api"])
             return
-        if parts[:1] == ["api"] and len(parts) >= 2:
-            gv, rest = GroupVersion("", parts[1]), parts[2:]
-        elif parts[:1] == ["apis"] and len(parts) >= 3:
-            gv, rest = GroupVersion(parts[1], parts[2]), parts[3:]
-        elif parts[:1] == ["apis"] and len(parts) == 2:
+        if parts[:1] == ["apis"] and len(parts) == 2:
             await self._api_group(req, send, parts[1])
             return
-        else:
+        path = parse_api_path(parts)
+        if path is None:
             raise _page_not_found()
+        gv = path.group_version
         types = self.registry.in_group_version(gv) or self._review_registry.in_group_version(gv)
         if not types:
             raise _page_not_found()
-        if not rest:
+        if path.resource is None:
             body = discovery.api_resource_list(gv, types, self._verbs_for)
             await self._send_json(req, send, 200, orjson.dumps(body))
             return
-        await self._resource_request(req, send, gv, rest, user)
+        await self._resource_request(req, send, path, user)
 
     # ------------------------------------------------------------------ resources
 
     async def _resource_request(
-        self, req: _Request, send: Send, gv: GroupVersion, rest: list[str], user: UserInfo | None
+        self, req: _Request, send: Send, path: ApiPath, user: UserInfo | None
     ) -> None:
-        watch_prefix = rest[0] == "watch"
-        if watch_prefix:
-            rest = rest[1:]
-        namespace: str | None = None
-        if len(rest) >= 3 and rest[0] == "namespaces":
-            namespace, rest = rest[1], rest[2:]
-        if not rest or len(rest) > 2:
+        gv = path.group_version
+        namespace, name = path.namespace, path.name
+        if path.subresource:
             raise status.resource_not_found()
-        rtype = self.registry.get_gvr(gv.group, gv.version, rest[0])
+        rtype = self.registry.get_gvr(gv.group, gv.version, path.resource or "")
         if rtype is None:
-            review = self._review_registry.get_gvr(gv.group, gv.version, rest[0])
-            if review is not None and req.method == "POST" and len(rest) == 1:
+            review = self._review_registry.get_gvr(gv.group, gv.version, path.resource or "")
+            if review is not None and req.method == "POST" and name is None:
                 await self._review(req, send, review, user)
                 return
             raise status.resource_not_found()
         if namespace is not None and not rtype.namespaced:
             raise status.resource_not_found()
-        name = rest[1] if len(rest) == 2 else None
         if name is not None and rtype.namespaced and namespace is None:
             raise status.resource_not_found()
-
-        method = req.method
         query = req.query
-        if method == "GET":
-            watching = watch_prefix or _truthy(query.get("watch"))
-            verb = "watch" if watching else ("get" if name else "list")
-        else:
-            verb = {
-                "POST": "create",
-                "PUT": "update",
-                "PATCH": "patch",
-                "DELETE": "delete" if name else "deletecollection",
-            }.get(method, "")
+        verb = verb_of(req.method, path, query)
         if not verb or (verb == "create" and name) or (verb in ("update", "patch") and not name):
             raise status.method_not_allowed(
-                verb=verb or method.lower(), resource=rtype.resource, group=rtype.group
+                verb=verb or req.method.lower(), resource=rtype.resource, group=rtype.group
             )
         self._authorize(user, verb, rtype, namespace or "", name or "")
         self.requests[verb] += 1
@@ -636,11 +625,7 @@ class _Request:
         return self._headers.get(name, "")
 
     def wants_pretty(self) -> bool:
-        pretty = self.query.get("pretty")
-        if pretty is not None:
-            return _truthy(pretty)
-        agent = self.header("user-agent")
-        return agent.startswith(("curl", "Wget", "Mozilla/5.0"))
+        return wants_pretty(self.query, self.header("user-agent"))
 
     async def body(self) -> bytes:
         chunks = []
@@ -675,20 +660,9 @@ def _is_resource_path(parts: list[str]) -> bool:
     return (parts[:1] == ["api"] and len(parts) > 2) or (parts[:1] == ["apis"] and len(parts) > 3)
 
 
-def _truthy(values: list[str] | None) -> bool:
-    return bool(values) and values is not None and values[0].lower() not in ("false", "0")
-
-
 def _negotiate(req: _Request) -> None:
     """406 unless the client accepts JSON (Table and protobuf askers fall back to JSON)."""
-    accept = req.header("accept")
-    if not accept:
-        return
-    for clause in accept.split(","):
-        media = clause.split(";")[0].strip().lower()
-        if media in ("application/json", "application/*", "*/*", "application/json-seq"):
-            return
-    raise status.not_acceptable(ACCEPTED)
+    check_accepts_json(req.header("accept"))
 
 
 def _metadata_as(req: _Request, verb: str) -> str | None:
