@@ -68,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     _config_flags(serve)
     check = sub.add_parser("check-config", help="validate a config file")
     _config_flags(check)
+    rbac = sub.add_parser("rbac", help="print the ClusterRole a config file needs (read-only)")
+    _config_flags(rbac)
+    rbac.add_argument("--name", default="cacheproxy", help="the ClusterRole's name")
 
     demo = sub.add_parser(
         "demo",
@@ -333,6 +336,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from cacheproxy.daemon.config import check_config_main
 
             return check_config_main(args.config, overrides=_overrides(args))
+        if args.command == "rbac":
+            from cacheproxy.daemon.rbac import rbac_main
+
+            return rbac_main(args.config, overrides=_overrides(args), name=args.name)
         if args.command == "serve":
             return _run(_serve_main(args))
         if args.command == "demo":

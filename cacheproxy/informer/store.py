@@ -214,6 +214,14 @@ class Store:
         """Keys in ``namespace`` (a range of the sorted keys)."""
         return set(self.sorted_keys(namespace=namespace))
 
+    def count_keys(self, *, namespace: str | None = None, start: str = "") -> int:
+        """How many keys ``sorted_keys`` would give (O(log n))."""
+        keys = self._sorted
+        if namespace:
+            low = max(f"{namespace}/", start)
+            return int(keys.bisect_left(f"{namespace}0") - keys.bisect_left(low))
+        return int(len(keys) - keys.bisect_left(start))
+
     def sorted_keys(self, *, namespace: str | None = None, start: str = "") -> Iterator[str]:
         """Keys in key order, within ``namespace`` if given, from ``start`` (inclusive) on."""
         if namespace:

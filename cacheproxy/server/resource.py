@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -166,6 +167,8 @@ class CachedResource:
     async def list(self, query: Query, opts: ListOptions) -> ListPage:
         rv, state = await self._list_source(opts)
         store = self.informer.store
+        if state is None and not query.selective and opts.limit:
+            return self._page_of_all(query, opts, rv)
         lookup: Callable[[str], Entry | None] = store.get
         if state is None:
             keys = self.current_keys(query)
@@ -186,6 +189,25 @@ class CachedResource:
             page.continue_token = encode_continue(rv, last + "\x00")
             if not query.selective:
                 page.remaining = len(keys) - end
+        return page
+
+    def _page_of_all(self, query: Query, opts: ListOptions, rv: int) -> ListPage:
+        """One page of an unselected list of the current state: a range of the store's sorted
+        keys, O(page + log n) rather than O(n) per page."""
+        store = self.informer.store
+        prefix = f"{query.namespace}/" if query.namespace else ""
+        start = prefix + decode_continue(opts.continue_token).key if opts.continue_token else ""
+        keys = list(
+            itertools.islice(
+                store.sorted_keys(namespace=query.namespace, start=start), opts.limit + 1
+            )
+        )
+        items = [e for k in keys[: opts.limit] if (e := store.get(k)) is not None]
+        page = ListPage(self.rtype, items, rv)
+        if len(keys) > opts.limit:
+            last = keys[opts.limit - 1]
+            page.continue_token = encode_continue(rv, last.removeprefix(prefix) + "\x00")
+            page.remaining = store.count_keys(namespace=query.namespace, start=last + "\x00")
         return page
 
     async def _list_source(self, opts: ListOptions) -> tuple[int, dict[str, Entry] | None]:
