@@ -4,6 +4,7 @@ Subcommands:
   serve         run the cache proxy in front of the API server a config file names
   demo          the simulator with demo data and churn, and the proxy in front of it
   check-config  validate a config file and say what it would do
+  rbac          print the least-privilege ClusterRole a config needs
   sim           run the built-in Kubernetes API server simulator (demo data, churn, faults, TLS, auth)
 """
 

