@@ -52,6 +52,7 @@ from cacheproxy.sim.attributes import (
     UserInfo,
 )
 from cacheproxy.sim.auth import Authenticator, Authorizer
+from cacheproxy.sim.control import control
 from cacheproxy.sim.faults import Faults, StreamFault
 from cacheproxy.sim.policy import Policy
 from cacheproxy.sim.reviews import (
@@ -522,9 +523,7 @@ class Simulator:
     # ------------------------------------------------------------------ control path
 
     async def _control(self, req: _Request, parts: list[str], send: Send) -> None:
-        """``/_sim/…``: GET stats; POST compact, end-watches, fail, stream-fault, latency, clear,
-        and a JSON body where the action takes arguments."""
-        action = "/".join(parts)
+        """``/_sim/…``: the simulator's own control path (:mod:`cacheproxy.sim.control`)."""
         body: dict[str, Any] = {}
         if req.method == "POST":
             raw = await req.body()
@@ -532,43 +531,7 @@ class Simulator:
             if not isinstance(loaded, dict):
                 raise status.bad_request("the control body must be a JSON object")
             body = loaded
-        result: dict[str, Any] = {"ok": True}
-        try:
-            if action == "stats" and req.method == "GET":
-                result = {
-                    "resourceVersion": self.store.rv,
-                    "compactedResourceVersion": self.store.compacted_rv,
-                    "writes": self.store.writes,
-                    "watchers": sum(1 for _ in self.store.watchers()),
-                    "requests": dict(self.requests),
-                    "faultsInjected": self.faults.injected,
-                }
-            elif req.method != "POST":
-                raise status.method_not_allowed(verb=req.method.lower(), resource="_sim")
-            elif action == "compact":
-                self.compact()
-            elif action == "end-watches":
-                result["ended"] = self.end_watches()
-            elif action == "fail":
-                self.faults.fail_next(
-                    body.get("verb", "any"),
-                    int(body["code"]),
-                    count=int(body.get("count", 1)),
-                    retry_after=int(body.get("retryAfter", 1)),
-                    after=int(body.get("after", 0)),
-                )
-            elif action == "stream-fault":
-                self.faults.next_watch_stream(body["fault"], count=int(body.get("count", 1)))
-            elif action == "latency":
-                self.faults.latency = float(body.get("seconds", 0))
-            elif action == "clear":
-                self.faults.clear()
-            elif action == "restart" and self.on_restart is not None:
-                self.on_restart()
-            else:
-                raise status.resource_not_found()
-        except (KeyError, ValueError, TypeError) as exc:
-            raise status.bad_request(f"bad control request for {action!r}: {exc}") from None
+        result = control(self, req.method, "/".join(parts), body)
         await send_body(send, 200, orjson.dumps(result))
 
     on_restart: Callable[[], None] | None = None

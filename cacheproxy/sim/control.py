@@ -1,0 +1,59 @@
+"""The simulator's control path, ``/_sim/…``: faults, compaction, restart and statistics over HTTP.
+
+No real client calls it. ``GET /_sim/stats``; ``POST /_sim/{compact,end-watches,fail,
+stream-fault,latency,clear,restart}`` with a JSON body where the action takes arguments
+(README: "Faults").
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from cacheproxy.kube import status
+
+if TYPE_CHECKING:
+    from cacheproxy.sim.app import Simulator
+
+__all__ = ["control"]
+
+
+def control(sim: Simulator, method: str, action: str, body: dict[str, Any]) -> dict[str, Any]:
+    """Carry out one control request; its JSON answer. Bad arguments are a 400 naming them."""
+    result: dict[str, Any] = {"ok": True}
+    try:
+        if action == "stats" and method == "GET":
+            return {
+                "resourceVersion": sim.store.rv,
+                "compactedResourceVersion": sim.store.compacted_rv,
+                "writes": sim.store.writes,
+                "watchers": sum(1 for _ in sim.store.watchers()),
+                "requests": dict(sim.requests),
+                "faultsInjected": sim.faults.injected,
+            }
+        if method != "POST":
+            raise status.method_not_allowed(verb=method.lower(), resource="_sim")
+        if action == "compact":
+            sim.compact()
+        elif action == "end-watches":
+            result["ended"] = sim.end_watches()
+        elif action == "fail":
+            sim.faults.fail_next(
+                body.get("verb", "any"),
+                int(body["code"]),
+                count=int(body.get("count", 1)),
+                retry_after=int(body.get("retryAfter", 1)),
+                after=int(body.get("after", 0)),
+            )
+        elif action == "stream-fault":
+            sim.faults.next_watch_stream(body["fault"], count=int(body.get("count", 1)))
+        elif action == "latency":
+            sim.faults.latency = float(body.get("seconds", 0))
+        elif action == "clear":
+            sim.faults.clear()
+        elif action == "restart" and sim.on_restart is not None:
+            sim.on_restart()
+        else:
+            raise status.resource_not_found()
+    except (KeyError, ValueError, TypeError) as exc:
+        raise status.bad_request(f"bad control request for {action!r}: {exc}") from None
+    return result
