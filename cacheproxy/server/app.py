@@ -34,6 +34,7 @@ from cacheproxy.kube.request import (
     wants_pretty,
 )
 from cacheproxy.kube.resources import ResourceRegistry, ResourceType
+from cacheproxy.kube.table import WatchTables, include_object, negotiate_table, table
 from cacheproxy.kube.watchevents import event_line
 from cacheproxy.server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from cacheproxy.server.metrics import ServerMetrics
@@ -206,7 +207,12 @@ class CacheServer:
             raise status.method_not_allowed(
                 verb=verb or req.method.lower(), resource=rtype.resource, group=rtype.group
             )
-        check_accepts_json(req.header("accept"))
+        accept = req.header("accept")
+        # Fast path: no ``as=`` parameter, no Table (only kubectl-style Accepts pay for parsing).
+        as_table = negotiate_table(accept) if "as=" in accept.lower() else None
+        if as_table is None:
+            check_accepts_json(accept)
+        include = include_object(req.query) if as_table else "Metadata"
         res = self.resources[rtype]
         if not res.synced:
             raise status.too_many_requests("storage is (re)initializing", retry_after=1)
@@ -216,7 +222,20 @@ class CacheServer:
             opts = parse_list_options({"resourceVersion": [rv]} if rv else {})
             if opts.rv:
                 await res.wait_for(opts.rv)
-            await self._send_json(req, send, res.get(path.namespace, path.name).raw)
+            entry = res.get(path.namespace, path.name)
+            if as_table:
+                obj = orjson.loads(entry.raw)
+                doc = table(
+                    rtype.group,
+                    rtype.resource,
+                    [obj],
+                    version=as_table,
+                    include=include,
+                    resource_version=str(obj.get("metadata", {}).get("resourceVersion", "")),
+                )
+                await self._send_json(req, send, orjson.dumps(doc))
+                return
+            await self._send_json(req, send, entry.raw)
             return
         opts = parse_list_options(
             req.query, watch=verb == "watch", name=path.name if verb == "watch" else None
@@ -226,13 +245,31 @@ class CacheServer:
             if opts.limit > self.options.max_page_size:
                 opts = dataclasses.replace(opts, limit=self.options.max_page_size)
             page = await res.list(query, opts)
+            if as_table:
+                doc = table(
+                    rtype.group,
+                    rtype.resource,
+                    [orjson.loads(e.raw) for e in page.items],
+                    version=as_table,
+                    include=include,
+                    resource_version=str(page.resource_version),
+                    continue_token=page.continue_token,
+                    remaining=page.remaining,
+                )
+                await self._send_json(req, send, orjson.dumps(doc))
+                return
             if req.pretty:
                 await self._send_json(req, send, b"".join(page.chunks()))
                 return
             await send_chunks(send, page.chunks())
             req.started = True
             return
-        await self._watch(req, send, res, query, opts)
+        tables = (
+            WatchTables(rtype.group, rtype.resource, version=as_table, include=include)
+            if as_table
+            else None
+        )
+        await self._watch(req, send, res, query, opts, tables)
 
     def _query(
         self, res: CachedResource, namespace: str | None, opts: ListOptions, req: _Request
@@ -247,7 +284,13 @@ class CacheServer:
         return Query(namespace=namespace, labels=opts.label_selector, fields=fields, index=index)
 
     async def _watch(
-        self, req: _Request, send: Send, res: CachedResource, query: Query, opts: ListOptions
+        self,
+        req: _Request,
+        send: Send,
+        res: CachedResource,
+        query: Query,
+        opts: ListOptions,
+        tables: WatchTables | None = None,
     ) -> None:
         hub = self.hubs[res.rtype]
         if len(hub.watchers) >= self.options.max_watchers:
@@ -285,6 +328,8 @@ class CacheServer:
                         status.too_old_resource_version(too_old.requested, too_old.oldest).status
                     ),
                 )
+                if tables is not None:
+                    line = tables.convert(line)
                 await send({"type": "http.response.body", "body": line, "more_body": False})
                 return
             replay = _replay_lines(hub, events, query)
@@ -309,6 +354,10 @@ class CacheServer:
             async for chunk in stream(
                 watcher, plan, res.rtype, current_rv=lambda: res.resource_version
             ):
+                if tables is not None:
+                    chunk = tables.convert(chunk)
+                    if not chunk:
+                        continue
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
         finally:
             hub.remove(watcher)

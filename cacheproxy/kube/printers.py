@@ -1,0 +1,204 @@
+"""Column definitions of the API server's per-kind Tables (``printers.go``), verbatim.
+
+Descriptions are the API server's own (OpenAPI field docs), as it sends them."""
+
+from __future__ import annotations
+
+__all__ = ["COLUMNS", "Column"]
+
+Column = tuple[str, str, str, int, str]
+"""(name, type, format, priority, description)"""
+
+_D0 = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names"
+_D1 = "The aggregate readiness state of this pod for accepting traffic."
+_D2 = "The aggregate status of the containers in this pod."
+_D3 = "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted."
+_D4 = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata"
+_D5 = "podIP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated."
+_D6 = "NodeName is a request to schedule this pod onto a specific node. If it is non-empty, the scheduler simply schedules this pod onto that node, assuming that it fits resource requirements."
+_D7 = "nominatedNodeName is set only when this pod preempts other pods on the node, but it cannot be scheduled right away as preemption victims receive their graceful termination periods. This field does not guarantee that the pod will be scheduled on this node. Scheduler may decide to place the pod elsewhere if other nodes become available sooner. Scheduler may also decide to give the resources on this node to a higher priority pod that is created after preemption. As a result, this field may be different than PodSpec.nodeName when the pod is scheduled."
+_D8 = 'If specified, all readiness gates will be evaluated for pod readiness. A pod is ready when all its containers are ready AND all conditions specified in the readiness gates have status equal to "True" More info: https://git.k8s.io/enhancements/keps/sig-network/580-pod-readiness-gates'
+_D9 = "The status of the namespace"
+_D10 = "Data contains the configuration data. Each key must consist of alphanumeric characters, '-', '_' or '.'. Values with non-UTF-8 byte sequences must use the BinaryData field. The keys stored in Data must not overlap with the keys in the BinaryData field, this is enforced during validation process."
+_D11 = "The status of the node"
+_D12 = "The roles of the node"
+_D13 = "Kubelet Version reported by the node."
+_D14 = "List of addresses reachable to the node. Queried from cloud provider, if available. More info: https://kubernetes.io/docs/concepts/nodes/node/#addresses Note: This field is declared as mergeable, but the merge key is not sufficiently unique, which can cause data corruption when it is merged. Callers should instead use a full-replacement patch. See https://pr.k8s.io/79391 for an example. Consumers should assume that addresses can change during the lifetime of a Node. However, there are some exceptions where this may not be possible, such as Pods that inherit a Node's address in its own status or consumers of the downward API (status.hostIP)."
+_D15 = "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy))."
+_D16 = "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64)."
+_D17 = "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2)."
+_D18 = "Used to facilitate programmatic handling of secret data. More info: https://kubernetes.io/docs/concepts/configuration/secret/#secret-types"
+_D19 = "Data contains the secret data. Each key must consist of alphanumeric characters, '-', '_' or '.'. The serialized form of the secret data is a base64 encoded string, representing the arbitrary (possibly non-string) data value here. Described in https://tools.ietf.org/html/rfc4648#section-4"
+_D20 = 'Secrets is a list of the secrets in the same namespace that pods running using this ServiceAccount are allowed to use. Pods are only limited to this list if this service account has a "kubernetes.io/enforce-mountable-secrets" annotation set to "true". This field should not be used to find auto-generated service account token secrets for use outside of pods. Instead, tokens can be requested directly using the TokenRequest API, or service account token secrets can be manually created. More info: https://kubernetes.io/docs/concepts/configuration/secret'
+_D21 = 'type determines how the Service is exposed. Defaults to ClusterIP. Valid options are ExternalName, ClusterIP, NodePort, and LoadBalancer. "ClusterIP" allocates a cluster-internal IP address for load-balancing to endpoints. Endpoints are determined by the selector or if that is not specified, by manual construction of an Endpoints object or EndpointSlice objects. If clusterIP is "None", no virtual IP is allocated and the endpoints are published as a set of endpoints rather than a virtual IP. "NodePort" builds on ClusterIP and allocates a port on every node which routes to the same endpoints as the clusterIP. "LoadBalancer" builds on NodePort and creates an external load-balancer (if supported in the current cloud) which routes to the same endpoints as the clusterIP. "ExternalName" aliases this service to the specified externalName. Several other fields do not apply to ExternalName services. More info: https://kubernetes.io/docs/concepts/services-networking/service/#publishing-services-service-types'
+_D22 = 'clusterIP is the IP address of the service and is usually assigned randomly. If an address is specified manually, is in-range (as per system configuration), and is not in use, it will be allocated to the service; otherwise creation of the service will fail. This field may not be changed through updates unless the type field is also being changed to ExternalName (which requires this field to be blank) or the type field is being changed from ExternalName (in which case this field may optionally be specified, as describe above).  Valid values are "None", empty string (""), or a valid IP address. Setting this to "None" makes a "headless service" (no virtual IP), which is useful when direct endpoint connections are preferred and proxying is not required.  Only applies to types ClusterIP, NodePort, and LoadBalancer. If this field is specified when creating a Service of type ExternalName, creation will fail. This field will be wiped when updating a Service to type ExternalName. More info: https://kubernetes.io/docs/concepts/services-networking/service/#virtual-ips-and-service-proxies'
+_D23 = "externalIPs is a list of IP addresses for which nodes in the cluster will also accept traffic for this service.  These IPs are not managed by Kubernetes.  The user is responsible for ensuring that traffic arrives at a node with this IP.  A common example is external load-balancers that are not part of the Kubernetes system."
+_D24 = "The list of ports that are exposed by this service. More info: https://kubernetes.io/docs/concepts/services-networking/service/#virtual-ips-and-service-proxies"
+_D25 = "Route service traffic to pods with label keys and values matching this selector. If empty or not present, the service is assumed to have an external process managing its endpoints, which Kubernetes will not modify. Only applies to types ClusterIP, NodePort, and LoadBalancer. Ignored if type is ExternalName. More info: https://kubernetes.io/docs/concepts/services-networking/service/"
+_D26 = "phase represents the current phase of PersistentVolumeClaim."
+_D27 = "volumeName is the binding reference to the PersistentVolume backing this claim."
+_D28 = "capacity represents the actual resources of the underlying volume."
+_D29 = "accessModes contains the actual access modes the volume backing the PVC has. More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#access-modes-1"
+_D30 = "StorageClass of the pvc"
+_D31 = "volumeMode defines what type of volume is required by the claim. Value of Filesystem is implied when not included in claim spec."
+_D32 = "The time at which the most recent occurrence of this event was recorded."
+_D33 = "Type of this event (Normal, Warning), new types could be added in the future"
+_D34 = "This should be a short, machine understandable string that gives the reason for the transition into the object's current status."
+_D35 = "The object that this event is about."
+_D36 = 'If referring to a piece of an object instead of an entire object, this string should contain a valid JSON/Go field access statement, such as desiredState.manifest.containers[2]. For example, if the object reference is to a container within a pod, this would take on a value like: "spec.containers{name}" (where "name" refers to the name of the container that triggered the event) or if no container name is specified "spec.containers[2]" (container with index 2 in this pod). This syntax is chosen only to have some well-defined way of referencing a part of an object.'
+_D37 = "The component reporting this event. Should be a short machine understandable string."
+_D38 = "A human-readable description of the status of this operation."
+_D39 = "The time at which the event was first recorded. (Time of server receipt is in TypeMeta.)"
+_D40 = "The number of times this event has occurred."
+_D41 = "Number of the pod with ready state"
+_D42 = "Total number of non-terminated pods targeted by this deployment that have the desired template spec."
+_D43 = "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment."
+_D44 = "Names of each container in the template."
+_D45 = "Images referenced by each container in the template."
+_D46 = "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment."
+_D47 = "The total number of nodes that should be running the daemon pod (including nodes correctly running the daemon pod). More info: https://kubernetes.io/docs/concepts/workloads/controllers/daemonset/"
+_D48 = "The number of nodes that are running at least 1 daemon pod and are supposed to run the daemon pod. More info: https://kubernetes.io/docs/concepts/workloads/controllers/daemonset/"
+_D49 = "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and ready."
+_D50 = "The total number of nodes that are running updated daemon pod"
+_D51 = "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and available (ready for at least spec.minReadySeconds)"
+_D52 = "NodeSelector is a selector which must be true for the pod to fit on a node. Selector which must match a node's labels for the pod to be scheduled on that node. More info: https://kubernetes.io/docs/concepts/configuration/assign-pod-node/"
+_D53 = "A label query over pods that are managed by the daemon set. Must match in order to be controlled. If empty, defaulted to labels on Pod template. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors"
+_D54 = "The number of pods which reached phase Succeeded."
+_D55 = "Time required to complete the job."
+_D56 = "A label query over pods that should match the pod count. Normally, the system sets this field for you. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors"
+_D57 = "The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron."
+_D58 = "This flag tells the controller to suspend subsequent executions, it does not apply to already started executions.  Defaults to false."
+_D59 = "A list of pointers to currently running jobs."
+_D60 = "Information when was the last time the job was successfully scheduled."
+
+COLUMNS: dict[tuple[str, str], tuple[Column, ...]] = {
+    ("", "pods"): (
+        ("Name", "string", "name", 0, _D0),
+        ("Ready", "string", "", 0, _D1),
+        ("Status", "string", "", 0, _D2),
+        ("Restarts", "string", "", 0, _D3),
+        ("Age", "string", "", 0, _D4),
+        ("IP", "string", "", 1, _D5),
+        ("Node", "string", "", 1, _D6),
+        ("Nominated Node", "string", "", 1, _D7),
+        ("Readiness Gates", "string", "", 1, _D8),
+    ),
+    ("", "namespaces"): (
+        ("Name", "string", "name", 0, _D0),
+        ("Status", "string", "", 0, _D9),
+        ("Age", "string", "", 0, _D4),
+    ),
+    ("", "configmaps"): (
+        ("Name", "string", "name", 0, _D0),
+        ("Data", "string", "", 0, _D10),
+        ("Age", "string", "", 0, _D4),
+    ),
+    ("", "nodes"): (
+        ("Name", "string", "name", 0, _D0),
+        ("Status", "string", "", 0, _D11),
+        ("Roles", "string", "", 0, _D12),
+        ("Age", "string", "", 0, _D4),
+        ("Version", "string", "", 0, _D13),
+        ("Internal-IP", "string", "", 1, _D14),
+        ("External-IP", "string", "", 1, _D14),
+        ("OS-Image", "string", "", 1, _D15),
+        ("Kernel-Version", "string", "", 1, _D16),
+        ("Container-Runtime", "string", "", 1, _D17),
+    ),
+    ("", "secrets"): (
+        ("Name", "string", "name", 0, _D0),
+        ("Type", "string", "", 0, _D18),
+        ("Data", "string", "", 0, _D19),
+        ("Age", "string", "", 0, _D4),
+    ),
+    ("", "serviceaccounts"): (
+        ("Name", "string", "name", 0, _D0),
+        ("Secrets", "string", "", 0, _D20),
+        ("Age", "string", "", 0, _D4),
+    ),
+    ("", "services"): (
+        ("Name", "string", "name", 0, _D0),
+        ("Type", "string", "", 0, _D21),
+        ("Cluster-IP", "string", "", 0, _D22),
+        ("External-IP", "string", "", 0, _D23),
+        ("Port(s)", "string", "", 0, _D24),
+        ("Age", "string", "", 0, _D4),
+        ("Selector", "string", "", 1, _D25),
+    ),
+    ("", "persistentvolumeclaims"): (
+        ("Name", "string", "name", 0, _D0),
+        ("Status", "string", "", 0, _D26),
+        ("Volume", "string", "", 0, _D27),
+        ("Capacity", "string", "", 0, _D28),
+        ("Access Modes", "string", "", 0, _D29),
+        ("StorageClass", "string", "", 0, _D30),
+        ("Age", "string", "", 0, _D4),
+        ("VolumeMode", "string", "", 1, _D31),
+    ),
+    ("", "events"): (
+        ("Last Seen", "string", "", 0, _D32),
+        ("Type", "string", "", 0, _D33),
+        ("Reason", "string", "", 0, _D34),
+        ("Object", "string", "", 0, _D35),
+        ("Subobject", "string", "", 1, _D36),
+        ("Source", "string", "", 1, _D37),
+        ("Message", "string", "", 0, _D38),
+        ("First Seen", "string", "", 1, _D39),
+        ("Count", "string", "", 1, _D40),
+        ("Name", "string", "name", 1, _D0),
+    ),
+    ("apps", "deployments"): (
+        ("Name", "string", "name", 0, _D0),
+        ("Ready", "string", "", 0, _D41),
+        ("Up-to-date", "string", "", 0, _D42),
+        ("Available", "string", "", 0, _D43),
+        ("Age", "string", "", 0, _D4),
+        ("Containers", "string", "", 1, _D44),
+        ("Images", "string", "", 1, _D45),
+        ("Selector", "string", "", 1, _D46),
+    ),
+    ("apps", "statefulsets"): (
+        ("Name", "string", "name", 0, _D0),
+        ("Ready", "string", "", 0, _D41),
+        ("Age", "string", "", 0, _D4),
+        ("Containers", "string", "", 1, _D44),
+        ("Images", "string", "", 1, _D45),
+    ),
+    ("apps", "daemonsets"): (
+        ("Name", "string", "name", 0, _D0),
+        ("Desired", "integer", "", 0, _D47),
+        ("Current", "integer", "", 0, _D48),
+        ("Ready", "integer", "", 0, _D49),
+        ("Up-to-date", "integer", "", 0, _D50),
+        ("Available", "integer", "", 0, _D51),
+        ("Node Selector", "string", "", 0, _D52),
+        ("Age", "string", "", 0, _D4),
+        ("Containers", "string", "", 1, _D44),
+        ("Images", "string", "", 1, _D45),
+        ("Selector", "string", "", 1, _D53),
+    ),
+    ("batch", "jobs"): (
+        ("Name", "string", "name", 0, _D0),
+        ("Completions", "string", "", 0, _D54),
+        ("Duration", "string", "", 0, _D55),
+        ("Age", "string", "", 0, _D4),
+        ("Containers", "string", "", 1, _D44),
+        ("Images", "string", "", 1, _D45),
+        ("Selector", "string", "", 1, _D56),
+    ),
+    ("batch", "cronjobs"): (
+        ("Name", "string", "name", 0, _D0),
+        ("Schedule", "string", "", 0, _D57),
+        ("Suspend", "boolean", "", 0, _D58),
+        ("Active", "integer", "", 0, _D59),
+        ("Last Schedule", "string", "", 0, _D60),
+        ("Age", "string", "", 0, _D4),
+        ("Containers", "string", "", 1, _D44),
+        ("Images", "string", "", 1, _D45),
+        ("Selector", "string", "", 1, _D56),
+    ),
+    ("*", "default"): (
+        ("Name", "string", "name", 0, _D0),
+        ("Created At", "date", "", 0, _D4),
+    ),
+}

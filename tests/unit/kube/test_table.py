@@ -1,0 +1,312 @@
+"""Server-side Tables equal the API server's (``k8s-samples/tables/table_*.json``).
+
+Each sample Table was rendered from the objects in the matching ``list_*.json``; ages are relative
+to the capture time. The newest timestamp in the samples is 14:37:57 and pods created then show
+``4s`` while the ``tables`` namespace (14:37:34) shows ``27s``: the capture was at 14:38:01.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from cacheproxy.errors import ApiError
+from cacheproxy.kube import table as T
+
+NOW = datetime(2026, 11, 29, 14, 38, 1, tzinfo=UTC)
+
+KINDS = {
+    ("", "pods"): "api_v1_namespaces_tables_pods",
+    ("", "namespaces"): "api_v1_namespaces",
+    ("", "configmaps"): "api_v1_namespaces_tables_configmaps",
+    ("", "nodes"): "api_v1_nodes",
+    ("", "secrets"): "api_v1_namespaces_tables_secrets",
+    ("", "serviceaccounts"): "api_v1_namespaces_tables_serviceaccounts",
+    ("apps", "deployments"): "apis_apps_v1_namespaces_tables_deployments",
+    ("apps", "statefulsets"): "apis_apps_v1_namespaces_tables_statefulsets",
+    ("apps", "daemonsets"): "apis_apps_v1_namespaces_tables_daemonsets",
+    # No printer: the default Table (Name, Created At).
+    ("apiextensions.k8s.io", "customresourcedefinitions"): (
+        "apis_apiextensions.k8s.io_v1_customresourcedefinitions"
+    ),
+}
+
+
+def load(samples_dir: Path, name: str) -> Any:
+    return orjson.loads((samples_dir / "tables" / name).read_bytes())
+
+
+@pytest.mark.parametrize(("group", "resource"), list(KINDS), ids=[r for _, r in KINDS])
+def test_table_equals_sample(samples_dir: Path, group: str, resource: str) -> None:
+    stem = KINDS[(group, resource)]
+    listed = load(samples_dir, f"list_{stem}.json")
+    expected = load(samples_dir, f"table_{stem}.json")
+    got = T.table(
+        group,
+        resource,
+        listed["items"],
+        now=NOW,
+        resource_version=listed["metadata"]["resourceVersion"],
+    )
+    assert got["kind"] == "Table"
+    assert got["apiVersion"] == "meta.k8s.io/v1"
+    assert got["metadata"] == expected["metadata"]
+    assert got["columnDefinitions"] == expected["columnDefinitions"]
+    assert list(got) == list(expected)  # key order too
+    assert len(got["rows"]) == len(expected["rows"])
+    for mine, theirs in zip(got["rows"], expected["rows"], strict=True):
+        assert mine["cells"] == theirs["cells"]
+        assert len(mine["cells"]) == len(got["columnDefinitions"])
+        assert set(mine) == set(theirs)
+        obj, exp_obj = mine["object"], theirs["object"]
+        assert obj["kind"] == exp_obj["kind"] == "PartialObjectMetadata"
+        assert obj["apiVersion"] == exp_obj["apiVersion"]
+        meta, exp_meta = dict(obj["metadata"]), dict(exp_obj["metadata"])
+        if resource == "daemonsets":
+            # The controller added an annotation between the two captures.
+            meta.pop("annotations")
+            exp_meta.pop("annotations")
+        assert meta == exp_meta
+
+
+def test_kubectl_output_matches_cells(samples_dir: Path) -> None:
+    """The wide kubectl output is the cells, column by column (a sanity check of the pairing)."""
+    listed = load(samples_dir, "list_api_v1_namespaces_tables_pods.json")
+    got = T.table("", "pods", listed["items"], now=NOW)
+    lines = (samples_dir / "tables" / "kubectl_wide_pods.txt").read_text().splitlines()[1:]
+    for row, line in zip(got["rows"], lines, strict=True):
+        assert [str(c) for c in row["cells"]] == re.split(r"\s{2,}", line.strip())
+
+
+def test_include_object(samples_dir: Path) -> None:
+    listed = load(samples_dir, "list_api_v1_namespaces_tables_configmaps.json")
+    item = listed["items"][0]
+    none = T.table("", "configmaps", [item], now=NOW, include="None")
+    assert "object" not in none["rows"][0]
+    full = T.table("", "configmaps", [item], now=NOW, include="Object")
+    assert full["rows"][0]["object"] == item
+    beta = T.table("", "configmaps", [item], now=NOW, version="v1beta1")
+    assert beta["apiVersion"] == "meta.k8s.io/v1beta1"
+    assert beta["rows"][0]["object"]["apiVersion"] == "meta.k8s.io/v1beta1"
+    assert T.include_object({}) == "Metadata"
+    assert T.include_object({"includeObject": ["Object"]}) == "Object"
+    with pytest.raises(ApiError) as err:
+        T.include_object({"includeObject": ["All"]})
+    assert err.value.status["code"] == 400
+
+
+def test_paged_metadata(samples_dir: Path) -> None:
+    """Like ``protocol/table_limit2_kubectl_accept.http``: continue + remainingItemCount."""
+    got = T.table("", "pods", [], now=NOW, resource_version="7", continue_token="abc", remaining=3)
+    assert got["metadata"] == {"resourceVersion": "7", "continue": "abc", "remainingItemCount": 3}
+    body = (samples_dir / "protocol" / "table_limit2_kubectl_accept.http").read_bytes()
+    sample = orjson.loads(body.partition(b"\r\n\r\n")[2] or body.partition(b"\n\n")[2])
+    assert list(sample["metadata"]) == list(got["metadata"])
+    assert sample["columnDefinitions"] == got["columnDefinitions"]
+
+
+KUBECTL_ACCEPT = (
+    "application/json;as=Table;v=v1;g=meta.k8s.io,"
+    "application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
+)
+
+
+@pytest.mark.parametrize(
+    ("accept", "expected"),
+    [
+        (KUBECTL_ACCEPT, "v1"),
+        ("application/json;as=Table;v=v1beta1;g=meta.k8s.io, application/json", "v1beta1"),
+        ("application/json;as=Table;v=v2;g=meta.k8s.io,application/json", None),
+        ("application/json, application/json;as=Table;v=v1;g=meta.k8s.io", None),
+        ("", None),
+        ("application/json", None),
+        ("*/*", None),
+        ("application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io,application/json", None),
+        ("application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json", None),
+    ],
+)
+def test_negotiate(accept: str, expected: str | None) -> None:
+    assert T.negotiate_table(accept) == expected
+
+
+@pytest.mark.parametrize(
+    "accept",
+    [
+        "application/json;as=Table;v=v2;g=meta.k8s.io",
+        "application/json;as=Table;v=v1;g=other.io",
+        "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io",
+        "application/yaml",
+    ],
+)
+def test_negotiate_not_acceptable(accept: str) -> None:
+    with pytest.raises(ApiError) as err:
+        T.negotiate_table(accept)
+    assert err.value.status["code"] == 406
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (-5, "<invalid>"),
+        (-0.5, "0s"),
+        (0, "0s"),
+        (119, "119s"),
+        (120, "2m"),
+        (125, "2m5s"),
+        (600, "10m"),
+        (179 * 60, "179m"),
+        (3 * 3600, "3h"),
+        (3 * 3600 + 120, "3h2m"),
+        (47 * 3600, "47h"),
+        (50 * 3600, "2d2h"),
+        (9 * 86400, "9d"),
+        (800 * 86400, "2y70d"),
+        (9 * 365 * 86400, "9y"),
+    ],
+)
+def test_human_duration(seconds: float, text: str) -> None:
+    assert T.human_duration(seconds) == text
+
+
+def _pod(status: dict[str, Any], spec: dict[str, Any] | None = None, **meta: Any) -> Any:
+    return {
+        "metadata": {"name": "p", "creationTimestamp": "2026-11-29T14:00:00Z", **meta},
+        "spec": spec or {"containers": [{"name": "c"}]},
+        "status": status,
+    }
+
+
+@pytest.mark.parametrize(
+    ("pod", "ready", "reason", "restarts"),
+    [
+        (
+            _pod(
+                {
+                    "phase": "Pending",
+                    "initContainerStatuses": [
+                        {"name": "i", "state": {"waiting": {"reason": "PodInitializing"}}}
+                    ],
+                },
+                {"initContainers": [{"name": "i"}, {"name": "j"}], "containers": [{"name": "c"}]},
+            ),
+            "0/1",
+            "Init:0/2",
+            "0",
+        ),
+        (
+            _pod(
+                {
+                    "phase": "Pending",
+                    "initContainerStatuses": [
+                        {"name": "i", "state": {"terminated": {"exitCode": 2}}, "restartCount": 1}
+                    ],
+                },
+                {"initContainers": [{"name": "i"}], "containers": [{"name": "c"}]},
+            ),
+            "0/1",
+            "Init:ExitCode:2",
+            "1",
+        ),
+        (
+            _pod(
+                {
+                    "phase": "Succeeded",
+                    "containerStatuses": [
+                        {
+                            "name": "c",
+                            "state": {"terminated": {"exitCode": 0, "reason": "Completed"}},
+                        }
+                    ],
+                }
+            ),
+            "0/1",
+            "Completed",
+            "0",
+        ),
+        (
+            _pod(
+                {
+                    "phase": "Running",
+                    "containerStatuses": [
+                        {
+                            "name": "c",
+                            "ready": True,
+                            "state": {"running": {}},
+                            "restartCount": 3,
+                            "lastState": {"terminated": {"finishedAt": "2026-11-29T13:38:01Z"}},
+                        }
+                    ],
+                },
+                deletionTimestamp="2026-11-29T14:38:00Z",
+            ),
+            "1/1",
+            "Terminating",
+            "3 (60m ago)",
+        ),
+        (
+            _pod(
+                {
+                    "phase": "Running",
+                    "containerStatuses": [
+                        {"name": "c", "ready": True, "state": {"running": {}}},
+                    ],
+                    "initContainerStatuses": [
+                        {"name": "s", "ready": True, "started": True, "state": {"running": {}}}
+                    ],
+                },
+                {
+                    "initContainers": [{"name": "s", "restartPolicy": "Always"}],
+                    "containers": [{"name": "c"}],
+                },
+            ),
+            "2/2",
+            "Running",
+            "0",
+        ),
+    ],
+)
+def test_pod_status_cells(pod: Any, ready: str, reason: str, restarts: str) -> None:
+    cells = T.print_pod(pod, NOW)
+    assert cells[1:4] == [ready, reason, restarts]
+    assert cells[4] == "38m"
+
+
+def test_pod_row_conditions() -> None:
+    row = T.table_row("", "pods", _pod({"phase": "Failed"}), now=NOW)
+    assert row["conditions"][0]["reason"] == "Failed"
+    assert "conditions" not in T.table_row("", "pods", _pod({"phase": "Running"}), now=NOW)
+
+
+def test_selector_string() -> None:
+    sel = {
+        "matchLabels": {"b": "2", "a": "1"},
+        "matchExpressions": [
+            {"key": "c", "operator": "In", "values": ["y", "x"]},
+            {"key": "d", "operator": "DoesNotExist"},
+        ],
+    }
+    assert T.selector_string(sel) == "a=1,b=2,c in (x,y),!d"
+    assert T.selector_string(None) == ""
+
+
+def test_watch_tables_columns_only_first() -> None:
+    conv = T.WatchTables("", "configmaps", clock=lambda: NOW)
+    cm = {"metadata": {"name": "a", "resourceVersion": "5"}, "data": {"k": "v"}}
+    line = orjson.dumps({"type": "ADDED", "object": cm}) + b"\n"
+    error = b'{"type":"ERROR","object":{"kind":"Status","code":410}}\n'
+    out = conv.convert(line + error + line[:10])
+    events = [orjson.loads(x) for x in out.splitlines()]
+    assert events[0]["object"]["kind"] == "Table"
+    assert events[0]["object"]["metadata"] == {"resourceVersion": "5"}
+    assert len(events[0]["object"]["columnDefinitions"]) == 3
+    assert events[0]["object"]["rows"][0]["cells"] == ["a", 1, "<unknown>"]
+    assert events[1]["object"]["kind"] == "Status"
+    second = orjson.loads(conv.convert(line[10:]))
+    assert second["type"] == "ADDED"
+    assert second["object"]["columnDefinitions"] == []
+    assert len(second["object"]["rows"]) == 1
