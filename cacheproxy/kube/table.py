@@ -462,6 +462,194 @@ def print_daemonset(ds: Obj, now: datetime) -> list[Any]:
     ]
 
 
+def format_labels(labels: Any) -> str:
+    """``labels.FormatLabels``: ``k=v`` sorted by key, ``<none>`` if empty."""
+    if not isinstance(labels, Mapping) or not labels:
+        return NONE
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def format_label_selector(selector: Any) -> str:
+    """``metav1.FormatLabelSelector``: the selector string, ``<none>`` if it selects all/none."""
+    return selector_string(selector) or NONE
+
+
+def _load_balancer_ips(svc: Obj) -> list[str]:
+    found: set[str] = set()
+    for ingress in _list(_get(svc, "status", "loadBalancer", "ingress")):
+        if not isinstance(ingress, Mapping):
+            continue
+        if ingress.get("ip"):
+            found.add(str(ingress["ip"]))
+        elif ingress.get("hostname"):
+            found.add(str(ingress["hostname"]))
+    return sorted(found)
+
+
+def service_external_ip(svc: Obj) -> str:
+    """``getServiceExternalIP`` (wide: load-balancer addresses are not truncated)."""
+    spec = svc.get("spec") or {}
+    svc_type = spec.get("type")
+    external = [str(ip) for ip in _list(spec.get("externalIPs"))]
+    if svc_type in ("ClusterIP", "NodePort"):
+        return ",".join(external) or NONE
+    if svc_type == "LoadBalancer":
+        addresses = _load_balancer_ips(svc) + external
+        return ",".join(addresses) or "<pending>"
+    if svc_type == "ExternalName":
+        return str(spec.get("externalName") or "")
+    return UNKNOWN
+
+
+def service_ports(ports: Any) -> str:
+    """``makePortString``: ``port/proto`` or ``port:nodePort/proto``, comma-separated."""
+    pieces: list[str] = []
+    for port in _list(ports):
+        protocol = port.get("protocol") or ""
+        node_port = _int(port.get("nodePort"))
+        if node_port > 0:
+            pieces.append(f"{_int(port.get('port'))}:{node_port}/{protocol}")
+        else:
+            pieces.append(f"{_int(port.get('port'))}/{protocol}")
+    return ",".join(pieces)
+
+
+def print_service(svc: Obj, now: datetime) -> list[Any]:
+    spec = svc.get("spec") or {}
+    cluster_ips = _list(spec.get("clusterIPs"))
+    return [
+        _name(svc),
+        str(spec.get("type") or ""),
+        str(cluster_ips[0]) if cluster_ips else NONE,
+        service_external_ip(svc),
+        service_ports(spec.get("ports")) or NONE,
+        _age(svc, now),
+        format_labels(spec.get("selector")),
+    ]
+
+
+_ACCESS_MODES = (
+    ("ReadWriteOnce", "RWO"),
+    ("ReadOnlyMany", "ROX"),
+    ("ReadWriteMany", "RWX"),
+    ("ReadWriteOncePod", "RWOP"),
+)
+
+
+def access_modes(modes: Any) -> str:
+    """``GetAccessModesAsString``: short names in a fixed order, without duplicates."""
+    present = set(_list(modes))
+    return ",".join(short for mode, short in _ACCESS_MODES if mode in present)
+
+
+def print_pvc(pvc: Obj, now: datetime) -> list[Any]:
+    spec = pvc.get("spec") or {}
+    st = pvc.get("status") or {}
+    phase = str(st.get("phase") or "")
+    if _meta(pvc).get("deletionTimestamp"):
+        phase = "Terminating"
+    volume = str(spec.get("volumeName") or "")
+    capacity = modes = ""
+    if volume:
+        modes = access_modes(st.get("accessModes"))
+        capacity = str(_get(st, "capacity", "storage") or "0")
+    annotations = _meta(pvc).get("annotations") or {}
+    storage_class = annotations.get("volume.beta.kubernetes.io/storage-class")
+    if storage_class is None:
+        storage_class = spec.get("storageClassName") or ""
+    return [
+        _name(pvc),
+        phase,
+        volume,
+        capacity,
+        modes,
+        str(storage_class),
+        _age(pvc, now),
+        str(spec.get("volumeMode") or "<unset>"),
+    ]
+
+
+def print_event(event: Obj, now: datetime) -> list[Any]:
+    first = since(event.get("firstTimestamp"), now)
+    if parse_time(event.get("firstTimestamp")) is None:
+        first = since(event.get("eventTime"), now)
+    last = since(event.get("lastTimestamp"), now)
+    if parse_time(event.get("lastTimestamp")) is None:
+        last = first
+    count = _int(event.get("count"))
+    series = event.get("series")
+    if isinstance(series, Mapping):
+        last = since(series.get("lastObservedTime"), now)
+        count = _int(series.get("count"))
+    elif count == 0:
+        count = 1
+    involved = event.get("involvedObject") or {}
+    kind = str(involved.get("kind") or "").lower()
+    target = f"{kind}/{involved['name']}" if involved.get("name") else kind
+    source = event.get("source") or {}
+    component = source.get("component") or event.get("reportingComponent") or ""
+    instance = source.get("host") or event.get("reportingInstance") or ""
+    return [
+        last,
+        str(event.get("type") or ""),
+        str(event.get("reason") or ""),
+        target,
+        str(involved.get("fieldPath") or ""),
+        f"{component}, {instance}" if instance else str(component),
+        str(event.get("message") or "").strip(),
+        first,
+        count,
+        _name(event),
+    ]
+
+
+def print_job(job: Obj, now: datetime) -> list[Any]:
+    spec = job.get("spec") or {}
+    st = job.get("status") or {}
+    succeeded = _int(st.get("succeeded"))
+    if isinstance(spec.get("completions"), int) and not isinstance(spec["completions"], bool):
+        completions = f"{succeeded}/{spec['completions']}"
+    elif _int(spec.get("parallelism")) > 1:
+        completions = f"{succeeded}/1 of {_int(spec.get('parallelism'))}"
+    else:
+        completions = f"{succeeded}/1"
+    start = parse_time(st.get("startTime"))
+    end = parse_time(st.get("completionTime"))
+    duration = ""
+    if start is not None:
+        duration = human_duration(((end or now) - start).total_seconds())
+    containers, images = _containers(_get(spec, "template", "spec"))
+    return [
+        _name(job),
+        completions,
+        duration,
+        _age(job, now),
+        containers,
+        images,
+        format_label_selector(spec.get("selector")),
+    ]
+
+
+def print_cronjob(cj: Obj, now: datetime) -> list[Any]:
+    spec = cj.get("spec") or {}
+    st = cj.get("status") or {}
+    suspend = spec.get("suspend")
+    last = st.get("lastScheduleTime")
+    job_spec = _get(spec, "jobTemplate", "spec")
+    containers, images = _containers(_get(job_spec, "template", "spec"))
+    return [
+        _name(cj),
+        str(spec.get("schedule") or ""),
+        "<unset>" if not isinstance(suspend, bool) else str(suspend),
+        len(_list(st.get("active"))),
+        NONE if last is None else since(last, now),
+        _age(cj, now),
+        containers,
+        images,
+        format_label_selector(_get(job_spec, "selector")),
+    ]
+
+
 PRINTERS: dict[tuple[str, str], Printer] = {
     ("", "pods"): print_pod,
     ("", "namespaces"): print_namespace,
@@ -472,8 +660,13 @@ PRINTERS: dict[tuple[str, str], Printer] = {
     ("apps", "deployments"): print_deployment,
     ("apps", "statefulsets"): print_statefulset,
     ("apps", "daemonsets"): print_daemonset,
+    ("", "services"): print_service,
+    ("", "persistentvolumeclaims"): print_pvc,
+    ("", "events"): print_event,
+    ("batch", "jobs"): print_job,
+    ("batch", "cronjobs"): print_cronjob,
 }
-"""Exact printers; other kinds (and the other ``printers.COLUMNS`` entries) use the default."""
+"""Exact printers (one per ``printers.COLUMNS`` entry); other kinds use the default Table."""
 
 
 def print_default(obj: Obj, now: datetime) -> list[Any]:

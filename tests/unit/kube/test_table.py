@@ -30,6 +30,11 @@ KINDS = {
     ("apps", "deployments"): "apis_apps_v1_namespaces_tables_deployments",
     ("apps", "statefulsets"): "apis_apps_v1_namespaces_tables_statefulsets",
     ("apps", "daemonsets"): "apis_apps_v1_namespaces_tables_daemonsets",
+    ("", "services"): "api_v1_namespaces_tables_services",
+    ("", "persistentvolumeclaims"): "api_v1_namespaces_tables_persistentvolumeclaims",
+    ("", "events"): "api_v1_namespaces_tables_events",
+    ("batch", "jobs"): "apis_batch_v1_namespaces_tables_jobs",
+    ("batch", "cronjobs"): "apis_batch_v1_namespaces_tables_cronjobs",
     # No printer: the default Table (Name, Created At).
     ("apiextensions.k8s.io", "customresourcedefinitions"): (
         "apis_apiextensions.k8s.io_v1_customresourcedefinitions"
@@ -310,3 +315,137 @@ def test_watch_tables_columns_only_first() -> None:
     assert second["type"] == "ADDED"
     assert second["object"]["columnDefinitions"] == []
     assert len(second["object"]["rows"]) == 1
+
+
+def _svc(spec: dict[str, Any], status: dict[str, Any] | None = None) -> Any:
+    meta = {"name": "s", "creationTimestamp": "2026-11-29T14:00:00Z"}
+    return {"metadata": meta, "spec": spec, "status": status or {}}
+
+
+@pytest.mark.parametrize(
+    ("svc", "external"),
+    [
+        (_svc({"type": "ClusterIP"}), "<none>"),
+        (_svc({"type": "NodePort", "externalIPs": ["1.2.3.4", "5.6.7.8"]}), "1.2.3.4,5.6.7.8"),
+        (_svc({"type": "LoadBalancer"}), "<pending>"),
+        (
+            _svc(
+                {"type": "LoadBalancer"},
+                {"loadBalancer": {"ingress": [{"ip": "9.9.9.9"}, {"hostname": "lb.example"}]}},
+            ),
+            "9.9.9.9,lb.example",
+        ),
+        (
+            _svc(
+                {"type": "LoadBalancer", "externalIPs": ["1.1.1.1"]},
+                {"loadBalancer": {"ingress": [{"ip": "9.9.9.9"}, {"ip": "9.9.9.9"}]}},
+            ),
+            "9.9.9.9,1.1.1.1",
+        ),
+        (_svc({"type": "ExternalName", "externalName": "db.example"}), "db.example"),
+        (_svc({}), "<unknown>"),
+    ],
+)
+def test_service_external_ip(svc: Any, external: str) -> None:
+    assert T.service_external_ip(svc) == external
+
+
+def test_service_cells() -> None:
+    svc = _svc(
+        {
+            "type": "LoadBalancer",
+            "clusterIPs": ["10.0.0.1", "fd00::1"],
+            "ports": [
+                {"port": 80, "protocol": "TCP"},
+                {"port": 443, "nodePort": 30443, "protocol": "TCP"},
+            ],
+            "selector": {"b": "2", "a": "1"},
+        }
+    )
+    cells = T.print_service(svc, NOW)
+    assert cells == [
+        "s",
+        "LoadBalancer",
+        "10.0.0.1",
+        "<pending>",
+        "80/TCP,443:30443/TCP",
+        "38m",
+        "a=1,b=2",
+    ]
+    headless = T.print_service(_svc({"type": "ClusterIP"}), NOW)
+    assert headless[2] == "<none>"
+    assert headless[4] == "<none>"
+    assert headless[6] == "<none>"
+
+
+def test_pvc_bound_cells() -> None:
+    pvc = {
+        "metadata": {
+            "name": "d",
+            "creationTimestamp": "2026-11-29T14:00:00Z",
+            "annotations": {"volume.beta.kubernetes.io/storage-class": "old"},
+        },
+        "spec": {"volumeName": "pv-1", "storageClassName": "fast"},
+        "status": {
+            "phase": "Bound",
+            "accessModes": ["ReadWriteMany", "ReadWriteOnce", "ReadWriteOnce"],
+            "capacity": {"storage": "5Gi"},
+        },
+    }
+    assert T.print_pvc(pvc, NOW) == [
+        "d",
+        "Bound",
+        "pv-1",
+        "5Gi",
+        "RWO,RWX",
+        "old",
+        "38m",
+        "<unset>",
+    ]
+    pvc["metadata"] = {"name": "d", "deletionTimestamp": "2026-11-29T14:38:00Z"}
+    assert T.print_pvc(pvc, NOW)[1] == "Terminating"
+    assert T.print_pvc(pvc, NOW)[5] == "fast"
+
+
+def test_event_series_and_source() -> None:
+    event = {
+        "metadata": {"name": "e"},
+        "involvedObject": {"kind": "Node"},
+        "eventTime": "2026-11-29T14:00:00.123456Z",
+        "series": {"count": 4, "lastObservedTime": "2026-11-29T14:37:01.000000Z"},
+        "reportingComponent": "kubelet",
+        "reportingInstance": "node-1",
+        "message": " hi \n",
+    }
+    cells = T.print_event(event, NOW)
+    assert cells == ["60s", "", "", "node", "", "kubelet, node-1", "hi", "38m", 4, "e"]
+    single = T.print_event({"metadata": {"name": "e"}, "lastTimestamp": None}, NOW)
+    assert single[0] == single[7] == "<unknown>"
+    assert single[8] == 1
+
+
+def test_job_cells() -> None:
+    job = {
+        "metadata": {"name": "j", "creationTimestamp": "2026-11-29T14:00:00Z"},
+        "spec": {"parallelism": 3, "template": {"spec": {"containers": []}}},
+        "status": {"succeeded": 2, "startTime": "2026-11-29T14:00:00Z"},
+    }
+    assert T.print_job(job, NOW)[1:4] == ["2/1 of 3", "38m", "38m"]
+    assert T.print_job(job, NOW)[6] == "<none>"
+    job["status"]["completionTime"] = "2026-11-29T14:02:05Z"
+    job["spec"]["completions"] = 2
+    assert T.print_job(job, NOW)[1:3] == ["2/2", "2m5s"]
+
+
+def test_cronjob_cells() -> None:
+    cj = {
+        "metadata": {"name": "c", "creationTimestamp": "2026-11-29T14:00:00Z"},
+        "spec": {"schedule": "*/5 * * * *"},
+        "status": {
+            "active": [{"name": "a"}, {"name": "b"}],
+            "lastScheduleTime": "2026-11-29T14:35:00Z",
+        },
+    }
+    assert T.print_cronjob(cj, NOW)[:6] == ["c", "*/5 * * * *", "<unset>", 2, "3m1s", "38m"]
+    cj["spec"]["suspend"] = True
+    assert T.print_cronjob(cj, NOW)[2] == "True"
