@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, MutableMapping
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import orjson
 import uvicorn
@@ -20,6 +21,7 @@ from cacheproxy.errors import ApiError
 
 __all__ = [
     "LiveWatch",
+    "Mailbox",
     "UvicornRunner",
     "bind",
     "live_lines",
@@ -149,6 +151,51 @@ async def send_status(send: Send, err: ApiError, *, started: bool) -> None:
 DEADLINE_BOOKMARK_MARGIN = 2.0
 """The API server sends a bookmark this long before a watch's deadline, so the client can resume
 close to "now" (``cacheWatcher.nextBookmarkTime``)."""
+
+
+ItemT = TypeVar("ItemT")
+
+
+class Mailbox(Generic[ItemT]):
+    """A watch's bounded buffer: ``put`` never waits; a full mailbox closes itself (the watcher
+    is too slow, DESIGN §7), and ``wait`` returns when something arrives or it was closed."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._items: deque[ItemT] = deque()
+        self._wakeup = asyncio.Event()
+        self.closed = False
+        self.close_reason = ""
+
+    def put(self, item: ItemT) -> bool:
+        """Queue ``item``; False (and closed) when it was closed or is full."""
+        if self.closed:
+            return False
+        if len(self._items) >= self.capacity:
+            self.close("too slow: buffer full")
+            return False
+        self._items.append(item)
+        self._wakeup.set()
+        return True
+
+    def close(self, reason: str = "closed") -> None:
+        if not self.closed:
+            self.closed = True
+            self.close_reason = reason
+        self._wakeup.set()
+
+    def drain(self) -> list[ItemT]:
+        items = list(self._items)
+        self._items.clear()
+        self._wakeup.clear()
+        return items
+
+    async def wait(self, seconds: float) -> None:
+        """Until something is queued, the mailbox closes, or ``seconds`` pass."""
+        if self._items or self.closed:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wakeup.wait(), max(seconds, 0.0))
 
 
 class LiveWatch(Protocol):

@@ -12,10 +12,7 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
@@ -26,7 +23,7 @@ from cacheproxy.informer.store import Entry, Store
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.watchevents import bookmark_line, event_line
 from cacheproxy.server.query import Query, matches
-from cacheproxy.serving import live_lines
+from cacheproxy.serving import Mailbox, live_lines
 
 __all__ = ["ServedWatch", "WatchHub", "WatchPlan", "stream"]
 
@@ -61,48 +58,24 @@ class _Lines:
         return line
 
 
-class ServedWatch:
-    """One client's watch: its query, a bounded buffer of lines, and whether it was closed."""
+class ServedWatch(Mailbox[bytes]):
+    """One client's watch: its query and a bounded mailbox of event lines."""
 
     def __init__(self, query: Query, *, buffer: int, min_rv: int = 0) -> None:
+        super().__init__(buffer)
         self.query = query
-        self.buffer = buffer
         self.min_rv = min_rv
-        self._lines: deque[bytes] = deque()
-        self._wakeup = asyncio.Event()
-        self.closed = False
-        self.close_reason = ""
         self.last_rv = min_rv
 
     def offer(self, line: bytes, rv: int) -> bool:
         """Queue a line; False (and closed) when the buffer is full."""
-        if self.closed:
+        if not self.put(line):
             return False
-        if len(self._lines) >= self.buffer:
-            self.close("too slow: buffer full")
-            return False
-        self._lines.append(line)
         self.last_rv = rv
-        self._wakeup.set()
         return True
 
-    def close(self, reason: str) -> None:
-        if not self.closed:
-            self.closed = True
-            self.close_reason = reason
-        self._wakeup.set()
-
     def take(self) -> list[bytes]:
-        lines = list(self._lines)
-        self._lines.clear()
-        self._wakeup.clear()
-        return lines
-
-    async def wait(self, seconds: float) -> None:
-        if self._lines or self.closed:
-            return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wakeup.wait(), max(seconds, 0.0))
+        return self.drain()
 
 
 class WatchHub:

@@ -14,10 +14,7 @@ Mirrors the API server's ``cacheWatcher``:
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
@@ -27,7 +24,7 @@ from cacheproxy.kube.fields import FieldSelector
 from cacheproxy.kube.labels import LabelSelector
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.watchevents import bookmark_line, event_line
-from cacheproxy.serving import live_lines
+from cacheproxy.serving import Mailbox, live_lines
 from cacheproxy.sim.store import Event, StoredObject, WatchSink
 
 __all__ = ["SimWatcher", "WatchPlan", "stream_watch"]
@@ -41,7 +38,7 @@ def _as_deleted_at(stored: StoredObject, rv: int) -> bytes:
     return moved.full
 
 
-class SimWatcher(WatchSink):
+class SimWatcher(WatchSink, Mailbox[Event]):
     """One watch: filter, bounded buffer of pending events, closed on overflow or on demand."""
 
     def __init__(
@@ -57,11 +54,7 @@ class SimWatcher(WatchSink):
         self.namespace = namespace
         self.labels = labels
         self.fields = fields
-        self._buffer = buffer
-        self._pending: deque[Event] = deque()
-        self._wakeup = asyncio.Event()
-        self.closed = False
-        self.close_reason = ""
+        Mailbox.__init__(self, buffer)
 
     def visible(self, stored: StoredObject) -> bool:
         if self.namespace and not stored.key.startswith(self.namespace + "/"):
@@ -69,19 +62,7 @@ class SimWatcher(WatchSink):
         return stored.matches(self.labels, self.fields)
 
     def offer(self, event: Event) -> None:
-        if self.closed:
-            return
-        if len(self._pending) >= self._buffer:
-            self.close("slow watcher: buffer full")
-            return
-        self._pending.append(event)
-        self._wakeup.set()
-
-    def close(self, reason: str = "closed") -> None:
-        if not self.closed:
-            self.closed = True
-            self.close_reason = reason
-        self._wakeup.set()
+        self.put(event)
 
     def line_for(self, event: Event) -> bytes | None:
         """The event as this watcher sees it, or None when it does not concern it."""
@@ -100,19 +81,6 @@ class SimWatcher(WatchSink):
     def take(self) -> list[bytes]:
         """The pending events as this watcher's lines (those that concern it)."""
         return [line for event in self.drain() if (line := self.line_for(event)) is not None]
-
-    def drain(self) -> list[Event]:
-        events = list(self._pending)
-        self._pending.clear()
-        self._wakeup.clear()
-        return events
-
-    async def wait(self, seconds: float) -> None:
-        """Until an event is pending, the watcher closes, or ``seconds`` pass."""
-        if self._pending or self.closed:
-            return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wakeup.wait(), timeout=max(seconds, 0.0))
 
 
 @dataclass(slots=True)
