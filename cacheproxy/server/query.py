@@ -30,7 +30,7 @@ from cacheproxy.kube.fields import (
 from cacheproxy.kube.labels import LabelSelector, Operator, parse_label_selector
 from cacheproxy.kube.resources import ResourceType
 
-__all__ = ["Query", "matches", "parse_index_selector", "select_keys"]
+__all__ = ["EntryView", "Query", "matches", "matches_view", "parse_index_selector", "select_keys"]
 
 _POSITIVE = (Operator.EQUALS, Operator.DOUBLE_EQUALS, Operator.IN)
 _NEGATIVE = (Operator.NOT_EQUALS, Operator.NOT_IN, Operator.DOES_NOT_EXIST)
@@ -124,51 +124,65 @@ def select_keys(store: Store, query: Query, index_paths: set[str]) -> set[str] |
     return candidates
 
 
-class FieldView:
-    """An entry's field values, parsed from its JSON only when a query needs it."""
+class EntryView:
+    """What queries read of an entry — its labels and field values — worked out once, and
+    parsed from its JSON only when a query needs a field no index holds. The watch fan-out
+    shares one view per event among all watchers."""
 
-    __slots__ = ("_entry", "_fields", "_rtype", "_store")
+    __slots__ = ("_fields", "_labels", "_rtype", "_store", "entry")
 
     def __init__(self, entry: Entry, rtype: ResourceType, store: Store) -> None:
-        self._entry = entry
+        self.entry = entry
         self._rtype = rtype
         self._store = store
+        self._labels: Mapping[str, str] | None = None
         self._fields: dict[str, str] | None = None
 
+    @property
+    def labels(self) -> Mapping[str, str]:
+        if self._labels is None:
+            self._labels = self.entry.label_map()
+        return self._labels
+
+    def index_values(self, index: str) -> tuple[str, ...]:
+        """The values the index holds for this entry (none when the field is absent)."""
+        return self._store.values_of(self.entry, index)
+
     def values(self, field: str) -> tuple[str, ...]:
+        """A field's values as field selectors compare them (absent reads as "")."""
+        entry = self.entry
         if self._store.has_index(field):
             # As in the API server's field set, an absent field reads as the empty string.
-            return self._store.values_of(self._entry, field) or ("",)
+            return self._store.values_of(entry, field) or ("",)
         if field == "metadata.name":
-            return (self._entry.name,)
+            return (entry.name,)
         if field == "metadata.namespace":
-            return (self._entry.namespace,)
+            return (entry.namespace,)
         if self._fields is None:
-            self._fields = object_fields(self._rtype, orjson.loads(self._entry.raw))
+            self._fields = object_fields(self._rtype, orjson.loads(entry.raw))
         return (self._fields.get(field, ""),)
 
 
 def matches(entry: Entry, query: Query, rtype: ResourceType, store: Store) -> bool:
     """The whole query against one entry (the exact check after the index narrowed)."""
+    return matches_view(EntryView(entry, rtype, store), query)
+
+
+def matches_view(view: EntryView, query: Query) -> bool:
+    """:func:`matches` over a view that may be shared between queries."""
+    entry = view.entry
     if query.namespace and entry.namespace != query.namespace:
         return False
-    if not query.labels.empty and not query.labels.matches(_labels(entry)):
+    if not query.labels.empty and not query.labels.matches(view.labels):
         return False
-    if query.fields.empty and query.index.empty:
-        return True
-    view = FieldView(entry, rtype, store)
     for freq in query.fields.requirements:
         values = view.values(freq.field)
         if (freq.value in values) == (freq.operator == "!="):
             return False
     for req in query.index.requirements:
-        values = store.values_of(entry, req.key)
+        values = view.index_values(req.key)
         # Multi-valued: a positive requirement holds for some value, a negative one for all.
         check = all if req.operator in _NEGATIVE else any
         if not check(req.matches({req.key: v}) for v in values):
             return False
     return True
-
-
-def _labels(entry: Entry) -> Mapping[str, str]:
-    return entry.label_map()

@@ -22,7 +22,7 @@ from cacheproxy.informer.eventlog import LogEvent
 from cacheproxy.informer.store import Entry, Store
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.watchevents import bookmark_line, event_line
-from cacheproxy.server.query import Query, matches
+from cacheproxy.server.query import EntryView, Query, matches_view
 from cacheproxy.serving import Mailbox, live_lines
 
 __all__ = ["ServedWatch", "WatchHub", "WatchPlan", "stream"]
@@ -93,7 +93,10 @@ class WatchHub:
             return
         lines = _Lines(event)
         rtype, store = self.rtype, self.store
-        entry, prev = event.entry, event.prev
+        # One view of each state per event, shared by every watcher: labels and parsed fields
+        # are worked out at most once, however many watchers look.
+        new_view = EntryView(event.entry, rtype, store)
+        old_view = EntryView(event.prev, rtype, store) if event.prev is not None else None
         for watcher in list(self.watchers):
             if watcher.closed:  # its client went away or its deadline passed: not an eviction
                 self.watchers.discard(watcher)
@@ -101,8 +104,8 @@ class WatchHub:
             if event.rv <= watcher.min_rv:
                 continue
             query = watcher.query
-            new_ok = event.type != "DELETED" and matches(entry, query, rtype, store)
-            old_ok = prev is not None and matches(prev, query, rtype, store)
+            new_ok = event.type != "DELETED" and matches_view(new_view, query)
+            old_ok = old_view is not None and matches_view(old_view, query)
             if event.type == "DELETED":
                 kind = b"DELETED" if old_ok else None
             elif new_ok:
