@@ -11,6 +11,7 @@ import pytest
 
 from cacheproxy.sim import SimServer, Simulator
 from cacheproxy.sim.workload import DemoSpec, demo_objects
+from tests.support import serving
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "k8s-samples"
 
@@ -37,27 +38,35 @@ def demo_sim() -> Simulator:
 
 
 @pytest.fixture
-async def sim_server(sim: Simulator) -> AsyncIterator[SimServer]:
-    async with SimServer(sim) as server:
-        yield server
+async def _sim_serving(sim: Simulator) -> AsyncIterator[tuple[SimServer, httpx.AsyncClient]]:
+    async with serving(sim) as both:
+        yield both
 
 
 @pytest.fixture
-async def demo_server(demo_sim: Simulator) -> AsyncIterator[SimServer]:
-    async with SimServer(demo_sim) as server:
-        yield server
+async def _demo_serving(demo_sim: Simulator) -> AsyncIterator[tuple[SimServer, httpx.AsyncClient]]:
+    async with serving(demo_sim) as both:
+        yield both
 
 
 @pytest.fixture
-async def client(sim_server: SimServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=sim_server.url, timeout=10) as c:
-        yield c
+def sim_server(_sim_serving: tuple[SimServer, httpx.AsyncClient]) -> SimServer:
+    return _sim_serving[0]
 
 
 @pytest.fixture
-async def demo_client(demo_server: SimServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=demo_server.url, timeout=10) as c:
-        yield c
+def client(_sim_serving: tuple[SimServer, httpx.AsyncClient]) -> httpx.AsyncClient:
+    return _sim_serving[1]
+
+
+@pytest.fixture
+def demo_server(_demo_serving: tuple[SimServer, httpx.AsyncClient]) -> SimServer:
+    return _demo_serving[0]
+
+
+@pytest.fixture
+def demo_client(_demo_serving: tuple[SimServer, httpx.AsyncClient]) -> httpx.AsyncClient:
+    return _demo_serving[1]
 
 
 @pytest.fixture(autouse=True)

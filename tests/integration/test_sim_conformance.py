@@ -46,6 +46,7 @@ from tests.integration.samples import (
     load_watch,
     parse_prefix,
 )
+from tests.support import serving
 
 KUBECTL_TABLE_ACCEPT = (
     "application/json;as=Table;v=v1;g=meta.k8s.io,"
@@ -220,15 +221,21 @@ def cluster_sim(samples_dir: Path) -> Simulator:
 
 
 @pytest.fixture
-async def cluster_server(cluster_sim: Simulator) -> AsyncIterator[SimServer]:
-    async with SimServer(cluster_sim) as server:
-        yield server
+async def _cluster_serving(
+    cluster_sim: Simulator,
+) -> AsyncIterator[tuple[SimServer, httpx.AsyncClient]]:
+    async with serving(cluster_sim) as both:
+        yield both
 
 
 @pytest.fixture
-async def cluster(cluster_server: SimServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=cluster_server.url, timeout=10) as c:
-        yield c
+def cluster_server(_cluster_serving: tuple[SimServer, httpx.AsyncClient]) -> SimServer:
+    return _cluster_serving[0]
+
+
+@pytest.fixture
+def cluster(_cluster_serving: tuple[SimServer, httpx.AsyncClient]) -> httpx.AsyncClient:
+    return _cluster_serving[1]
 
 
 @pytest.fixture
@@ -237,7 +244,7 @@ async def auth_client(samples_dir: Path) -> AsyncIterator[httpx.AsyncClient]:
     as the samples were captured."""
     sim = Simulator(config=SimConfig(policy=Policy.from_mapping(POLICY)))
     load_cluster(sim, sample_cluster(samples_dir))
-    async with SimServer(sim) as server, httpx.AsyncClient(base_url=server.url, timeout=10) as c:
+    async with serving(sim) as (_, c):
         yield c
 
 
@@ -254,7 +261,7 @@ async def paging_client(samples_dir: Path) -> AsyncIterator[tuple[Simulator, htt
         pod["metadata"]["name"] = f"app-9-copy-{i:04d}"
         pod["metadata"]["namespace"] = "ns-1" if i < 600 else f"ns-{i % 10}"
         sim.store.create(sim.resource("pods"), pod)
-    async with SimServer(sim) as server, httpx.AsyncClient(base_url=server.url, timeout=10) as c:
+    async with serving(sim) as (_, c):
         yield sim, c
 
 
