@@ -17,6 +17,7 @@ import pytest
 
 from cacheproxy.errors import ApiError
 from cacheproxy.kube import table as T
+from cacheproxy.kube.printers import PRINTERS, cells, core, network, pods, workloads
 
 NOW = datetime(2026, 11, 29, 14, 38, 1, tzinfo=UTC)
 
@@ -276,7 +277,7 @@ def _pod(status: dict[str, Any], spec: dict[str, Any] | None = None, **meta: Any
     ],
 )
 def test_pod_status_cells(pod: Any, ready: str, reason: str, restarts: str) -> None:
-    cells = T.print_pod(pod, NOW)
+    cells = pods.print_pod(pod, NOW)
     assert cells[1:4] == [ready, reason, restarts]
     assert cells[4] == "38m"
 
@@ -295,8 +296,8 @@ def test_selector_string() -> None:
             {"key": "d", "operator": "DoesNotExist"},
         ],
     }
-    assert T.selector_string(sel) == "a=1,b=2,c in (x,y),!d"
-    assert T.selector_string(None) == ""
+    assert cells.selector_string(sel) == "a=1,b=2,c in (x,y),!d"
+    assert cells.selector_string(None) == ""
 
 
 def test_watch_tables_columns_only_first() -> None:
@@ -347,7 +348,7 @@ def _svc(spec: dict[str, Any], status: dict[str, Any] | None = None) -> Any:
     ],
 )
 def test_service_external_ip(svc: Any, external: str) -> None:
-    assert T.service_external_ip(svc) == external
+    assert network.service_external_ip(svc) == external
 
 
 def test_service_cells() -> None:
@@ -362,7 +363,7 @@ def test_service_cells() -> None:
             "selector": {"b": "2", "a": "1"},
         }
     )
-    cells = T.print_service(svc, NOW)
+    cells = network.print_service(svc, NOW)
     assert cells == [
         "s",
         "LoadBalancer",
@@ -372,7 +373,7 @@ def test_service_cells() -> None:
         "38m",
         "a=1,b=2",
     ]
-    headless = T.print_service(_svc({"type": "ClusterIP"}), NOW)
+    headless = network.print_service(_svc({"type": "ClusterIP"}), NOW)
     assert headless[2] == "<none>"
     assert headless[4] == "<none>"
     assert headless[6] == "<none>"
@@ -392,7 +393,7 @@ def test_pvc_bound_cells() -> None:
             "capacity": {"storage": "5Gi"},
         },
     }
-    assert T.print_pvc(pvc, NOW) == [
+    assert core.print_pvc(pvc, NOW) == [
         "d",
         "Bound",
         "pv-1",
@@ -403,8 +404,8 @@ def test_pvc_bound_cells() -> None:
         "<unset>",
     ]
     pvc["metadata"] = {"name": "d", "deletionTimestamp": "2026-11-29T14:38:00Z"}
-    assert T.print_pvc(pvc, NOW)[1] == "Terminating"
-    assert T.print_pvc(pvc, NOW)[5] == "fast"
+    assert core.print_pvc(pvc, NOW)[1] == "Terminating"
+    assert core.print_pvc(pvc, NOW)[5] == "fast"
 
 
 def test_event_series_and_source() -> None:
@@ -417,9 +418,9 @@ def test_event_series_and_source() -> None:
         "reportingInstance": "node-1",
         "message": " hi \n",
     }
-    cells = T.print_event(event, NOW)
+    cells = core.print_event(event, NOW)
     assert cells == ["60s", "", "", "node", "", "kubelet, node-1", "hi", "38m", 4, "e"]
-    single = T.print_event({"metadata": {"name": "e"}, "lastTimestamp": None}, NOW)
+    single = core.print_event({"metadata": {"name": "e"}, "lastTimestamp": None}, NOW)
     assert single[0] == single[7] == "<unknown>"
     assert single[8] == 1
 
@@ -430,11 +431,11 @@ def test_job_cells() -> None:
         "spec": {"parallelism": 3, "template": {"spec": {"containers": []}}},
         "status": {"succeeded": 2, "startTime": "2026-11-29T14:00:00Z"},
     }
-    assert T.print_job(job, NOW)[1:4] == ["2/1 of 3", "38m", "38m"]
-    assert T.print_job(job, NOW)[6] == "<none>"
+    assert workloads.print_job(job, NOW)[1:4] == ["2/1 of 3", "38m", "38m"]
+    assert workloads.print_job(job, NOW)[6] == "<none>"
     job["status"]["completionTime"] = "2026-11-29T14:02:05Z"
     job["spec"]["completions"] = 2
-    assert T.print_job(job, NOW)[1:3] == ["2/2", "2m5s"]
+    assert workloads.print_job(job, NOW)[1:3] == ["2/2", "2m5s"]
 
 
 def test_cronjob_cells() -> None:
@@ -446,6 +447,101 @@ def test_cronjob_cells() -> None:
             "lastScheduleTime": "2026-11-29T14:35:00Z",
         },
     }
-    assert T.print_cronjob(cj, NOW)[:6] == ["c", "*/5 * * * *", "<unset>", 2, "3m1s", "38m"]
+    assert workloads.print_cronjob(cj, NOW)[:6] == ["c", "*/5 * * * *", "<unset>", 2, "3m1s", "38m"]
     cj["spec"]["suspend"] = True
-    assert T.print_cronjob(cj, NOW)[2] == "True"
+    assert workloads.print_cronjob(cj, NOW)[2] == "True"
+
+
+@pytest.mark.parametrize(("group", "resource"), sorted(PRINTERS))
+def test_every_printer_fills_every_column(group: str, resource: str) -> None:
+    """Even an object with nothing but a name yields one cell per column definition."""
+    bare = {"metadata": {"name": "x"}}
+    row = T.table_row(group, resource, bare, now=NOW)
+    assert len(row["cells"]) == len(T.column_definitions(group, resource))
+    assert row["cells"][[c["format"] for c in T.column_definitions(group, resource)].index("name")]
+
+
+def test_endpoints_cells() -> None:
+    def endpoints(*subsets: Any) -> Any:
+        return {"metadata": {"name": "e"}, "subsets": list(subsets)}
+
+    assert network.format_endpoints(None) == "<none>"
+    web = {"addresses": [{"ip": "10.0.0.1"}, {"ip": "10.0.0.2"}], "ports": [{"port": 80}]}
+    assert network.format_endpoints([web]) == "10.0.0.1:80,10.0.0.2:80"
+    two_ports = {**web, "ports": [{"port": 80}, {"port": 443}]}
+    assert (
+        network.format_endpoints([two_ports]) == "10.0.0.1:80,10.0.0.2:80,10.0.0.1:443 + 1 more..."
+    )
+    headless = {"addresses": [{"ip": "fd00::1"}]}
+    assert network.format_endpoints([headless]) == "fd00::1"
+    v6 = {"addresses": [{"ip": "fd00::1"}], "ports": [{"port": 53}]}
+    assert network.format_endpoints([v6]) == "[fd00::1]:53"
+    not_ready = {"notReadyAddresses": [{"ip": "10.0.0.9"}], "ports": [{"port": 80}]}
+    assert network.print_endpoints(endpoints(not_ready), NOW)[:2] == ["e", ""]
+
+
+def test_ingress_cells() -> None:
+    ing = {
+        "metadata": {"name": "i", "creationTimestamp": "2026-11-29T14:37:01Z"},
+        "spec": {"rules": [{"http": {}}]},
+        "status": {"loadBalancer": {"ingress": [{"hostname": "lb.example"}, {"ip": "1.2.3.4"}]}},
+    }
+    assert network.print_ingress(ing, NOW) == [
+        "i",
+        "<none>",
+        "*",
+        "1.2.3.4,lb.example",
+        "80",
+        "60s",
+    ]
+    ing["spec"] = {
+        "ingressClassName": "nginx",
+        "rules": [{"host": f"h{i}.example"} for i in range(5)],
+        "tls": [{"hosts": ["h0.example"]}],
+    }
+    cells = network.print_ingress(ing, NOW)
+    assert cells[1:5] == [
+        "nginx",
+        "h0.example,h1.example,h2.example + 2 more...",
+        "1.2.3.4,lb.example",
+        "80, 443",
+    ]
+
+
+def test_persistentvolume_cells() -> None:
+    pv = {
+        "metadata": {"name": "pv1", "creationTimestamp": "2026-11-29T14:37:01Z"},
+        "spec": {
+            "capacity": {"storage": "5Gi"},
+            "accessModes": ["ReadWriteMany", "ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "claimRef": {"namespace": "ns", "name": "data"},
+            "storageClassName": "fast",
+        },
+        "status": {"phase": "Bound"},
+    }
+    assert core.print_pv(pv, NOW) == [
+        "pv1", "5Gi", "RWO,RWX", "Retain", "Bound", "ns/data", "fast", "", "60s", "<unset>",
+    ]  # fmt: skip
+    pv["metadata"]["deletionTimestamp"] = "2026-11-29T14:38:00Z"
+    pv["metadata"]["annotations"] = {"volume.beta.kubernetes.io/storage-class": "old"}
+    pv["spec"]["volumeMode"] = "Block"
+    cells = core.print_pv(pv, NOW)
+    assert (cells[4], cells[6], cells[9]) == ("Terminating", "old", "Block")
+    assert core.print_pv({"metadata": {"name": "p"}}, NOW)[1:6] == ["0", "", "", "", ""]
+
+
+def test_replicaset_cells() -> None:
+    rs = {
+        "metadata": {"name": "web-5d", "creationTimestamp": "2026-11-29T14:37:01Z"},
+        "spec": {
+            "replicas": 3,
+            "selector": {"matchLabels": {"app": "web", "pod-template-hash": "5d"}},
+            "template": {"spec": {"containers": [{"name": "c", "image": "nginx:1"}]}},
+        },
+        "status": {"replicas": 3, "readyReplicas": 2},
+    }
+    assert workloads.print_replicaset(rs, NOW) == [
+        "web-5d", 3, 3, 2, "60s", "c", "nginx:1", "app=web,pod-template-hash=5d",
+    ]  # fmt: skip
+    assert workloads.print_replicaset({"metadata": {"name": "r"}}, NOW)[1:4] == [0, 0, 0]

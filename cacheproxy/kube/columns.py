@@ -1,4 +1,4 @@
-"""Column definitions of the API server's per-kind Tables (``printers.go``), verbatim.
+"""Column definitions of the API server's per-kind Tables (``printers.go``, 1.28), verbatim.
 
 Descriptions are the API server's own (OpenAPI field docs), as it sends them."""
 
@@ -70,6 +70,19 @@ _D57 = "The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron."
 _D58 = "This flag tells the controller to suspend subsequent executions, it does not apply to already started executions.  Defaults to false."
 _D59 = "A list of pointers to currently running jobs."
 _D60 = "Information when was the last time the job was successfully scheduled."
+
+_D61 = "Replicas is the number of desired replicas. This is a pointer to distinguish between explicit zero and unspecified. Defaults to 1. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicationcontroller/#what-is-a-replicationcontroller"
+_D62 = "Replicas is the most recently observed number of replicas. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicationcontroller/#what-is-a-replicationcontroller"
+_D63 = "readyReplicas is the number of pods targeted by this ReplicaSet with a Ready Condition."
+_D64 = "Selector is a label query over pods that should match the replica count. If the selector is empty, it is defaulted to the labels present on the pod template. Label keys and values that must match in order to be controlled by this replica set. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors"
+_D65 = "The set of all endpoints is the union of all subsets. Addresses are placed into subsets according to the IPs they share. A single address with multiple ports, some of which are ready and some of which are not (because they come from different containers) will result in the address being displayed in different subsets for the different ports. No address will appear in both Addresses and NotReadyAddresses in the same subset. Sets of addresses and ports that comprise a service."
+_D66 = "capacity is the description of the persistent volume's resources and capacity. More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#capacity"
+_D67 = "accessModes contains all ways the volume can be mounted. More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#access-modes"
+_D68 = "persistentVolumeReclaimPolicy defines what happens to a persistent volume when released from its claim. Valid options are Retain (default for manually created PersistentVolumes), Delete (default for dynamically provisioned PersistentVolumes), and Recycle (deprecated). Recycle must be supported by the volume plugin underlying this PersistentVolume. More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#reclaiming"
+_D69 = "phase indicates if a volume is available, bound to a claim, or released by a claim. More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#phase"
+_D70 = "claimRef is part of a bi-directional binding between PersistentVolume and PersistentVolumeClaim. Expected to be non-nil when bound. claim.VolumeName is the authoritative bind between PV and PVC. More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#binding"
+_D71 = "reason is a brief CamelCase string that describes any failure and is meant for machine parsing and tidy display in the CLI."
+_D72 = "volumeMode defines if a volume is intended to be used with a formatted filesystem or to remain in raw block state. Value of Filesystem is implied when not included in spec."
 
 COLUMNS: dict[tuple[str, str], tuple[Column, ...]] = {
     ("", "pods"): (
@@ -196,6 +209,59 @@ COLUMNS: dict[tuple[str, str], tuple[Column, ...]] = {
         ("Containers", "string", "", 1, _D44),
         ("Images", "string", "", 1, _D45),
         ("Selector", "string", "", 1, _D56),
+    ),
+    ("", "endpoints"): (
+        ("Name", "string", "name", 0, _D0),
+        ("Endpoints", "string", "", 0, _D65),
+        ("Age", "string", "", 0, _D4),
+    ),
+    ("", "persistentvolumes"): (
+        ("Name", "string", "name", 0, _D0),
+        ("Capacity", "string", "", 0, _D66),
+        ("Access Modes", "string", "", 0, _D67),
+        ("Reclaim Policy", "string", "", 0, _D68),
+        ("Status", "string", "", 0, _D69),
+        ("Claim", "string", "", 0, _D70),
+        ("StorageClass", "string", "", 0, "StorageClass of the pv"),
+        ("Reason", "string", "", 0, _D71),
+        ("Age", "string", "", 0, _D4),
+        ("VolumeMode", "string", "", 1, _D72),
+    ),
+    ("apps", "replicasets"): (
+        ("Name", "string", "name", 0, _D0),
+        ("Desired", "integer", "", 0, _D61),
+        ("Current", "integer", "", 0, _D62),
+        ("Ready", "integer", "", 0, _D63),
+        ("Age", "string", "", 0, _D4),
+        ("Containers", "string", "", 1, _D44),
+        ("Images", "string", "", 1, _D45),
+        ("Selector", "string", "", 1, _D64),
+    ),
+    ("networking.k8s.io", "ingresses"): (
+        ("Name", "string", "name", 0, _D0),
+        (
+            "Class",
+            "string",
+            "",
+            0,
+            "The name of the IngressClass resource that should be used for additional configuration",
+        ),
+        (
+            "Hosts",
+            "string",
+            "",
+            0,
+            "Hosts that incoming requests are matched against before the ingress rule",
+        ),
+        (
+            "Address",
+            "string",
+            "",
+            0,
+            "Address is a list containing ingress points for the load-balancer",
+        ),
+        ("Ports", "string", "", 0, "Ports of TLS configurations that open"),
+        ("Age", "string", "", 0, _D4),
     ),
     ("*", "default"): (
         ("Name", "string", "name", 0, _D0),

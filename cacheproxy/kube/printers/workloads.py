@@ -1,0 +1,135 @@
+"""Workloads: deployments, replicasets, statefulsets, daemonsets, jobs, cronjobs."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from cacheproxy.kube.printers.cells import (
+    NONE,
+    Obj,
+    age,
+    as_int,
+    as_list,
+    containers,
+    dig,
+    format_label_selector,
+    human_duration,
+    name_of,
+    parse_time,
+    selector_string,
+    since,
+)
+
+
+def print_deployment(dep: Obj, now: datetime) -> list[Any]:
+    spec = dep.get("spec") or {}
+    st = dep.get("status") or {}
+    desired = as_int(spec.get("replicas"))
+    names, images = containers(dig(spec, "template", "spec"))
+    return [
+        name_of(dep),
+        f"{as_int(st.get('readyReplicas'))}/{desired}",
+        as_int(st.get("updatedReplicas")),
+        as_int(st.get("availableReplicas")),
+        age(dep, now),
+        names,
+        images,
+        selector_string(spec.get("selector")),
+    ]
+
+
+def print_statefulset(sts: Obj, now: datetime) -> list[Any]:
+    spec = sts.get("spec") or {}
+    names, images = containers(dig(spec, "template", "spec"))
+    ready = as_int(dig(sts, "status", "readyReplicas"))
+    return [
+        name_of(sts),
+        f"{ready}/{as_int(spec.get('replicas'))}",
+        age(sts, now),
+        names,
+        images,
+    ]
+
+
+def print_daemonset(ds: Obj, now: datetime) -> list[Any]:
+    spec = ds.get("spec") or {}
+    st = ds.get("status") or {}
+    node_selector = dig(spec, "template", "spec", "nodeSelector") or {}
+    names, images = containers(dig(spec, "template", "spec"))
+    return [
+        name_of(ds),
+        as_int(st.get("desiredNumberScheduled")),
+        as_int(st.get("currentNumberScheduled")),
+        as_int(st.get("numberReady")),
+        as_int(st.get("updatedNumberScheduled")),
+        as_int(st.get("numberAvailable")),
+        ",".join(f"{k}={v}" for k, v in sorted(node_selector.items())) or NONE,
+        age(ds, now),
+        names,
+        images,
+        selector_string(spec.get("selector")),
+    ]
+
+
+def print_job(job: Obj, now: datetime) -> list[Any]:
+    spec = job.get("spec") or {}
+    st = job.get("status") or {}
+    succeeded = as_int(st.get("succeeded"))
+    if isinstance(spec.get("completions"), int) and not isinstance(spec["completions"], bool):
+        completions = f"{succeeded}/{spec['completions']}"
+    elif as_int(spec.get("parallelism")) > 1:
+        completions = f"{succeeded}/1 of {as_int(spec.get('parallelism'))}"
+    else:
+        completions = f"{succeeded}/1"
+    start = parse_time(st.get("startTime"))
+    end = parse_time(st.get("completionTime"))
+    duration = ""
+    if start is not None:
+        duration = human_duration(((end or now) - start).total_seconds())
+    names, images = containers(dig(spec, "template", "spec"))
+    return [
+        name_of(job),
+        completions,
+        duration,
+        age(job, now),
+        names,
+        images,
+        format_label_selector(spec.get("selector")),
+    ]
+
+
+def print_cronjob(cj: Obj, now: datetime) -> list[Any]:
+    spec = cj.get("spec") or {}
+    st = cj.get("status") or {}
+    suspend = spec.get("suspend")
+    last = st.get("lastScheduleTime")
+    job_spec = dig(spec, "jobTemplate", "spec")
+    names, images = containers(dig(job_spec, "template", "spec"))
+    return [
+        name_of(cj),
+        str(spec.get("schedule") or ""),
+        "<unset>" if not isinstance(suspend, bool) else str(suspend),
+        len(as_list(st.get("active"))),
+        NONE if last is None else since(last, now),
+        age(cj, now),
+        names,
+        images,
+        format_label_selector(dig(job_spec, "selector")),
+    ]
+
+
+def print_replicaset(rs: Obj, now: datetime) -> list[Any]:
+    spec = rs.get("spec") or {}
+    st = rs.get("status") or {}
+    names, images = containers(dig(spec, "template", "spec"))
+    return [
+        name_of(rs),
+        as_int(spec.get("replicas")),
+        as_int(st.get("replicas")),
+        as_int(st.get("readyReplicas")),
+        age(rs, now),
+        names,
+        images,
+        format_label_selector(spec.get("selector")),
+    ]
