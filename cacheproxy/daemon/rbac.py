@@ -18,6 +18,8 @@ from typing import Any, Final
 import yaml
 
 from cacheproxy.daemon.config import DaemonConfig, load_config
+from cacheproxy.kube.resources import BUILTIN_RESOURCES
+from cacheproxy.server.crdtables import crd_name
 
 __all__ = ["VERBS", "cluster_role", "rbac_main", "render_cluster_role", "rules"]
 
@@ -29,14 +31,30 @@ DEFAULT_NAME: Final = "cacheproxy"
 
 def rules(config: DaemonConfig) -> list[dict[str, Any]]:
     """One rule per API group: ``{apiGroups: [group], resources: [sorted…], verbs: [get, list,
-    watch]}``, core (``""``) first, then the groups sorted by name."""
+    watch]}``, core (``""``) first, then the groups sorted by name; then, with custom resources,
+    read access to their CRDs by name."""
     by_group: dict[str, set[str]] = {}
     for cached in config.resources:
         by_group.setdefault(cached.rtype.group, set()).add(cached.rtype.resource)
-    return [
+    out = [
         {"apiGroups": [group], "resources": sorted(by_group[group]), "verbs": list(VERBS)}
         for group in sorted(by_group)
     ]
+    # Custom resources' Table columns are read from their CRDs, each watched by name
+    # (fieldSelector metadata.name=…), which RBAC allows with resourceNames.
+    crds = sorted(
+        {crd_name(c.rtype) for c in config.resources if c.rtype not in BUILTIN_RESOURCES}
+    )
+    if crds and "customresourcedefinitions" not in by_group.get("apiextensions.k8s.io", ()):
+        out.append(
+            {
+                "apiGroups": ["apiextensions.k8s.io"],
+                "resources": ["customresourcedefinitions"],
+                "resourceNames": crds,
+                "verbs": list(VERBS),
+            }
+        )
+    return out
 
 
 def cluster_role(config: DaemonConfig, name: str = DEFAULT_NAME) -> dict[str, Any]:

@@ -18,7 +18,9 @@ from cacheproxy.daemon.config import AuthMode, CachedResource, DaemonConfig
 from cacheproxy.daemon.metrics import MeteredListerWatcher
 from cacheproxy.errors import CacheProxyError, ConfigError
 from cacheproxy.informer.factory import Collection, InformerFactory
+from cacheproxy.kube.resources import BUILTIN_RESOURCES, builtin
 from cacheproxy.server.app import CacheServer, ServerOptions
+from cacheproxy.server.crdtables import CrdTablePrinter, crd_name
 from cacheproxy.server.metrics import ServerMetrics
 from cacheproxy.server.resource import CachedResource as ServedResource
 from cacheproxy.serving import UvicornRunner
@@ -27,6 +29,8 @@ from cacheproxy.upstream import ApiListerWatcher, UpstreamConfig, build_client, 
 __all__ = ["Daemon"]
 
 log = logging.getLogger("cacheproxy.daemon")
+
+CRDS = builtin("apiextensions.k8s.io/v1/customresourcedefinitions")
 
 
 class Daemon:
@@ -44,6 +48,7 @@ class Daemon:
         self.freeze_gc_after_sync = freeze_gc_after_sync
         self._client: Any = None
         self.factory: InformerFactory | None = None
+        self.crd_factory: InformerFactory | None = None
         self.server: CacheServer | None = None
         self.metrics: ServerMetrics | None = None
         self._runner: UvicornRunner | None = None
@@ -71,8 +76,9 @@ class Daemon:
             version = {}
         # One registry per daemon: the informers report into it, the server serves it.
         self.metrics = metrics = ServerMetrics()
-        factory = InformerFactory(
-            lambda c: MeteredListerWatcher(
+
+        def lister_watcher(c: Collection) -> MeteredListerWatcher:
+            return MeteredListerWatcher(
                 ApiListerWatcher(
                     client,
                     c.rtype,
@@ -82,14 +88,22 @@ class Daemon:
                 ),
                 informer=c.name,
                 metrics=metrics,
-            ),
-            reflector_options=config.upstream.reflector_options(),
-            metrics=metrics,
+            )
+
+        reflector_options = config.upstream.reflector_options()
+        self.factory = factory = InformerFactory(
+            lister_watcher, reflector_options=reflector_options, metrics=metrics
         )
-        self.factory = factory
+        # Custom resources' Table columns come from their CRDs, kept by informers of their own
+        # (one object each) that readiness does not wait for: a CRD the proxy may not read
+        # leaves the default columns, not an unready daemon.
+        self.crd_factory = crd_factory = InformerFactory(
+            lister_watcher, reflector_options=reflector_options, metrics=metrics
+        )
         limits = config.server.limits
         served = [
-            self._serve_resource(factory, spec, limits.rv_wait_seconds) for spec in config.resources
+            self._serve_resource(factory, crd_factory, spec, limits.rv_wait_seconds)
+            for spec in config.resources
         ]
         self.server = CacheServer(
             served,
@@ -120,6 +134,7 @@ class Daemon:
             **kwargs,
         )
         factory.start()
+        crd_factory.start()
         self._runner = UvicornRunner(
             uv_config, host=config.server.address, port=config.server.port, name="cacheproxy"
         )
@@ -131,8 +146,18 @@ class Daemon:
         )
 
     def _serve_resource(
-        self, factory: InformerFactory, spec: CachedResource, rv_wait: float
+        self,
+        factory: InformerFactory,
+        crd_factory: InformerFactory,
+        spec: CachedResource,
+        rv_wait: float,
     ) -> ServedResource:
+        printer_source = None
+        if spec.rtype not in BUILTIN_RESOURCES:
+            crds = crd_factory.informer(
+                Collection(CRDS, field_selector=f"metadata.name={crd_name(spec.rtype)}")
+            )
+            printer_source = CrdTablePrinter(spec.rtype, crds)
         informer = factory.informer(
             Collection(spec.rtype, spec.namespace, spec.label_selector, spec.field_selector),
             field_indexes=spec.indexes,
@@ -140,7 +165,13 @@ class Daemon:
             history=spec.history,
         )
         informer.freeze_gc_after_sync = self.freeze_gc_after_sync
-        return ServedResource(spec.rtype, informer, index_paths=set(spec.indexes), rv_wait=rv_wait)
+        return ServedResource(
+            spec.rtype,
+            informer,
+            index_paths=set(spec.indexes),
+            rv_wait=rv_wait,
+            printer_source=printer_source,
+        )
 
     async def wait_ready(self, within: float | None = None) -> bool:
         assert self.factory is not None
@@ -157,6 +188,8 @@ class Daemon:
             await self._runner.stop()
         if self.factory is not None:
             await self.factory.stop()
+        if self.crd_factory is not None:
+            await self.crd_factory.stop()
         if self._client is not None:
             await self._client.aclose()
 

@@ -8,8 +8,9 @@ every other kind gets the default Table (``Name``, ``Created At``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -18,6 +19,7 @@ from cacheproxy.kube.columns import COLUMNS, Column
 from cacheproxy.kube.printers import (
     PRINTERS,
     Obj,
+    Printer,
     human_duration,
     metadata,
     pod_conditions,
@@ -28,11 +30,13 @@ from cacheproxy.kube.request import ACCEPTED_MEDIA_TYPES
 
 __all__ = [
     "INCLUDE_OBJECT",
+    "BuiltinPrinter",
+    "TablePrinter",
     "WatchTables",
-    "column_definitions",
     "human_duration",
     "include_object",
     "negotiate_table",
+    "printer_for",
     "table",
     "table_row",
 ]
@@ -92,31 +96,49 @@ def include_object(query: Mapping[str, Sequence[str]]) -> str:
 # --------------------------------------------------------------------------- the Table
 
 
-def _columns_of(group: str, resource: str) -> tuple[Column, ...]:
-    if (group, resource) in PRINTERS:
-        return COLUMNS[(group, resource)]
-    return COLUMNS[("*", "default")]
+class TablePrinter(Protocol):
+    """What a Table of one kind needs: its column definitions and each object's cells."""
+
+    def column_definitions(self) -> list[dict[str, Any]]: ...
+
+    def cells(self, obj: Obj, now: datetime) -> list[Any]: ...
 
 
-def column_definitions(group: str, resource: str) -> list[dict[str, Any]]:
-    return [
-        {"name": n, "type": t, "format": f, "description": d, "priority": p}
-        for n, t, f, p, d in _columns_of(group, resource)
-    ]
+@dataclass(frozen=True)
+class BuiltinPrinter:
+    """A built-in kind's printer (``printers.PRINTERS``), or the default Table for other kinds."""
+
+    columns: tuple[Column, ...]
+    printer: Printer
+
+    def column_definitions(self) -> list[dict[str, Any]]:
+        return [
+            {"name": n, "type": t, "format": f, "description": d, "priority": p}
+            for n, t, f, p, d in self.columns
+        ]
+
+    def cells(self, obj: Obj, now: datetime) -> list[Any]:
+        return self.printer(obj, now)
+
+
+def printer_for(group: str, resource: str) -> BuiltinPrinter:
+    """The API server's printer of a built-in resource (the default Table for any other)."""
+    printer = PRINTERS.get((group, resource))
+    if printer is None:
+        return BuiltinPrinter(COLUMNS[("*", "default")], print_default)
+    return BuiltinPrinter(COLUMNS[(group, resource)], printer)
 
 
 def table_row(
-    group: str,
-    resource: str,
+    printer: TablePrinter,
     obj: Obj,
     *,
     now: datetime,
     version: str = "v1",
     include: str = "Metadata",
 ) -> Row:
-    printer = PRINTERS.get((group, resource), print_default)
-    row: Row = {"cells": printer(obj, now)}
-    if printer is print_pod:
+    row: Row = {"cells": printer.cells(obj, now)}
+    if isinstance(printer, BuiltinPrinter) and printer.printer is print_pod:
         conditions = pod_conditions(obj)
         if conditions:
             row["conditions"] = conditions
@@ -132,8 +154,7 @@ def table_row(
 
 
 def table(
-    group: str,
-    resource: str,
+    printer: TablePrinter,
     objects: Iterable[Obj],
     *,
     now: datetime | None = None,
@@ -155,10 +176,9 @@ def table(
         "kind": "Table",
         "apiVersion": f"meta.k8s.io/{version}",
         "metadata": meta,
-        "columnDefinitions": column_definitions(group, resource) if with_columns else [],
+        "columnDefinitions": printer.column_definitions() if with_columns else [],
         "rows": [
-            table_row(group, resource, obj, now=when, version=version, include=include)
-            for obj in objects
+            table_row(printer, obj, now=when, version=version, include=include) for obj in objects
         ],
     }
 
@@ -172,14 +192,13 @@ class WatchTables:
 
     def __init__(
         self,
-        group: str,
-        resource: str,
+        printer: TablePrinter,
         *,
         version: str = "v1",
         include: str = "Metadata",
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        self.group, self.resource, self.version, self.include = group, resource, version, include
+        self.printer, self.version, self.include = printer, version, include
         self.clock = clock
         self.first = True
         self._pending = b""
@@ -198,8 +217,7 @@ class WatchTables:
                 out.append(line + b"\n")
                 continue
             event["object"] = table(
-                self.group,
-                self.resource,
+                self.printer,
                 [obj],
                 now=self.clock(),
                 version=self.version,

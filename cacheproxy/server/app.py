@@ -226,8 +226,7 @@ class CacheServer:
             if as_table:
                 obj = orjson.loads(entry.raw)
                 doc = table(
-                    rtype.group,
-                    rtype.resource,
+                    res.table_printer(),
                     [obj],
                     version=as_table,
                     include=include,
@@ -247,8 +246,7 @@ class CacheServer:
             page = await res.list(query, opts)
             if as_table:
                 doc = table(
-                    rtype.group,
-                    rtype.resource,
+                    res.table_printer(),
                     [orjson.loads(e.raw) for e in page.items],
                     version=as_table,
                     include=include,
@@ -265,7 +263,7 @@ class CacheServer:
             req.started = True
             return
         tables = (
-            WatchTables(rtype.group, rtype.resource, version=as_table, include=include)
+            WatchTables(res.table_printer(), version=as_table, include=include)
             if as_table
             else None
         )

@@ -28,6 +28,7 @@ from cacheproxy.kube import status
 from cacheproxy.kube.listoptions import EXACT, ListOptions
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.rv import decode_continue, encode_continue
+from cacheproxy.kube.table import TablePrinter, printer_for
 from cacheproxy.server.query import Query, matches, select_keys
 
 __all__ = ["CachedResource", "ListPage"]
@@ -87,6 +88,9 @@ class CachedResource:
     informer: SharedInformer
     index_paths: set[str] = field(default_factory=set)
     rv_wait: float = 3.0
+    printer_source: Callable[[], TablePrinter] | None = None
+    """Where this resource's Table printer comes from (custom resources: their CRD); built-in
+    kinds use the API server's printer of their kind."""
     _progress: asyncio.Event = field(default_factory=asyncio.Event)
 
     def __post_init__(self) -> None:
@@ -94,6 +98,11 @@ class CachedResource:
         self.informer.add_listener(lambda _event: self._progress.set())
         self.informer.add_bookmark_listener(lambda _rv: self._progress.set())
         self.informer.add_relist_listener(lambda _rv: self._progress.set())
+
+    def table_printer(self) -> TablePrinter:
+        if self.printer_source is not None:
+            return self.printer_source()
+        return printer_for(self.rtype.group, self.rtype.resource)
 
     @property
     def store(self) -> Store:

@@ -43,6 +43,13 @@ def test_rules_are_grouped_by_api_group_and_sorted(tmp_path: Path) -> None:
         },
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["get", "list", "watch"]},
+        # The custom resource's CRD, for its Table columns: by name only.
+        {
+            "apiGroups": ["apiextensions.k8s.io"],
+            "resources": ["customresourcedefinitions"],
+            "resourceNames": ["widgets.example.com"],
+            "verbs": ["get", "list", "watch"],
+        },
     ]
 
 

@@ -53,8 +53,7 @@ def test_table_equals_sample(samples_dir: Path, group: str, resource: str) -> No
     listed = load(samples_dir, f"list_{stem}.json")
     expected = load(samples_dir, f"table_{stem}.json")
     got = T.table(
-        group,
-        resource,
+        T.printer_for(group, resource),
         listed["items"],
         now=NOW,
         resource_version=listed["metadata"]["resourceVersion"],
@@ -83,7 +82,7 @@ def test_table_equals_sample(samples_dir: Path, group: str, resource: str) -> No
 def test_kubectl_output_matches_cells(samples_dir: Path) -> None:
     """The wide kubectl output is the cells, column by column (a sanity check of the pairing)."""
     listed = load(samples_dir, "list_api_v1_namespaces_tables_pods.json")
-    got = T.table("", "pods", listed["items"], now=NOW)
+    got = T.table(T.printer_for("", "pods"), listed["items"], now=NOW)
     lines = (samples_dir / "tables" / "kubectl_wide_pods.txt").read_text().splitlines()[1:]
     for row, line in zip(got["rows"], lines, strict=True):
         assert [str(c) for c in row["cells"]] == re.split(r"\s{2,}", line.strip())
@@ -92,11 +91,11 @@ def test_kubectl_output_matches_cells(samples_dir: Path) -> None:
 def test_include_object(samples_dir: Path) -> None:
     listed = load(samples_dir, "list_api_v1_namespaces_tables_configmaps.json")
     item = listed["items"][0]
-    none = T.table("", "configmaps", [item], now=NOW, include="None")
+    none = T.table(T.printer_for("", "configmaps"), [item], now=NOW, include="None")
     assert "object" not in none["rows"][0]
-    full = T.table("", "configmaps", [item], now=NOW, include="Object")
+    full = T.table(T.printer_for("", "configmaps"), [item], now=NOW, include="Object")
     assert full["rows"][0]["object"] == item
-    beta = T.table("", "configmaps", [item], now=NOW, version="v1beta1")
+    beta = T.table(T.printer_for("", "configmaps"), [item], now=NOW, version="v1beta1")
     assert beta["apiVersion"] == "meta.k8s.io/v1beta1"
     assert beta["rows"][0]["object"]["apiVersion"] == "meta.k8s.io/v1beta1"
     assert T.include_object({}) == "Metadata"
@@ -108,7 +107,14 @@ def test_include_object(samples_dir: Path) -> None:
 
 def test_paged_metadata(samples_dir: Path) -> None:
     """Like ``protocol/table_limit2_kubectl_accept.http``: continue + remainingItemCount."""
-    got = T.table("", "pods", [], now=NOW, resource_version="7", continue_token="abc", remaining=3)
+    got = T.table(
+        T.printer_for("", "pods"),
+        [],
+        now=NOW,
+        resource_version="7",
+        continue_token="abc",
+        remaining=3,
+    )
     assert got["metadata"] == {"resourceVersion": "7", "continue": "abc", "remainingItemCount": 3}
     body = (samples_dir / "protocol" / "table_limit2_kubectl_accept.http").read_bytes()
     sample = orjson.loads(body.partition(b"\r\n\r\n")[2] or body.partition(b"\n\n")[2])
@@ -283,9 +289,11 @@ def test_pod_status_cells(pod: Any, ready: str, reason: str, restarts: str) -> N
 
 
 def test_pod_row_conditions() -> None:
-    row = T.table_row("", "pods", _pod({"phase": "Failed"}), now=NOW)
+    row = T.table_row(T.printer_for("", "pods"), _pod({"phase": "Failed"}), now=NOW)
     assert row["conditions"][0]["reason"] == "Failed"
-    assert "conditions" not in T.table_row("", "pods", _pod({"phase": "Running"}), now=NOW)
+    assert "conditions" not in T.table_row(
+        T.printer_for("", "pods"), _pod({"phase": "Running"}), now=NOW
+    )
 
 
 def test_selector_string() -> None:
@@ -301,7 +309,7 @@ def test_selector_string() -> None:
 
 
 def test_watch_tables_columns_only_first() -> None:
-    conv = T.WatchTables("", "configmaps", clock=lambda: NOW)
+    conv = T.WatchTables(T.printer_for("", "configmaps"), clock=lambda: NOW)
     cm = {"metadata": {"name": "a", "resourceVersion": "5"}, "data": {"k": "v"}}
     line = orjson.dumps({"type": "ADDED", "object": cm}) + b"\n"
     error = b'{"type":"ERROR","object":{"kind":"Status","code":410}}\n'
@@ -456,9 +464,11 @@ def test_cronjob_cells() -> None:
 def test_every_printer_fills_every_column(group: str, resource: str) -> None:
     """Even an object with nothing but a name yields one cell per column definition."""
     bare = {"metadata": {"name": "x"}}
-    row = T.table_row(group, resource, bare, now=NOW)
-    assert len(row["cells"]) == len(T.column_definitions(group, resource))
-    assert row["cells"][[c["format"] for c in T.column_definitions(group, resource)].index("name")]
+    row = T.table_row(T.printer_for(group, resource), bare, now=NOW)
+    assert len(row["cells"]) == len(T.printer_for(group, resource).column_definitions())
+    assert row["cells"][
+        [c["format"] for c in T.printer_for(group, resource).column_definitions()].index("name")
+    ]
 
 
 def test_endpoints_cells() -> None:
