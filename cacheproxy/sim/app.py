@@ -162,11 +162,17 @@ class Simulator:
             raise KeyError(name)
         return found
 
-    def load(self, objects: Iterable[tuple[str, dict[str, Any]]]) -> int:
-        """Create ``(resource name, object)`` pairs; returns how many were created."""
+    def load(
+        self, objects: Iterable[tuple[str, dict[str, Any]]], *, as_captured: bool = False
+    ) -> int:
+        """Create ``(resource name, object)`` pairs; returns how many were created.
+
+        ``as_captured`` keeps each object's ``creationTimestamp`` (objects captured from a real
+        cluster keep their ages); otherwise, as the API server, creation time is now."""
         n = 0
         for name, obj in objects:
-            self.store.create(self.resource(name), obj)
+            created = (obj.get("metadata") or {}).get("creationTimestamp") if as_captured else None
+            self.store.create(self.resource(name), obj, created=created)
             n += 1
         return n
 

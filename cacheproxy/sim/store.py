@@ -259,7 +259,11 @@ class SimStore:
 
     # ------------------------------------------------------------------ writes
 
-    def create(self, rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+    def create(
+        self, rtype: ResourceType, obj: dict[str, Any], *, created: str | None = None
+    ) -> dict[str, Any]:
+        """Store a new object, as the API server: uid, creationTimestamp (``created`` if given,
+        else now), generation and a fresh resourceVersion are the server's."""
         coll = self._collections[rtype]
         obj = copy.deepcopy(obj)
         meta = obj.setdefault("metadata", {})
@@ -280,10 +284,12 @@ class SimStore:
         if key in coll.objects:
             raise status.already_exists(resource=rtype.resource, name=name, group=rtype.group)
         meta["uid"] = self._uid()
-        meta["creationTimestamp"] = self._clock()
+        meta["creationTimestamp"] = created or self._clock()
         meta.pop("deletionTimestamp", None)
         if "spec" in obj and (rtype.group, rtype.kind) not in _NO_GENERATION:
             meta["generation"] = 1
+        if (rtype.group, rtype.kind) == ("", "Namespace"):
+            _default_namespace(obj)
         stored = self._commit(rtype, key, obj, prev=None, event_type="ADDED")
         return stored.obj
 
@@ -377,6 +383,15 @@ def _canonical(obj: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"metadata": ordered_meta}
     out.update((k, v) for k, v in obj.items() if k not in ("kind", "apiVersion", "metadata"))
     return out
+
+
+def _default_namespace(obj: dict[str, Any]) -> None:
+    """What the API server's namespace strategy and admission set on create: the name label,
+    the ``kubernetes`` finalizer and phase ``Active``."""
+    meta = obj["metadata"]
+    meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = meta["name"]
+    obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+    obj.setdefault("status", {})["phase"] = "Active"
 
 
 def _validate_name(rtype: ResourceType, name: str) -> None:
