@@ -1,6 +1,7 @@
 """Serving an ASGI application with uvicorn on a socket we bind ourselves.
 
-Shared by the simulator and the daemon (both sit above this module; it imports only ``errors``). Binding first means port 0 works (the kernel picks a free port, which tests read back)
+Shared by the simulator and the daemon (both sit above this module; it imports only ``errors``).
+Binding first means port 0 works (the kernel picks a free port, which tests read back)
 and a restart can listen again on the same port. Signals are left to whoever owns the process.
 Also the ASGI response helpers both servers write with.
 """
@@ -11,23 +12,26 @@ import asyncio
 import contextlib
 import socket
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, MutableMapping
 from typing import Any, Generic, Protocol, TypeVar
 
 import orjson
 import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from cacheproxy.errors import ApiError
 
 __all__ = [
     "LiveWatch",
     "Mailbox",
+    "PeerCertProtocol",
     "UvicornRunner",
     "bind",
     "live_lines",
     "send_body",
     "send_chunks",
     "send_status",
+    "user_from_peer_cert",
 ]
 
 
@@ -243,3 +247,40 @@ async def live_lines(
                 yield bookmark()
                 next_bookmark = now + bookmark_interval
                 deadline_bookmark_sent = deadline_bookmark_sent or due_deadline
+
+
+class PeerCertProtocol(HttpToolsProtocol):
+    """httptools protocol that exposes the TLS client certificate's user to the app as
+    ``scope["extensions"]["tls"]["peer_user"]``, ``(CommonName, Organizations)`` (ASGI has no
+    standard field for it). Only a certificate that verified against the client CA counts."""
+
+    def on_headers_complete(self) -> None:
+        ssl_object = self.transport.get_extra_info("ssl_object")
+        if ssl_object is not None:
+            peer = user_from_peer_cert(ssl_object.getpeercert())
+            if peer is not None:
+                self.scope.setdefault("extensions", {})["tls"] = {"peer_user": peer}
+        super().on_headers_complete()
+
+
+def user_from_peer_cert(cert: Mapping[str, Any] | None) -> tuple[str, tuple[str, ...]] | None:
+    """``(CommonName, Organizations)`` of a verified peer certificate, or None.
+
+    ``cert`` is ``SSLObject.getpeercert()``, which is empty or None unless the peer presented a
+    certificate that verified against the CA. As in the x509 authenticator, a certificate with no
+    CommonName authenticates nobody; if several CNs are present the last wins (Go's
+    ``pkix.Name.CommonName``).
+    """
+    if not cert:
+        return None
+    common_name = ""
+    organizations: list[str] = []
+    for rdn in cert.get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                common_name = value
+            elif key == "organizationName":
+                organizations.append(value)
+    if not common_name:
+        return None
+    return common_name, tuple(organizations)

@@ -26,6 +26,12 @@ import orjson
 
 from cacheproxy.errors import ApiError
 from cacheproxy.kube import discovery, status
+from cacheproxy.kube.access import (
+    ANONYMOUS_USER,
+    NonResourceAttributes,
+    ResourceAttributes,
+    UserInfo,
+)
 from cacheproxy.kube.fields import validate_field_selector
 from cacheproxy.kube.listoptions import ListOptions, parse_list_options
 from cacheproxy.kube.request import (
@@ -45,12 +51,6 @@ from cacheproxy.kube.resources import (
 from cacheproxy.kube.watchevents import event_line
 from cacheproxy.serving import send_body, send_status
 from cacheproxy.sim.api import PATCH_TYPES, SimApi, partial_object_metadata
-from cacheproxy.sim.attributes import (
-    ANONYMOUS_USER,
-    NonResourceAttributes,
-    ResourceAttributes,
-    UserInfo,
-)
 from cacheproxy.sim.auth import Authenticator, Authorizer
 from cacheproxy.sim.control import control
 from cacheproxy.sim.faults import Faults, StreamFault

@@ -7,7 +7,7 @@ error bodies mirror the API server: the bearer-token and x509 authenticators,
 ``AuthenticatedGroupAdder``, the privileged ``system:masters`` group, and the 401/403 bodies of
 ``k8s-samples/protocol/err_*``.
 
-What they decide on is :mod:`~cacheproxy.sim.attributes`; what they decide by is the policy,
+What they decide on is :mod:`~cacheproxy.kube.access`; what they decide by is the policy,
 :mod:`~cacheproxy.sim.policy` (which also documents its file format); the review endpoints that
 expose them are :mod:`~cacheproxy.sim.reviews`.
 """
@@ -17,16 +17,15 @@ from __future__ import annotations
 import hmac
 from dataclasses import dataclass
 
-from cacheproxy.errors import ApiError
 from cacheproxy.kube import status
-from cacheproxy.sim.attributes import (
+from cacheproxy.kube.access import (
     ANONYMOUS_USER,
-    AUTHENTICATED,
     MASTERS,
-    UNAUTHENTICATED,
     Attributes,
-    NonResourceAttributes,
     UserInfo,
+    bearer_token,
+    forbidden,
+    with_authenticated,
 )
 from cacheproxy.sim.policy import BOOTSTRAP_BINDINGS, Policy, StaticUser
 
@@ -35,30 +34,10 @@ __all__ = [
     "Authenticator",
     "Authorizer",
     "Decision",
-    "bearer_token",
 ]
 
 INVALID_TOKEN = "invalid bearer token"
 """The bearer-token authenticator's error when no token authenticator knows the token."""
-
-
-def bearer_token(authorization_header: str | None) -> str | None:
-    """The token of ``Authorization: Bearer <token>``, or None if the header carries none.
-
-    As the API server's bearer-token authenticator: the scheme is case-insensitive, anything
-    other than Bearer (or an empty token) is "no token" (so anonymous), not an error.
-    """
-    parts = (authorization_header or "").strip().split(" ", 2)
-    if len(parts) < 2 or parts[0].lower() != "bearer" or not parts[1]:
-        return None
-    return parts[1]
-
-
-def _with_authenticated(user: UserInfo) -> UserInfo:
-    """``AuthenticatedGroupAdder``: every authenticated user is in ``system:authenticated``."""
-    if AUTHENTICATED in user.groups or UNAUTHENTICATED in user.groups:
-        return user
-    return UserInfo(user.name, (*user.groups, AUTHENTICATED), user.uid)
 
 
 class Authenticator:
@@ -75,7 +54,7 @@ class Authenticator:
     ) -> UserInfo:
         """The request's user; raises the 401 ``ApiError`` for a bearer token nobody issued."""
         if peer_user is not None and peer_user[0]:
-            return _with_authenticated(UserInfo(peer_user[0], tuple(peer_user[1])))
+            return with_authenticated(UserInfo(peer_user[0], tuple(peer_user[1])))
         token = bearer_token(authorization_header)
         if token is None:
             return ANONYMOUS_USER
@@ -93,7 +72,7 @@ class Authenticator:
                 found = u
         if found is None:
             return None
-        return _with_authenticated(UserInfo(found.name, found.groups, found.uid))
+        return with_authenticated(UserInfo(found.name, found.groups, found.uid))
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,29 +106,4 @@ class Authorizer:
     def check(self, user: UserInfo, attrs: Attributes) -> None:
         """Raise the API server's 403 ``ApiError`` unless allowed."""
         if not self.allows(user, attrs):
-            raise _forbidden(user, attrs)
-
-
-def _forbidden(user: UserInfo, attrs: Attributes) -> ApiError:
-    """``responsewriters.Forbidden`` + ``NewForbidden``: the 403 body for a denied request."""
-    if isinstance(attrs, NonResourceAttributes):
-        message = f'forbidden: User "{user.name}" cannot {attrs.verb} path "{attrs.path}"'
-        return ApiError(
-            status.status_body(code=403, reason="Forbidden", message=message, details={})
-        )
-    error = status.forbidden(
-        user=user.name,
-        verb=attrs.verb,
-        resource=attrs.resource,
-        group=attrs.group,
-        namespace=attrs.namespace,
-        name=attrs.name,
-    )
-    if not attrs.subresource:
-        return error
-    # The message names "pods/log"; the subject and details.kind stay "pods".
-    needle = f'cannot {attrs.verb} resource "{attrs.resource}"'
-    full = f'cannot {attrs.verb} resource "{attrs.resource}/{attrs.subresource}"'
-    body = error.status.copy()
-    body["message"] = body["message"].replace(needle, full, 1)
-    return ApiError(body)
+            raise forbidden(user, attrs)

@@ -46,7 +46,7 @@ from typing import Any, Literal, NoReturn
 import yaml
 
 from cacheproxy.errors import ConfigError
-from cacheproxy.sim.attributes import (
+from cacheproxy.kube.access import (
     AUTHENTICATED,
     UNAUTHENTICATED,
     Attributes,

@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 from cacheproxy.errors import StatusCause
 from cacheproxy.kube import status
-from cacheproxy.sim.attributes import (
+from cacheproxy.kube.access import (
     Attributes,
     NonResourceAttributes,
     ResourceAttributes,

@@ -16,28 +16,14 @@ from types import TracebackType
 from typing import Any
 
 import uvicorn
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from cacheproxy.serving import UvicornRunner
+from cacheproxy.serving import PeerCertProtocol, UvicornRunner
 from cacheproxy.sim.app import Simulator
-from cacheproxy.sim.tls import TestPKI, user_from_peer_cert
+from cacheproxy.sim.tls import TestPKI
 
 __all__ = ["SimServer"]
 
 log = logging.getLogger(__name__)
-
-
-class _PeerCertProtocol(HttpToolsProtocol):
-    """httptools protocol that exposes the TLS client certificate's user to the app as
-    ``scope["extensions"]["tls"]["peer_user"]`` (ASGI has no standard field for it)."""
-
-    def on_headers_complete(self) -> None:
-        ssl_object = self.transport.get_extra_info("ssl_object")
-        if ssl_object is not None:
-            peer = user_from_peer_cert(ssl_object.getpeercert())
-            if peer is not None:
-                self.scope.setdefault("extensions", {})["tls"] = {"peer_user": peer}
-        super().on_headers_complete()
 
 
 class SimServer:
@@ -82,7 +68,7 @@ class SimServer:
             )
         return uvicorn.Config(
             self.sim,
-            http=_PeerCertProtocol,
+            http=PeerCertProtocol,
             lifespan="off",
             log_level="warning",
             access_log=False,

@@ -17,17 +17,16 @@ import ipaddress
 import os
 import re
 import ssl
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-__all__ = ["TestPKI", "generate_pki", "ssl_server_context", "user_from_peer_cert"]
+__all__ = ["TestPKI", "generate_pki", "ssl_server_context"]
 
 _BACKDATE = datetime.timedelta(hours=1)
 """Certificates start an hour back, so a client whose clock runs a little behind accepts them."""
@@ -151,29 +150,6 @@ def ssl_server_context(pki: TestPKI, *, require_client_cert: bool = False) -> ss
     ctx.load_verify_locations(cafile=pki.ca_cert)
     ctx.verify_mode = ssl.CERT_REQUIRED if require_client_cert else ssl.CERT_OPTIONAL
     return ctx
-
-
-def user_from_peer_cert(cert: Mapping[str, Any] | None) -> tuple[str, tuple[str, ...]] | None:
-    """``(CommonName, Organizations)`` of a verified peer certificate, or None.
-
-    ``cert`` is ``SSLObject.getpeercert()``, which is empty or None unless the peer presented a
-    certificate that verified against the CA. As in the x509 authenticator, a certificate with no
-    CommonName authenticates nobody; if several CNs are present the last wins (Go's
-    ``pkix.Name.CommonName``).
-    """
-    if not cert:
-        return None
-    common_name = ""
-    organizations: list[str] = []
-    for rdn in cert.get("subject", ()):
-        for key, value in rdn:
-            if key == "commonName":
-                common_name = value
-            elif key == "organizationName":
-                organizations.append(value)
-    if not common_name:
-        return None
-    return common_name, tuple(organizations)
 
 
 def _leaf_builder(

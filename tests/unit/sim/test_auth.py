@@ -15,15 +15,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cacheproxy.errors import ApiError
-from cacheproxy.sim import auth
-from cacheproxy.sim.attributes import (
+from cacheproxy.kube.access import (
     ANONYMOUS_USER,
     Attributes,
     NonResourceAttributes,
     ResourceAttributes,
     UserInfo,
+    bearer_token,
 )
-from cacheproxy.sim.auth import Authenticator, Authorizer, bearer_token
+from cacheproxy.sim import auth
+from cacheproxy.sim.auth import Authenticator, Authorizer
 from cacheproxy.sim.policy import Policy, Rule
 from cacheproxy.sim.reviews import (
     self_subject_access_review,

@@ -13,7 +13,8 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from cacheproxy.sim.tls import TestPKI, generate_pki, ssl_server_context, user_from_peer_cert
+from cacheproxy.serving import user_from_peer_cert
+from cacheproxy.sim.tls import TestPKI, generate_pki, ssl_server_context
 
 
 @pytest.fixture
