@@ -42,9 +42,7 @@ def rules(config: DaemonConfig) -> list[dict[str, Any]]:
     ]
     # Custom resources' Table columns are read from their CRDs, each watched by name
     # (fieldSelector metadata.name=…), which RBAC allows with resourceNames.
-    crds = sorted(
-        {crd_name(c.rtype) for c in config.resources if c.rtype not in BUILTIN_RESOURCES}
-    )
+    crds = sorted({crd_name(c.rtype) for c in config.resources if c.rtype not in BUILTIN_RESOURCES})
     if crds and "customresourcedefinitions" not in by_group.get("apiextensions.k8s.io", ()):
         out.append(
             {
