@@ -289,6 +289,8 @@ class Simulator:
             if verb == "list"
             else "get"
             if verb == "get"
+            else "create"
+            if verb == "create"
             else "any"
         )
         if failure is not None and not (verb == "watch" and failure.code == 410):
@@ -437,6 +439,10 @@ class Simulator:
     ) -> None:
         if self._authz is None or user is None:
             return
+        if (rtype.group, rtype.resource) == ("", "namespaces") and name:
+            # RequestInfo: /api/v1/namespaces/{name} is in the namespace {name}, so a binding in
+            # a namespace may let its subjects read that namespace object.
+            namespace = name
         attrs = ResourceAttributes(
             verb=verb, group=rtype.group, resource=rtype.resource, namespace=namespace, name=name
         )
@@ -451,6 +457,9 @@ class Simulator:
         policy = self.config.policy or Policy.from_mapping({})
         authn = self._authn or Authenticator(policy)
         authz = self._authz or Authorizer(policy)
+        failure = self.faults.take_failure("create")
+        if failure is not None:
+            raise failure
         if rtype.resource == "tokenreviews":
             self._authorize(user, "create", rtype, "", "")
             answer = token_review(authn, body)

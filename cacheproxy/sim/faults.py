@@ -16,7 +16,7 @@ from cacheproxy.kube import status
 
 __all__ = ["FailureSpec", "Faults", "StreamFault", "Verb"]
 
-Verb = Literal["list", "watch", "get", "any"]
+Verb = Literal["list", "watch", "get", "create", "any"]
 StreamFault = Literal["garbage", "truncate", "silent"]
 
 
