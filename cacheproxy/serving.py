@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
+import ssl
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, MutableMapping
+from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 import orjson
@@ -21,7 +24,10 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from cacheproxy.errors import ApiError
 
+log = logging.getLogger("cacheproxy.serving")
+
 __all__ = [
+    "CertificateReloader",
     "LiveWatch",
     "Mailbox",
     "PeerCertProtocol",
@@ -284,3 +290,55 @@ def user_from_peer_cert(cert: Mapping[str, Any] | None) -> tuple[str, tuple[str,
     if not common_name:
         return None
     return common_name, tuple(organizations)
+
+
+class CertificateReloader:
+    """Re-reads a serving certificate and key into a live ``SSLContext`` when either file
+    changes on disk (cert-manager and kubelet rotate mounted secrets in place). Handshakes after
+    the reload use the new pair; open connections keep theirs. A pair that does not load (caught
+    half-written, or a key that does not match) is logged and retried at the next check."""
+
+    def __init__(
+        self, context: ssl.SSLContext, cert_file: Path, key_file: Path, *, interval: float = 2.0
+    ) -> None:
+        self.context, self.cert_file, self.key_file = context, cert_file, key_file
+        self.interval = interval
+        self.reloads = 0
+        self._seen = self._mtimes()
+        self._task: asyncio.Task[None] | None = None
+
+    def _mtimes(self) -> tuple[float, float]:
+        try:
+            return self.cert_file.stat().st_mtime, self.key_file.stat().st_mtime
+        except OSError:
+            return (-1.0, -1.0)
+
+    def check(self) -> bool:
+        """Reload if the files changed since the last successful load; whether it did."""
+        mtimes = self._mtimes()
+        if mtimes == self._seen or mtimes == (-1.0, -1.0):
+            return False
+        try:
+            self.context.load_cert_chain(self.cert_file, self.key_file)
+        except (OSError, ssl.SSLError) as err:
+            log.warning("keeping the current serving certificate: %s", err)
+            return False
+        self._seen = mtimes
+        self.reloads += 1
+        log.info("reloaded the serving certificate from %s", self.cert_file)
+        return True
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="certificate-reloader")
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            self.check()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None

@@ -80,7 +80,7 @@ class AuthMode(enum.StrEnum):
     TOKEN = "token"
     """Static bearer tokens read from ``tokenFile``."""
     DELEGATED = "delegated"
-    """TokenReview + SubjectAccessReview against the upstream, cached for ``cacheTTLSeconds``."""
+    """TokenReview + SubjectAccessReview against the upstream, answers cached."""
 
 
 class LogFormat(enum.StrEnum):
@@ -150,8 +150,16 @@ class AuthSettings:
     mode: AuthMode = AuthMode.NONE
     token_file: Path | None = None
     """The static tokens (mode ``token`` only)."""
-    cache_ttl_seconds: float = 60.0
-    """How long a TokenReview / SubjectAccessReview answer is reused (mode ``delegated``)."""
+    token_cache_ttl_seconds: float = 120.0
+    """How long a TokenReview answer is reused (a negative one at most 10 s)."""
+    allowed_cache_ttl_seconds: float = 300.0
+    """How long an allowing SubjectAccessReview answer is reused."""
+    denied_cache_ttl_seconds: float = 30.0
+    """How long a denying SubjectAccessReview answer is reused."""
+    cache_size: int = 10_000
+    """Answers kept per cache (tokens, decisions), least recently used dropped first."""
+    allow_anonymous: bool = False
+    """Requests without credentials as ``system:anonymous`` (RBAC decides) instead of 401."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +177,12 @@ class ServerLimits:
     compaction interval: a token lives about as long as against the real API server)."""
     max_page_size: int = 10_000
     """A larger ``limit`` is served in pages of this size (the API lets a server return fewer)."""
+    max_in_flight: int = 400
+    """Requests other than watches served at once; more get 429 with Retry-After."""
+    max_watchers_per_user: int = 1_000
+    """Open watches per authenticated user; more get 429."""
+    max_url_bytes: int = 8_192
+    max_header_bytes: int = 65_536
 
 
 @dataclass(frozen=True, slots=True)
@@ -411,13 +425,21 @@ _SETTINGS: Final[dict[str, _Setting]] = {
     "server.tls.clientCAFile": _Setting(_PATH, None, is_path=True),
     "server.auth.mode": _Setting(_Choice(*AuthMode), "none"),
     "server.auth.tokenFile": _Setting(_PATH, None, is_path=True),
-    "server.auth.cacheTTLSeconds": _Setting(_Number(0, 3600, seconds=True), 60.0),
+    "server.auth.tokenCacheTTLSeconds": _Setting(_Number(0, 3600, seconds=True), 120.0),
+    "server.auth.allowedCacheTTLSeconds": _Setting(_Number(0, 3600, seconds=True), 300.0),
+    "server.auth.deniedCacheTTLSeconds": _Setting(_Number(0, 3600, seconds=True), 30.0),
+    "server.auth.cacheSize": _Setting(_Number(1, 10_000_000), 10_000),
+    "server.auth.allowAnonymous": _Setting(_Bool(), False),
     "server.limits.maxWatchers": _Setting(_Number(1, 1_000_000), 10_000),
     "server.limits.watchBuffer": _Setting(_Number(1, 1_000_000), 1_000),
     "server.limits.rvWaitSeconds": _Setting(_Number(0.1, 60, seconds=True), 3.0),
     "server.limits.bookmarkIntervalSeconds": _Setting(_Number(1, 3600, seconds=True), 60.0),
     "server.limits.continueTokenTTLSeconds": _Setting(_Number(1, 86_400, seconds=True), 300.0),
     "server.limits.maxPageSize": _Setting(_Number(1, 1_000_000), 10_000),
+    "server.limits.maxInFlight": _Setting(_Number(1, 1_000_000), 400),
+    "server.limits.maxWatchersPerUser": _Setting(_Number(1, 1_000_000), 1_000),
+    "server.limits.maxURLBytes": _Setting(_Number(256, 1_048_576), 8_192),
+    "server.limits.maxHeaderBytes": _Setting(_Number(1_024, 16_777_216), 65_536),
     "logging.level": _Setting(_Choice(*_LOG_LEVELS), "info"),
     "logging.format": _Setting(_Choice(*LogFormat), "text"),
 }
@@ -1079,7 +1101,11 @@ def _assemble(
     auth = AuthSettings(
         mode=AuthMode(v["server.auth.mode"]),
         token_file=v["server.auth.tokenFile"],
-        cache_ttl_seconds=v["server.auth.cacheTTLSeconds"],
+        token_cache_ttl_seconds=v["server.auth.tokenCacheTTLSeconds"],
+        allowed_cache_ttl_seconds=v["server.auth.allowedCacheTTLSeconds"],
+        denied_cache_ttl_seconds=v["server.auth.deniedCacheTTLSeconds"],
+        cache_size=v["server.auth.cacheSize"],
+        allow_anonymous=v["server.auth.allowAnonymous"],
     )
     if auth.mode is AuthMode.TOKEN and auth.token_file is None:
         problems.at(
@@ -1098,6 +1124,10 @@ def _assemble(
         bookmark_interval_seconds=v["server.limits.bookmarkIntervalSeconds"],
         continue_token_ttl_seconds=v["server.limits.continueTokenTTLSeconds"],
         max_page_size=v["server.limits.maxPageSize"],
+        max_in_flight=v["server.limits.maxInFlight"],
+        max_watchers_per_user=v["server.limits.maxWatchersPerUser"],
+        max_url_bytes=v["server.limits.maxURLBytes"],
+        max_header_bytes=v["server.limits.maxHeaderBytes"],
     )
     server = ServerSettings(
         address=v["server.address"],
@@ -1175,17 +1205,22 @@ def _describe_upstream(u: UpstreamSettings) -> str:
 
 
 def _describe_server(s: ServerSettings) -> str:
-    if s.auth.mode is AuthMode.TOKEN:
-        auth = f"bearer tokens from {s.auth.token_file}"
-    elif s.auth.mode is AuthMode.DELEGATED:
-        auth = (
-            "delegated to the upstream (TokenReview + SubjectAccessReview, "
-            f"answers cached {s.auth.cache_ttl_seconds:g} s)"
-        )
+    a = s.auth
+    cached = (
+        f"SubjectAccessReview upstream (allowed cached {a.allowed_cache_ttl_seconds:g} s, "
+        f"denied {a.denied_cache_ttl_seconds:g} s)"
+    )
+    if a.mode is AuthMode.TOKEN:
+        auth = f"bearer tokens from {a.token_file}; {cached}"
+    elif a.mode is AuthMode.DELEGATED:
+        auth = f"TokenReview upstream (cached {a.token_cache_ttl_seconds:g} s); {cached}"
     else:
         auth = "no authentication" + (" (loopback only)" if s.loopback else "")
+    if a.mode is not AuthMode.NONE and a.allow_anonymous:
+        auth += "; anonymous requests allowed (as system:anonymous)"
     if s.tls and s.tls.client_ca_file:
-        auth += f"; client certificates signed by {s.tls.client_ca_file} required"
+        needed = "required" if a.mode is AuthMode.NONE else "accepted"
+        auth += f"; client certificates signed by {s.tls.client_ca_file} {needed}"
     return f"{s.url}, {auth}"
 
 
@@ -1201,10 +1236,13 @@ def describe(config: DaemonConfig) -> str:
     lines += [
         f"upstream: {_describe_upstream(config.upstream)}",
         f"server: {_describe_server(config.server)}",
-        f"limits: {lim.max_watchers} watchers, {lim.watch_buffer} events buffered per watcher, "
+        f"limits: {lim.max_in_flight} requests in flight, {lim.max_watchers} watchers per "
+        f"resource and {lim.max_watchers_per_user} per user, {lim.watch_buffer} events buffered "
+        "per watcher, "
         f"resourceVersion waits {lim.rv_wait_seconds:g} s, bookmarks every "
         f"{lim.bookmark_interval_seconds:g} s, continue tokens {lim.continue_token_ttl_seconds:g} s, "
-        f"pages of at most {lim.max_page_size}",
+        f"pages of at most {lim.max_page_size}, URLs of {lim.max_url_bytes} bytes, headers of "
+        f"{lim.max_header_bytes} bytes",
         f"logging: {config.logging.level}, {config.logging.format}",
     ]
     lines += [f"WARNING: {w}" for w in config.warnings]

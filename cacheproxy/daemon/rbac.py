@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import yaml
 
-from cacheproxy.daemon.config import DaemonConfig, load_config
+from cacheproxy.daemon.config import AuthMode, DaemonConfig, load_config
 from cacheproxy.kube.resources import BUILTIN_RESOURCES
 from cacheproxy.server.crdtables import crd_name
 
@@ -52,6 +52,20 @@ def rules(config: DaemonConfig) -> list[dict[str, Any]]:
                 "verbs": list(VERBS),
             }
         )
+    if config.server.auth.mode is not AuthMode.NONE:
+        # Delegated authentication and authorization ask the upstream about each client.
+        out += [
+            {
+                "apiGroups": ["authentication.k8s.io"],
+                "resources": ["tokenreviews"],
+                "verbs": ["create"],
+            },
+            {
+                "apiGroups": ["authorization.k8s.io"],
+                "resources": ["subjectaccessreviews"],
+                "verbs": ["create"],
+            },
+        ]
     return out
 
 

@@ -9,6 +9,7 @@ stop the server → stop the informers → close the upstream client, each step 
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,15 +17,18 @@ import uvicorn
 
 from cacheproxy.daemon.config import AuthMode, CachedResource, DaemonConfig
 from cacheproxy.daemon.metrics import MeteredListerWatcher
-from cacheproxy.errors import CacheProxyError, ConfigError
+from cacheproxy.errors import CacheProxyError
 from cacheproxy.informer.factory import Collection, InformerFactory
 from cacheproxy.kube.resources import BUILTIN_RESOURCES, builtin
+from cacheproxy.server.access import AccessControl, AccessSettings, TokenAuthenticator
 from cacheproxy.server.app import CacheServer, ServerOptions
 from cacheproxy.server.crdtables import CrdTablePrinter, crd_name
 from cacheproxy.server.metrics import ServerMetrics
 from cacheproxy.server.resource import CachedResource as ServedResource
-from cacheproxy.serving import UvicornRunner
+from cacheproxy.server.tokenfile import StaticTokens
+from cacheproxy.serving import CertificateReloader, PeerCertProtocol, UvicornRunner
 from cacheproxy.upstream import ApiListerWatcher, UpstreamConfig, build_client, get_version
+from cacheproxy.upstream.reviews import UpstreamReviews
 
 __all__ = ["Daemon"]
 
@@ -52,6 +56,7 @@ class Daemon:
         self.server: CacheServer | None = None
         self.metrics: ServerMetrics | None = None
         self._runner: UvicornRunner | None = None
+        self._cert_reloader: CertificateReloader | None = None
         self.port = config.server.port
 
     @property
@@ -62,12 +67,6 @@ class Daemon:
 
     async def start(self) -> None:
         config = self.config
-        if config.server.auth.mode is not AuthMode.NONE:
-            # Refuse rather than serve unauthenticated what the config says must be protected.
-            raise ConfigError(
-                f"server.auth.mode {config.server.auth.mode.value!r} is not available in this "
-                "version yet: use 'none' on loopback, or TLS with server.tls.clientCAFile"
-            )
         self._client = client = build_client(self.upstream)
         try:
             version: dict[str, Any] = dict(await get_version(client))
@@ -113,26 +112,41 @@ class Daemon:
                 bookmark_interval=limits.bookmark_interval_seconds,
                 max_watchers=limits.max_watchers,
                 max_page_size=limits.max_page_size,
+                max_in_flight=limits.max_in_flight,
+                max_watchers_per_user=limits.max_watchers_per_user,
+                max_url_bytes=limits.max_url_bytes,
+                max_header_bytes=limits.max_header_bytes,
             ),
             metrics=metrics,
+            access=self._access_control(client, metrics),
         )
         kwargs: dict[str, Any] = {}
         tls = config.server.tls
         if tls is not None:
             kwargs.update(ssl_certfile=str(tls.cert_file), ssl_keyfile=str(tls.key_file))
             if tls.client_ca_file is not None:
-                import ssl
-
-                kwargs.update(ssl_ca_certs=str(tls.client_ca_file), ssl_cert_reqs=ssl.CERT_REQUIRED)
+                # Without an auth mode the certificate is the only proof: required. With one,
+                # a certificate is an alternative to a bearer token (as the API server).
+                required = config.server.auth.mode is AuthMode.NONE
+                kwargs.update(
+                    ssl_ca_certs=str(tls.client_ca_file),
+                    ssl_cert_reqs=ssl.CERT_REQUIRED if required else ssl.CERT_OPTIONAL,
+                )
         uv_config = uvicorn.Config(
             self.server,
-            http="httptools",
+            http=PeerCertProtocol,
             lifespan="off",
             log_level="warning",
             access_log=False,
             timeout_graceful_shutdown=5,
             **kwargs,
         )
+        if tls is not None:
+            uv_config.load()
+            assert uv_config.ssl is not None
+            uv_config.ssl.minimum_version = ssl.TLSVersion.TLSv1_2
+            self._cert_reloader = CertificateReloader(uv_config.ssl, tls.cert_file, tls.key_file)
+            self._cert_reloader.start()
         factory.start()
         crd_factory.start()
         self._runner = UvicornRunner(
@@ -143,6 +157,31 @@ class Daemon:
         self.server.server_address = f"{config.server.address}:{self.port}"
         log.info(
             "serving %s on %s", ", ".join(r.rtype.config_name for r in config.resources), self.url
+        )
+
+    def _access_control(self, client: Any, metrics: ServerMetrics) -> AccessControl | None:
+        auth = self.config.server.auth
+        if auth.mode is AuthMode.NONE:
+            return None
+        reviews = UpstreamReviews(client)
+        tokens: TokenAuthenticator
+        if auth.mode is AuthMode.TOKEN:
+            assert auth.token_file is not None
+            tokens = StaticTokens(auth.token_file)
+        else:
+            tokens = reviews
+        return AccessControl(
+            tokens=tokens,
+            reviewer=reviews,
+            settings=AccessSettings(
+                token_ttl=auth.token_cache_ttl_seconds,
+                allowed_ttl=auth.allowed_cache_ttl_seconds,
+                denied_ttl=auth.denied_cache_ttl_seconds,
+                cache_size=auth.cache_size,
+                allow_anonymous=auth.allow_anonymous,
+                cache_tokens=auth.mode is AuthMode.DELEGATED,
+            ),
+            metrics=metrics,
         )
 
     def _serve_resource(
@@ -178,6 +217,8 @@ class Daemon:
         return await self.factory.wait_for_cache_sync(within)
 
     async def stop(self) -> None:
+        if self._cert_reloader is not None:
+            await self._cert_reloader.stop()
         if self.server is not None:
             self.server.draining = True
         if self._runner is not None:

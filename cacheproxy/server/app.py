@@ -13,6 +13,7 @@ import dataclasses
 import logging
 import random
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ import orjson
 from cacheproxy.errors import ApiError
 from cacheproxy.informer.eventlog import TooOld
 from cacheproxy.kube import discovery, status
+from cacheproxy.kube.access import UserInfo
 from cacheproxy.kube.labels import LabelSelector
 from cacheproxy.kube.listoptions import ListOptions, parse_list_options
 from cacheproxy.kube.request import (
@@ -36,6 +38,7 @@ from cacheproxy.kube.request import (
 from cacheproxy.kube.resources import ResourceRegistry, ResourceType
 from cacheproxy.kube.table import WatchTables, include_object, negotiate_table, table
 from cacheproxy.kube.watchevents import event_line
+from cacheproxy.server.access import AccessControl, request_attributes
 from cacheproxy.server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from cacheproxy.server.metrics import ServerMetrics
 from cacheproxy.server.query import Query, parse_index_selector, validate_fields
@@ -67,6 +70,15 @@ class ServerOptions:
     max_watchers: int = 10_000
     max_page_size: int = 10_000
     """A larger ``limit`` is served in pages of this size (the API lets a server return fewer)."""
+    max_in_flight: int = 400
+    """Requests other than watches served at once; more get 429 + ``Retry-After`` (the API
+    server's ``--max-requests-inflight`` default)."""
+    max_watchers_per_user: int = 1_000
+    """Open watches per authenticated user (all resources); more get 429."""
+    max_url_bytes: int = 8_192
+    """Path + query string; longer → 414."""
+    max_header_bytes: int = 65_536
+    """All request headers together; more → 431."""
 
 
 class CacheServer:
@@ -80,8 +92,13 @@ class CacheServer:
         options: ServerOptions | None = None,
         server_address: str = "127.0.0.1:0",
         metrics: ServerMetrics | None = None,
+        access: AccessControl | None = None,
     ) -> None:
         self.options = options or ServerOptions()
+        self.access = access
+        """Authentication and authorization of every request but health checks (None: open)."""
+        self.in_flight = 0
+        self.watchers_by_user: Counter[str] = Counter()
         self.metrics = metrics or ServerMetrics()
         self.version = version
         self.server_address = server_address
@@ -124,8 +141,11 @@ class CacheServer:
             await send(message)
 
         try:
+            self._check_request(req, scope)
             await self._dispatch(req, send_recording)
         except ApiError as err:
+            if err.code in _REJECTIONS:
+                self.metrics.rejected(_REJECTIONS[err.code])
             await send_status(send_recording, err, started=req.started)
         except Exception:
             log.exception("unexpected error serving %s %s", req.method, req.path)
@@ -140,20 +160,72 @@ class CacheServer:
                 verb=req.verb, resource=req.resource, code=code, seconds=time.perf_counter() - began
             )
 
+    def _check_request(self, req: _Request, scope: Scope) -> None:
+        """Bounds on what a request may bring (DESIGN §7): URL and header sizes, and no body on
+        a read (the only requests served)."""
+        url_bytes = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+        if url_bytes > self.options.max_url_bytes:
+            raise ApiError(
+                status.status_body(
+                    code=414,
+                    reason="RequestURITooLong",
+                    message=f"the request URI is {url_bytes} bytes long; the limit is "
+                    f"{self.options.max_url_bytes}",
+                )
+            )
+        header_bytes = sum(len(k) + len(v) for k, v in scope["headers"])
+        if header_bytes > self.options.max_header_bytes:
+            raise ApiError(
+                status.status_body(
+                    code=431,
+                    reason="RequestHeaderFieldsTooLarge",
+                    message=f"the request headers are {header_bytes} bytes; the limit is "
+                    f"{self.options.max_header_bytes}",
+                )
+            )
+        if req.method in ("GET", "HEAD") and (
+            req.header("content-length") not in ("", "0") or req.header("transfer-encoding")
+        ):
+            raise status.bad_request("a request body is not allowed on a read")
+
     async def _dispatch(self, req: _Request, send: Send) -> None:
         parts = split_path(req.path)
-        if parts in (["healthz"], ["livez"]):
-            await send_body(send, 200, b"ok", content_type=b"text/plain; charset=utf-8")
+        if parts in (["healthz"], ["livez"], ["readyz"]):
+            # Health checks answer everyone (kubelet probes carry no credentials), as the API
+            # server's system:public-info-viewer role allows.
+            await self._health(send, parts[0])
             return
-        if parts == ["readyz"]:
-            ok = self.ready
-            await send_body(
-                send,
-                200 if ok else 503,
-                b"ok" if ok else b"not ready",
-                content_type=b"text/plain; charset=utf-8",
-            )
+        path = parse_api_path(parts)
+        verb = verb_of(req.method, path, req.query) if path and path.resource else None
+        if self.access is not None:
+            peer = req.scope_tls.get("peer_user")
+            req.user = await self.access.authenticate(req.header("authorization") or None, peer)
+            attrs = request_attributes(req.method, req.path, path, verb)
+            await self.access.authorize(req.user, attrs)
+        if verb == "watch":
+            await self._route(req, send, parts, path)
             return
+        if self.in_flight >= self.options.max_in_flight:
+            self.metrics.rejected("in_flight")
+            raise status.too_many_requests("Too many requests, please try again later.")
+        self.in_flight += 1
+        try:
+            await self._route(req, send, parts, path)
+        finally:
+            self.in_flight -= 1
+
+    async def _health(self, send: Send, check: str) -> None:
+        ok = check != "readyz" or self.ready
+        await send_body(
+            send,
+            200 if ok else 503,
+            b"ok" if ok else b"not ready",
+            content_type=b"text/plain; charset=utf-8",
+        )
+
+    async def _route(
+        self, req: _Request, send: Send, parts: list[str], path: ApiPath | None
+    ) -> None:
         if parts == ["metrics"]:
             body = self.metrics.exposition()
             await send_body(send, 200, body, content_type=METRICS_CONTENT_TYPE)
@@ -179,7 +251,6 @@ class CacheServer:
             }
             await self._send_json(req, send, orjson.dumps(doc))
             return
-        path = parse_api_path(parts)
         if path is None:
             raise status.resource_not_found()
         types = self.registry.in_group_version(path.group_version)
@@ -292,7 +363,33 @@ class CacheServer:
     ) -> None:
         hub = self.hubs[res.rtype]
         if len(hub.watchers) >= self.options.max_watchers:
+            self.metrics.rejected("watchers")
             raise status.too_many_requests("too many watches on this resource", retry_after=1)
+        user = req.user.name if req.user is not None else ""
+        if user and self.watchers_by_user[user] >= self.options.max_watchers_per_user:
+            self.metrics.rejected("watchers_per_user")
+            raise status.too_many_requests(
+                f"too many watches by this user (limit {self.options.max_watchers_per_user})",
+                retry_after=1,
+            )
+        self.watchers_by_user[user] += 1
+        try:
+            await self._watch_stream(req, send, res, query, opts, tables)
+        finally:
+            self.watchers_by_user[user] -= 1
+            if self.watchers_by_user[user] <= 0:
+                del self.watchers_by_user[user]
+
+    async def _watch_stream(
+        self,
+        req: _Request,
+        send: Send,
+        res: CachedResource,
+        query: Query,
+        opts: ListOptions,
+        tables: WatchTables | None,
+    ) -> None:
+        hub = self.hubs[res.rtype]
         requested = opts.rv
         if requested > res.resource_version:
             await res.wait_for(requested)  # 504 before the stream starts
@@ -393,6 +490,16 @@ class CacheServer:
         req.started = True
 
 
+_REJECTIONS = {
+    400: "bad_request",
+    401: "unauthenticated",
+    403: "forbidden",
+    414: "url_too_long",
+    431: "headers_too_large",
+}
+"""Refusals counted in ``cacheproxy_http_rejected_total{reason}`` (429s where raised, by cause)."""
+
+
 def _read_verbs(rtype: ResourceType) -> list[str]:
     return list(READ_VERBS)
 
@@ -416,12 +523,16 @@ class _Request:
         "pretty",
         "query",
         "resource",
+        "scope_tls",
         "started",
+        "user",
         "verb",
     )
 
     def __init__(self, scope: Scope, receive: Receive) -> None:
         self._receive = receive
+        self.scope_tls: dict[str, Any] = scope.get("extensions", {}).get("tls") or {}
+        self.user: UserInfo | None = None
         self.method: str = scope["method"]
         self.path: str = scope["path"]
         self.query: dict[str, list[str]] = parse_qs(

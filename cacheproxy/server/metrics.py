@@ -207,7 +207,40 @@ class ServerMetrics:
             registry=registry,
         )
         self._request_children: dict[tuple[str, str, int], tuple[Counter, Histogram | None]] = {}
+        self.http_rejected = Counter(
+            "cacheproxy_http_rejected_total",
+            "Requests refused by a limit or by access control, by reason (unauthenticated, "
+            "forbidden, in_flight, watchers, watchers_per_user, url_too_long, "
+            "headers_too_large, bad_request).",
+            ["reason"],
+            registry=registry,
+        )
+        self.auth_cache_lookups = Counter(
+            "cacheproxy_auth_cache_lookups_total",
+            "Authentication (cache=token) and authorization (cache=access) answers looked up, "
+            "by whether the cache had them (result=hit|miss; a miss asks the upstream).",
+            ["cache", "result"],
+            registry=registry,
+        )
+        self.auth_review_duration = Histogram(
+            "cacheproxy_auth_review_duration_seconds",
+            "Time of a TokenReview (kind=token) or SubjectAccessReview (kind=access) upstream.",
+            ["kind"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
         registry.register(_CacheCollector(self))
+
+    # ------------------------------------------------------------------ access and limits
+
+    def rejected(self, reason: str) -> None:
+        self.http_rejected.labels(reason).inc()
+
+    def auth_cache(self, cache: str, *, hit: bool) -> None:
+        self.auth_cache_lookups.labels(cache, "hit" if hit else "miss").inc()
+
+    def auth_review(self, kind: str, seconds: float) -> None:
+        self.auth_review_duration.labels(kind).observe(seconds)
 
     # ------------------------------------------------------------------ resources
 

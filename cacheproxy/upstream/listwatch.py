@@ -43,7 +43,14 @@ from cacheproxy.upstream.errors import (
     transport_error,
 )
 
-__all__ = ["DEFAULT_PAGE_SIZE", "ApiListerWatcher", "VersionInfo", "get_version", "list_all"]
+__all__ = [
+    "DEFAULT_PAGE_SIZE",
+    "ApiListerWatcher",
+    "VersionInfo",
+    "get_version",
+    "list_all",
+    "send_for_json",
+]
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +113,7 @@ class ApiListerWatcher:
         http_request = self.client.build_request(
             "GET", self.path, params=params, timeout=LIST_TIMEOUT
         )
-        return _list_page(await _send_for_json(self.client, http_request), http_request)
+        return _list_page(await send_for_json(self.client, http_request), http_request)
 
     def watch(self, request: WatchRequest) -> WatchStream:
         return self._watch(request)
@@ -231,8 +238,8 @@ class _WatchEvents:
         await self._chunks.aclose()
 
 
-async def _send_for_json(client: httpx.AsyncClient, request: httpx.Request) -> Any:
-    """Send a GET and parse its JSON body; errors translated."""
+async def send_for_json(client: httpx.AsyncClient, request: httpx.Request) -> Any:
+    """Send ``request`` and parse its JSON body; errors translated."""
     try:
         response = await client.send(request)
     except httpx.HTTPError as exc:
@@ -343,7 +350,7 @@ class VersionInfo(TypedDict, total=False):
 async def get_version(client: httpx.AsyncClient) -> VersionInfo:
     """The API server's ``/version``."""
     request = client.build_request("GET", "/version", timeout=LIST_TIMEOUT)
-    body = await _send_for_json(client, request)
+    body = await send_for_json(client, request)
     if not isinstance(body, dict):
         raise TransportError(f"{describe_request(request)}: expected a version object")
     return cast(VersionInfo, body)

@@ -26,11 +26,17 @@ def default_resources() -> tuple[CachedResource, ...]:
 
 @contextlib.asynccontextmanager
 async def daemon_for(
-    upstream_url: str, *, resources: tuple[CachedResource, ...] | None = None, **server: object
+    upstream_url: str,
+    *,
+    resources: tuple[CachedResource, ...] | None = None,
+    upstream: UpstreamConfig | None = None,
+    **server: object,
 ) -> AsyncIterator[Daemon]:
+    """A daemon in front of ``upstream_url`` (or the full ``upstream`` config), synced."""
     settings = replace(ServerSettings(port=0), **server)  # type: ignore[arg-type]
     config = DaemonConfig(resources=resources or default_resources(), server=settings)
-    daemon = Daemon(config, UpstreamConfig(server=upstream_url), freeze_gc_after_sync=False)
+    upstream = upstream or UpstreamConfig(server=upstream_url)
+    daemon = Daemon(config, upstream, freeze_gc_after_sync=False)
     async with daemon:
         assert await daemon.wait_ready(10), "the daemon never synced"
         yield daemon

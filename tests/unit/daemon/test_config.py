@@ -126,7 +126,7 @@ def test_the_defaults_are_the_documented_values() -> None:
         address="127.0.0.1",
         port=8080,
         tls=None,
-        auth=AuthSettings(mode=AuthMode.NONE, token_file=None, cache_ttl_seconds=60.0),
+        auth=AuthSettings(mode=AuthMode.NONE, token_file=None),
         allow_unauthenticated_non_loopback=False,
         limits=ServerLimits(
             max_watchers=10_000,
@@ -685,8 +685,8 @@ def test_describe_says_what_is_cached_where_it_listens_and_how_clients_authentic
         "~/.kube/config; first sync by watch-list, else pages of 500; watches of at least 300 s"
     )
     assert lines[5] == (
-        "server: https://0.0.0.0:9443, delegated to the upstream (TokenReview + "
-        "SubjectAccessReview, answers cached 60 s)"
+        "server: https://0.0.0.0:9443, TokenReview upstream (cached 120 s); "
+        "SubjectAccessReview upstream (allowed cached 300 s, denied 30 s)"
     )
     assert lines[-1] == "logging: info, json"
 

@@ -134,3 +134,27 @@ def test_cli_reports_a_bad_config(
     captured = capsys.readouterr()
     assert captured.out == ""
     assert "nosuchthings" in captured.err
+
+
+def test_an_auth_mode_adds_the_review_permissions(tmp_path: Path) -> None:
+    path = config_from(
+        tmp_path,
+        """
+        resources: [pods]
+        server:
+          auth:
+            mode: delegated
+        """,
+    )
+    assert rules(load_config(path, env={}))[1:] == [
+        {
+            "apiGroups": ["authentication.k8s.io"],
+            "resources": ["tokenreviews"],
+            "verbs": ["create"],
+        },
+        {
+            "apiGroups": ["authorization.k8s.io"],
+            "resources": ["subjectaccessreviews"],
+            "verbs": ["create"],
+        },
+    ]
