@@ -57,6 +57,8 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 JSON = b"application/json"
+_jitter = random.Random()
+"""Watch-length jitter; its own generator, so serving never disturbs the global ``random``."""
 READ_VERBS = ("get", "list", "watch")
 
 
@@ -433,7 +435,7 @@ class CacheServer:
         timeout = (
             float(opts.timeout_seconds)
             if opts.timeout_seconds
-            else self.options.min_watch_timeout * (1 + random.random())
+            else self.options.min_watch_timeout * (1 + _jitter.random())
         )
         plan = WatchPlan(
             initial=[e for e in initial if e is not None],
