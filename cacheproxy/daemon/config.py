@@ -160,6 +160,9 @@ class AuthSettings:
     """Answers kept per cache (tokens, decisions), least recently used dropped first."""
     allow_anonymous: bool = False
     """Requests without credentials as ``system:anonymous`` (RBAC decides) instead of 401."""
+    namespace_filtering: bool = False
+    """A cluster-wide list/watch the user may not make returns just the namespaces they may
+    read (an extension of the API server's behaviour, which answers 403)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -430,6 +433,7 @@ _SETTINGS: Final[dict[str, _Setting]] = {
     "server.auth.deniedCacheTTLSeconds": _Setting(_Number(0, 3600, seconds=True), 30.0),
     "server.auth.cacheSize": _Setting(_Number(1, 10_000_000), 10_000),
     "server.auth.allowAnonymous": _Setting(_Bool(), False),
+    "server.auth.namespaceFiltering": _Setting(_Bool(), False),
     "server.limits.maxWatchers": _Setting(_Number(1, 1_000_000), 10_000),
     "server.limits.watchBuffer": _Setting(_Number(1, 1_000_000), 1_000),
     "server.limits.rvWaitSeconds": _Setting(_Number(0.1, 60, seconds=True), 3.0),
@@ -1106,6 +1110,7 @@ def _assemble(
         denied_cache_ttl_seconds=v["server.auth.deniedCacheTTLSeconds"],
         cache_size=v["server.auth.cacheSize"],
         allow_anonymous=v["server.auth.allowAnonymous"],
+        namespace_filtering=v["server.auth.namespaceFiltering"],
     )
     if auth.mode is AuthMode.TOKEN and auth.token_file is None:
         problems.at(
@@ -1218,6 +1223,8 @@ def _describe_server(s: ServerSettings) -> str:
         auth = "no authentication" + (" (loopback only)" if s.loopback else "")
     if a.mode is not AuthMode.NONE and a.allow_anonymous:
         auth += "; anonymous requests allowed (as system:anonymous)"
+    if a.mode is not AuthMode.NONE and a.namespace_filtering:
+        auth += "; cluster-wide reads narrowed to the readable namespaces"
     if s.tls and s.tls.client_ca_file:
         needed = "required" if a.mode is AuthMode.NONE else "accepted"
         auth += f"; client certificates signed by {s.tls.client_ca_file} {needed}"

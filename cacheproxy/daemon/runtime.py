@@ -179,6 +179,7 @@ class Daemon:
                 denied_ttl=auth.denied_cache_ttl_seconds,
                 cache_size=auth.cache_size,
                 allow_anonymous=auth.allow_anonymous,
+                namespace_filtering=auth.namespace_filtering,
                 cache_tokens=auth.mode is AuthMode.DELEGATED,
             ),
             metrics=metrics,

@@ -93,6 +93,9 @@ class AccessSettings:
     allow_anonymous: bool = False
     """Requests without credentials as ``system:anonymous`` (authorized like anyone) instead
     of 401."""
+    namespace_filtering: bool = False
+    """A cluster-wide list/watch the user may not make returns the namespaces they may read
+    (an extension; see ``CacheServer._readable_namespaces``)."""
     cache_tokens: bool = True
     """Cache token answers (for TokenReview; a local token file is asked directly, so a
     rotation applies at once)."""

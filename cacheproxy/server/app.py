@@ -24,7 +24,7 @@ import orjson
 from cacheproxy.errors import ApiError
 from cacheproxy.informer.eventlog import TooOld
 from cacheproxy.kube import discovery, status
-from cacheproxy.kube.access import UserInfo
+from cacheproxy.kube.access import Attributes, ResourceAttributes, UserInfo
 from cacheproxy.kube.labels import LabelSelector
 from cacheproxy.kube.listoptions import ListOptions, parse_list_options
 from cacheproxy.kube.request import (
@@ -203,7 +203,12 @@ class CacheServer:
             peer = req.scope_tls.get("peer_user")
             req.user = await self.access.authenticate(req.header("authorization") or None, peer)
             attrs = request_attributes(req.method, req.path, path, verb)
-            await self.access.authorize(req.user, attrs)
+            try:
+                await self.access.authorize(req.user, attrs)
+            except ApiError as denied:
+                req.namespaces = await self._readable_namespaces(req.user, attrs, path)
+                if req.namespaces is None:
+                    raise denied from None
         if verb == "watch":
             await self._route(req, send, parts, path)
             return
@@ -215,6 +220,33 @@ class CacheServer:
             await self._route(req, send, parts, path)
         finally:
             self.in_flight -= 1
+
+    async def _readable_namespaces(
+        self, user: UserInfo, attrs: Attributes, path: ApiPath | None
+    ) -> frozenset[str] | None:
+        """The namespace-filtered mode (an extension, off by default): a cluster-wide list or
+        watch the user may not make is narrowed to the namespaces they may read — those that
+        hold objects now; None if the mode is off, it does not apply, or no namespace is."""
+        access = self.access
+        if (
+            access is None
+            or not access.settings.namespace_filtering
+            or not isinstance(attrs, ResourceAttributes)
+            or attrs.verb not in ("list", "watch")
+            or attrs.namespace
+            or path is None
+        ):
+            return None
+        gv = path.group_version
+        rtype = self.registry.get_gvr(gv.group, gv.version, path.resource or "")
+        if rtype is None or not rtype.namespaced or rtype not in self.resources:
+            return None
+        allowed = [
+            ns
+            for ns in self.resources[rtype].namespaces()
+            if await access.allows(user, dataclasses.replace(attrs, namespace=ns))
+        ]
+        return frozenset(allowed) if allowed else None
 
     async def _health(self, send: Send, check: str) -> None:
         ok = check != "readyz" or self.ready
@@ -352,7 +384,13 @@ class CacheServer:
             if index_text
             else LabelSelector.EVERYTHING
         )
-        return Query(namespace=namespace, labels=opts.label_selector, fields=fields, index=index)
+        return Query(
+            namespace=namespace,
+            labels=opts.label_selector,
+            fields=fields,
+            index=index,
+            namespaces=req.namespaces,
+        )
 
     async def _watch(
         self,
@@ -521,6 +559,7 @@ class _Request:
         "_headers",
         "_receive",
         "method",
+        "namespaces",
         "path",
         "pretty",
         "query",
@@ -535,6 +574,7 @@ class _Request:
         self._receive = receive
         self.scope_tls: dict[str, Any] = scope.get("extensions", {}).get("tls") or {}
         self.user: UserInfo | None = None
+        self.namespaces: frozenset[str] | None = None
         self.method: str = scope["method"]
         self.path: str = scope["path"]
         self.query: dict[str, list[str]] = parse_qs(

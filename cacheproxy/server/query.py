@@ -43,11 +43,15 @@ class Query:
     fields: FieldSelector = FieldSelector.EVERYTHING
     index: LabelSelector = LabelSelector.EVERYTHING
     """``indexSelector=``: the label-selector grammar over configured index paths."""
+    namespaces: frozenset[str] | None = None
+    """Only objects in these namespaces (the namespace-filtered authorization mode)."""
 
     @property
     def selective(self) -> bool:
         """Any selector at all (``remainingItemCount`` is only given without)."""
-        return not (self.labels.empty and self.fields.empty and self.index.empty)
+        return not (
+            self.labels.empty and self.fields.empty and self.index.empty and self.namespaces is None
+        )
 
 
 def parse_index_selector(text: str, indexes: Iterable[str]) -> LabelSelector:
@@ -89,6 +93,8 @@ def select_keys(store: Store, query: Query, index_paths: set[str]) -> set[str] |
 
     if query.namespace:
         narrow(store.namespace_keys(query.namespace))
+    if query.namespaces is not None:
+        narrow(set().union(*(store.namespace_keys(ns) for ns in query.namespaces)))
     for req in query.labels.requirements:
         if req.operator in _POSITIVE:
             keys: set[str] = set()
@@ -172,6 +178,8 @@ def matches_view(view: EntryView, query: Query) -> bool:
     """:func:`matches` over a view that may be shared between queries."""
     entry = view.entry
     if query.namespace and entry.namespace != query.namespace:
+        return False
+    if query.namespaces is not None and entry.namespace not in query.namespaces:
         return False
     if not query.labels.empty and not query.labels.matches(view.labels):
         return False

@@ -155,6 +155,18 @@ class CachedResource:
             raise status.not_found(resource=self.rtype.resource, name=name, group=self.rtype.group)
         return entry
 
+    def namespaces(self) -> list[str]:
+        """The namespaces that hold objects now, in order: one jump through the sorted keys
+        per namespace (``ns/`` sorts below ``ns0``, so ``ns + "0"`` skips ``ns``'s keys)."""
+        found: list[str] = []
+        start = ""
+        store = self.informer.store
+        while (key := next(iter(store.sorted_keys(start=start)), None)) is not None:
+            namespace = key.partition("/")[0]
+            found.append(namespace)
+            start = namespace + "0"
+        return found
+
     def current_keys(self, query: Query) -> list[str]:
         """Keys of the current state matching ``query``, in key order."""
         store = self.informer.store

@@ -13,10 +13,11 @@ import itertools
 import ssl
 import warnings
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 
 from cacheproxy.daemon.config import AuthMode, AuthSettings, CachedResource, TLSSettings
@@ -362,3 +363,42 @@ async def test_the_serving_certificate_is_reloaded_when_it_changes(
         async with httpx.AsyncClient(base_url=daemon.url, verify=old, timeout=5) as c:
             with pytest.raises(httpx.ConnectError):
                 await c.get("/healthz")
+
+
+async def test_namespace_filtering_narrows_cluster_wide_reads_to_readable_namespaces() -> None:
+    sim = Simulator(config=SimConfig(policy=Policy.from_mapping(POLICY)))
+    sim.load(sample_objects())
+    resources = (CachedResource(rtype=builtin("pods")), CachedResource(rtype=builtin("secrets")))
+    upstream = UpstreamConfig(server="", token_source=TokenSource.static("daemon-token"))
+    async with (
+        SimServer(sim) as server,
+        daemon_for(
+            server.url,
+            resources=resources,
+            upstream=replace(upstream, server=server.url),
+            auth=AuthSettings(mode=AuthMode.DELEGATED, namespace_filtering=True),
+        ) as daemon,
+        httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,
+    ):
+        ns_reader = {"Authorization": "Bearer ns-reader-token"}
+        listed = await c.get("/api/v1/pods", headers=ns_reader)
+        assert listed.status_code == 200
+        assert [p["metadata"]["namespace"] for p in listed.json()["items"]] == ["ns-1"]
+        # The secret-less user reads every pod, but no secret: still the API server's 403.
+        assert (await answer(c, "/api/v1/secrets", "no-secrets-token"))[0] == 403
+        assert (await answer(c, "/api/v1/pods", "nobody-token"))[0] == 403
+        # A watch sees only the readable namespaces, later events included.
+        async with c.stream(
+            "GET", "/api/v1/pods", params={"watch": "1"}, headers=ns_reader
+        ) as watch:
+            assert watch.status_code == 200
+            lines = watch.aiter_lines()
+            first = orjson.loads(await anext(lines))
+            assert first["object"]["metadata"]["namespace"] == "ns-1"
+            pods = sim.resource("pods")
+            for ns in ("ns-2", "ns-1"):
+                sim.store.create(pods, {"metadata": {"name": "two", "namespace": ns}, "spec": {}})
+            second = orjson.loads(await anext(lines))
+            assert (second["type"], second["object"]["metadata"]["namespace"]) == ("ADDED", "ns-1")
+            assert second["object"]["metadata"]["name"] == "two"
+            await lines.aclose()
