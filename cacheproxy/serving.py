@@ -30,13 +30,14 @@ __all__ = [
     "CertificateReloader",
     "LiveWatch",
     "Mailbox",
-    "PeerCertProtocol",
+    "ServingProtocol",
     "UvicornRunner",
     "bind",
     "live_lines",
     "send_body",
     "send_chunks",
     "send_status",
+    "serving_protocol",
     "user_from_peer_cert",
 ]
 
@@ -255,18 +256,75 @@ async def live_lines(
                 deadline_bookmark_sent = deadline_bookmark_sent or due_deadline
 
 
-class PeerCertProtocol(HttpToolsProtocol):
-    """httptools protocol that exposes the TLS client certificate's user to the app as
-    ``scope["extensions"]["tls"]["peer_user"]``, ``(CommonName, Organizations)`` (ASGI has no
-    standard field for it). Only a certificate that verified against the client CA counts."""
+class ServingProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with what both servers need on top:
+
+    - the TLS client certificate's user for the app, as
+      ``scope["extensions"]["tls"]["peer_user"]`` = ``(CommonName, Organizations)`` (ASGI has no
+      standard field for it); only a certificate that verified against the client CA counts;
+    - a deadline for a request's headers (``header_timeout`` seconds from the connection, or from
+      the first byte of the next request on a kept-alive connection): a client that sends them
+      slowly or not at all is disconnected instead of holding a connection forever (uvicorn
+      itself only times out idle kept-alive connections).
+
+    Use :func:`serving_protocol` for other settings.
+    """
+
+    header_timeout: float = 10.0
+    on_header_timeout: Callable[[], None] | None = None
+    _header_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_header_timer()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._arm_header_timer()
 
     def on_headers_complete(self) -> None:
+        self._disarm_header_timer()
         ssl_object = self.transport.get_extra_info("ssl_object")
         if ssl_object is not None:
             peer = user_from_peer_cert(ssl_object.getpeercert())
             if peer is not None:
                 self.scope.setdefault("extensions", {})["tls"] = {"peer_user": peer}
         super().on_headers_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_header_timer()
+        super().connection_lost(exc)
+
+    def _arm_header_timer(self) -> None:
+        self._disarm_header_timer()
+        self._header_timer = self.loop.call_later(self.header_timeout, self._headers_too_slow)
+
+    def _disarm_header_timer(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _headers_too_slow(self) -> None:
+        self._header_timer = None
+        if not self.transport.is_closing():
+            log.debug("closing a connection that sent no complete request headers in time")
+            if self.on_header_timeout is not None:
+                self.on_header_timeout()
+            self.transport.close()
+
+
+def serving_protocol(
+    *, header_timeout: float, on_header_timeout: Callable[[], None] | None = None
+) -> type[ServingProtocol]:
+    """:class:`ServingProtocol` with these settings (uvicorn takes a protocol class)."""
+    return type(
+        "ServingProtocol",
+        (ServingProtocol,),
+        {
+            "header_timeout": header_timeout,
+            "on_header_timeout": staticmethod(on_header_timeout) if on_header_timeout else None,
+        },
+    )
 
 
 def user_from_peer_cert(cert: Mapping[str, Any] | None) -> tuple[str, tuple[str, ...]] | None:

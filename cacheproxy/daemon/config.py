@@ -186,6 +186,9 @@ class ServerLimits:
     """Open watches per authenticated user; more get 429."""
     max_url_bytes: int = 8_192
     max_header_bytes: int = 65_536
+    header_timeout_seconds: float = 10.0
+    """A connection that has not sent a request's complete headers this long after it opened
+    (or after the request began) is closed: slow clients do not hold connections."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -444,6 +447,7 @@ _SETTINGS: Final[dict[str, _Setting]] = {
     "server.limits.maxWatchersPerUser": _Setting(_Number(1, 1_000_000), 1_000),
     "server.limits.maxURLBytes": _Setting(_Number(256, 1_048_576), 8_192),
     "server.limits.maxHeaderBytes": _Setting(_Number(1_024, 16_777_216), 65_536),
+    "server.limits.headerTimeoutSeconds": _Setting(_Number(0.1, 600, seconds=True), 10.0),
     "logging.level": _Setting(_Choice(*_LOG_LEVELS), "info"),
     "logging.format": _Setting(_Choice(*LogFormat), "text"),
 }
@@ -1133,6 +1137,7 @@ def _assemble(
         max_watchers_per_user=v["server.limits.maxWatchersPerUser"],
         max_url_bytes=v["server.limits.maxURLBytes"],
         max_header_bytes=v["server.limits.maxHeaderBytes"],
+        header_timeout_seconds=v["server.limits.headerTimeoutSeconds"],
     )
     server = ServerSettings(
         address=v["server.address"],
@@ -1249,7 +1254,7 @@ def describe(config: DaemonConfig) -> str:
         f"resourceVersion waits {lim.rv_wait_seconds:g} s, bookmarks every "
         f"{lim.bookmark_interval_seconds:g} s, continue tokens {lim.continue_token_ttl_seconds:g} s, "
         f"pages of at most {lim.max_page_size}, URLs of {lim.max_url_bytes} bytes, headers of "
-        f"{lim.max_header_bytes} bytes",
+        f"{lim.max_header_bytes} bytes within {lim.header_timeout_seconds:g} s",
         f"logging: {config.logging.level}, {config.logging.format}",
     ]
     lines += [f"WARNING: {w}" for w in config.warnings]

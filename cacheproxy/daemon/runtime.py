@@ -26,7 +26,7 @@ from cacheproxy.server.crdtables import CrdTablePrinter, crd_name
 from cacheproxy.server.metrics import ServerMetrics
 from cacheproxy.server.resource import CachedResource as ServedResource
 from cacheproxy.server.tokenfile import StaticTokens
-from cacheproxy.serving import CertificateReloader, PeerCertProtocol, UvicornRunner
+from cacheproxy.serving import CertificateReloader, UvicornRunner, serving_protocol
 from cacheproxy.upstream import ApiListerWatcher, UpstreamConfig, build_client, get_version
 from cacheproxy.upstream.reviews import UpstreamReviews
 
@@ -134,7 +134,10 @@ class Daemon:
                 )
         uv_config = uvicorn.Config(
             self.server,
-            http=PeerCertProtocol,
+            http=serving_protocol(
+                header_timeout=limits.header_timeout_seconds,
+                on_header_timeout=lambda: metrics.rejected("header_timeout"),
+            ),
             lifespan="off",
             log_level="warning",
             access_log=False,

@@ -211,7 +211,7 @@ class ServerMetrics:
             "cacheproxy_http_rejected_total",
             "Requests refused by a limit or by access control, by reason (unauthenticated, "
             "forbidden, in_flight, watchers, watchers_per_user, url_too_long, "
-            "headers_too_large, bad_request).",
+            "headers_too_large, bad_request, header_timeout).",
             ["reason"],
             registry=registry,
         )

@@ -17,7 +17,7 @@ from typing import Any
 
 import uvicorn
 
-from cacheproxy.serving import PeerCertProtocol, UvicornRunner
+from cacheproxy.serving import ServingProtocol, UvicornRunner
 from cacheproxy.sim.app import Simulator
 from cacheproxy.sim.tls import TestPKI
 
@@ -68,7 +68,7 @@ class SimServer:
             )
         return uvicorn.Config(
             self.sim,
-            http=PeerCertProtocol,
+            http=ServingProtocol,
             lifespan="off",
             log_level="warning",
             access_log=False,

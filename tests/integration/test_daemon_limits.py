@@ -103,3 +103,24 @@ async def test_oversized_urls_and_headers_and_bodies_on_reads_are_refused(
         metrics = (await c.get("/metrics")).text
     for reason in ("url_too_long", "headers_too_large", "bad_request"):
         assert f'cacheproxy_http_rejected_total{{reason="{reason}"}} 1.0' in metrics
+
+
+async def test_a_client_that_sends_headers_too_slowly_is_disconnected(
+    demo_server: SimServer,
+) -> None:
+    limits = replace(ServerLimits(), header_timeout_seconds=0.3)
+    async with daemon_for(demo_server.url, limits=limits) as daemon:
+        host, port = daemon.url.removeprefix("http://").rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(b"GET /api/v1/pods HTTP/1.1\r\nHost: x\r\n")  # and never the blank line
+        await writer.drain()
+        assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by the daemon
+        writer.close()
+        # An idle connection that sends nothing at all is closed as well; a prompt one is served.
+        reader, writer = await asyncio.open_connection(host, int(port))
+        assert await asyncio.wait_for(reader.read(), 5) == b""
+        writer.close()
+        async with httpx.AsyncClient(base_url=daemon.url, timeout=10) as c:
+            assert (await c.get("/api/v1/pods")).status_code == 200
+            metrics = (await c.get("/metrics")).text
+    assert 'cacheproxy_http_rejected_total{reason="header_timeout"} 2.0' in metrics
