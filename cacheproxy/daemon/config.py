@@ -256,8 +256,11 @@ class DaemonConfig:
                 f"serving {server.address} without authentication "
                 "(server.allowUnauthenticatedNonLoopback is true)"
             )
-        if not server.loopback and server.auth.mode is AuthMode.TOKEN and server.tls is None:
-            out.append("bearer tokens travel in clear text: token auth off loopback without TLS")
+        if not server.loopback and server.auth.mode is not AuthMode.NONE and server.tls is None:
+            out.append(
+                f"bearer tokens travel in clear text: {server.auth.mode} auth off loopback "
+                "without TLS (set server.tls)"
+            )
         return tuple(out)
 
 

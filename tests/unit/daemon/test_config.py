@@ -583,7 +583,13 @@ def test_token_auth_or_required_client_certificates_count_as_authentication() ->
     tokens = load(write(base + "  auth: {mode: token, tokenFile: tokens.csv}\n"))
     assert tokens.server.authenticated
     assert tokens.warnings == (
-        "bearer tokens travel in clear text: token auth off loopback without TLS",
+        "bearer tokens travel in clear text: token auth off loopback without TLS (set server.tls)",
+    )
+    delegated = load(write(base + "  auth: {mode: delegated}\n"))
+    assert delegated.server.authenticated
+    assert delegated.warnings == (
+        "bearer tokens travel in clear text: delegated auth off loopback without TLS "
+        "(set server.tls)",
     )
     certs = load(
         write(base + "  tls: {certFile: tls.crt, keyFile: tls.key, clientCAFile: ca.crt}\n")
