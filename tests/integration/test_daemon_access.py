@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import ssl
 import warnings
 from collections.abc import AsyncIterator
@@ -402,3 +403,15 @@ async def test_namespace_filtering_narrows_cluster_wide_reads_to_readable_namesp
             assert (second["type"], second["object"]["metadata"]["namespace"]) == ("ADDED", "ns-1")
             assert second["object"]["metadata"]["name"] == "two"
             await lines.aclose()
+
+
+async def test_tokens_are_never_logged(setup: Setup, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    async with httpx.AsyncClient(base_url=setup.daemon.url, timeout=10) as c:
+        for token in ("reader-token", "ns-reader-token", "forged-token-123"):
+            await answer(c, "/api/v1/pods", token)
+            await answer(c, "/api/v1/namespaces/ns-1/secrets", token)
+    assert caplog.records  # something was logged at debug level
+    for record in caplog.records:
+        text = record.getMessage()
+        assert "-token" not in text, text
