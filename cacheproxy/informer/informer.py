@@ -16,7 +16,9 @@ the bytes the store keeps, parsed only when the handler calls ``entry.object()``
 
 Guarantees: per informer, handlers see events in RV order; after a relist they see the
 difference between the old and new state (adds, updates, and deletes carrying the last known
-object as a :class:`DeletedFinalStateUnknown` tombstone).
+object as a :class:`DeletedFinalStateUnknown` tombstone). Event listeners (the server's watch
+fan-out) get the same difference as events after a relist — ADDED/MODIFIED in RV order, then
+DELETED at the relist's RV — before the relist listeners hear of the relist's RV.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+import orjson
 
 from cacheproxy.informer import coalescing
 from cacheproxy.informer.eventlog import EventLog, LogEvent
@@ -394,13 +398,19 @@ class SharedInformer:
         old = store.replace(entries, item.rv)
         self.event_log.reset(item.rv)
         self.relists += 1
-        for listener in self._relist_listeners:
-            listener(item.rv)
+        changed: list[tuple[Entry, Entry | None]] = []
         for entry in entries:
             prev = old.pop(entry.key, None)
+            if prev is None or prev.raw != entry.raw:
+                changed.append((entry, prev))
+        if not first:
+            self._emit_relist_difference(changed, old, item.rv)
+        for listener in self._relist_listeners:
+            listener(item.rv)
+        for entry, prev in changed:
             if prev is None:
                 await self._notify(("add", entry, first))
-            elif prev.raw != entry.raw:
+            else:
                 await self._notify(("update", prev, entry))
         for key, gone in old.items():
             await self._notify(("delete", DeletedFinalStateUnknown(key, gone), None))
@@ -408,6 +418,26 @@ class SharedInformer:
         if first and self.freeze_gc_after_sync:
             gc.collect()
             gc.freeze()
+
+    def _emit_relist_difference(
+        self, changed: list[tuple[Entry, Entry | None]], gone: dict[str, Entry], rv: int
+    ) -> None:
+        """What a relist changed, as events to the event listeners (watchers survive a relist):
+        ADDED and MODIFIED objects in ascending RV order, then the vanished ones as DELETED at
+        the relist's RV (when they were deleted is unknown; they were by then). Not logged:
+        the event log restarts at the relist's RV."""
+        now = self._clock()
+        events = [
+            LogEvent(entry.rv, "ADDED" if prev is None else "MODIFIED", entry, prev, now)
+            for entry, prev in changed
+        ]
+        events.sort(key=lambda e: e.rv)
+        for last in gone.values():
+            obj = orjson.loads(last.raw)
+            obj.setdefault("metadata", {})["resourceVersion"] = str(rv)
+            events.append(LogEvent(rv, "DELETED", self.store.make_entry(obj), last, now))
+        for event in events:
+            self._emit(event)
 
     async def _apply_coalesced(self, item: coalescing.Deltas) -> None:
         """Coalescing mode: apply each recorded delta of one key (client-go's processDeltas)."""

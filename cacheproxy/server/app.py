@@ -468,7 +468,12 @@ class CacheServer:
                 await send({"type": "http.response.body", "body": line, "more_body": False})
                 return
             replay = _replay_lines(hub, events, query)
-        watcher = ServedWatch(query, buffer=self.options.watch_buffer, min_rv=res.resource_version)
+        watcher = ServedWatch(
+            query,
+            buffer=self.options.watch_buffer,
+            min_rv=res.resource_version,
+            bookmarks=opts.allow_watch_bookmarks,
+        )
         hub.add(watcher)
         timeout = (
             float(opts.timeout_seconds)

@@ -5,8 +5,10 @@
   informer and the other watchers never wait for it.
 - Selectors follow the transition rule: an object that stops matching is sent as DELETED (its old
   state, at the event's RV), one that starts matching as ADDED.
-- An upstream relist closes every watcher (as the API server does when its watch cache
-  reinitialises): clients resume, get 410 if too old, and relist from us.
+- Watchers survive an upstream relist (the API server closes them all when its watch cache
+  reinitialises): the informer hands over the difference between the old and the new state as
+  events (ADDED/MODIFIED in RV order, then DELETED at the relist's RV), and watchers that asked
+  for bookmarks get one at the relist's RV. So a relist upstream costs clients no relist.
 - Bookmarks (only when asked) about every ``bookmark_interval`` and ~2 s before the deadline.
 """
 
@@ -61,9 +63,13 @@ class _Lines:
 class ServedWatch(Mailbox[bytes]):
     """One client's watch: its query and a bounded mailbox of event lines."""
 
-    def __init__(self, query: Query, *, buffer: int, min_rv: int = 0) -> None:
+    def __init__(
+        self, query: Query, *, buffer: int, min_rv: int = 0, bookmarks: bool = False
+    ) -> None:
         super().__init__(buffer)
         self.query = query
+        self.bookmarks = bookmarks
+        """The client asked for bookmarks (``allowWatchBookmarks``)."""
         self.min_rv = min_rv
         self.last_rv = min_rv
 
@@ -121,9 +127,17 @@ class WatchHub:
                 self.watchers.discard(watcher)
 
     def on_relist(self, rv: int) -> None:
-        for watcher in self.watchers:
-            watcher.close("upstream relisted")
-        self.watchers.clear()
+        """After the relist's difference was delivered: a bookmark at its RV, for those who
+        asked (their next resume starts there; older RVs are 410 now)."""
+        if not self.watchers:
+            return
+        line = bookmark_line(self.rtype, rv)
+        for watcher in list(self.watchers):
+            if watcher.closed:
+                self.watchers.discard(watcher)
+            elif watcher.bookmarks and not watcher.offer(line, rv):
+                self.evicted += 1
+                self.watchers.discard(watcher)
 
     def add(self, watcher: ServedWatch) -> None:
         self.watchers.add(watcher)

@@ -602,10 +602,25 @@ async def test_clients_that_go_away_are_not_counted_as_evicted(
 # ---------------------------------------------------------------------------------- relists
 
 
+def apply_events(state: dict[str, int], events: list[Json]) -> dict[str, int]:
+    """A client's view: name → RV, after applying watch events in order."""
+    for event in events:
+        meta = event["object"]["metadata"]
+        if event["type"] in ("ADDED", "MODIFIED"):
+            state[f"{meta.get('namespace', '')}/{meta['name']}"] = rv_of(event["object"])
+        elif event["type"] == "DELETED":
+            state.pop(f"{meta.get('namespace', '')}/{meta['name']}", None)
+    return state
+
+
 @pytest.mark.parametrize("cause", ["watch-410", "compaction"])
-async def test_an_upstream_relist_closes_every_watch_and_restarts_the_event_log(
+async def test_watchers_survive_an_upstream_relist_and_end_with_upstreams_state(
     demo_server: SimServer, demo_sim: Simulator, cause: str
 ) -> None:
+    """Beyond the API server (which closes every watcher when its cache reinitialises): after an
+    upstream relist the connected watchers get the difference as events — ADDED/MODIFIED in RV
+    order, vanished objects DELETED at the relist's RV — then a bookmark at it, and end with
+    exactly upstream's state, without a 410 or a relist of their own."""
     store, pods, cms = demo_sim.store, demo_sim.resource("pods"), demo_sim.resource("configmaps")
     async with (
         daemon_for(demo_server.url, resources=(CachedResource(rtype=PODS),)) as daemon,
@@ -613,40 +628,84 @@ async def test_an_upstream_relist_closes_every_watch_and_restarts_the_event_log(
     ):
         assert daemon.server is not None
         informer = daemon.server.resources[PODS].informer
-        synced_at = cache_rv(daemon, PODS)
-        written = store.create(pods, pod("before-relist"))
-        await caught_up(daemon, PODS, rv_of(written))
+        hub = daemon.server.hubs[PODS]
+        keep = store.create(pods, pod("keep", app="app-1"))
+        store.create(pods, pod("doomed", app="app-1"))
+        leaving = store.create(pods, pod("leaving", app="app-1"))
+        await caught_up(daemon, PODS, rv_of(leaving))
+        start = cache_rv(daemon, PODS)
+        listed = (await http.get("/api/v1/pods")).json()
+        state = {f"{o['metadata']['namespace']}/{o['metadata']['name']}": rv_of(o) for o in listed["items"]}  # fmt: skip
+        selected = {k: v for k, v in state.items() if k.split("/")[1] in ("keep", "doomed", "leaving")}  # fmt: skip
         relists = informer.relists
         async with contextlib.AsyncExitStack() as stack:
-            streams = [
-                await stack.enter_async_context(watching(http, path, **params))
-                for path, params in [
-                    ("/api/v1/pods", {"resourceVersion": str(synced_at)}),
-                    ("/api/v1/namespaces/default/pods", {"resourceVersion": str(rv_of(written))}),
-                    ("/api/v1/pods", {"labelSelector": "app=app-1", "allowWatchBookmarks": "1"}),
-                ]
-            ]
-            hub = daemon.server.hubs[PODS]
-            await until(lambda: len(hub.watchers) == 3, "the 3 watches are registered")
+            everything = await stack.enter_async_context(
+                watching(
+                    http,
+                    "/api/v1/pods",
+                    resourceVersion=listed["metadata"]["resourceVersion"],
+                    allowWatchBookmarks="true",
+                )
+            )
+            by_label = await stack.enter_async_context(
+                watching(
+                    http, "/api/v1/pods", labelSelector="app=app-1", resourceVersion=str(start)
+                )
+            )
+            await until(lambda: len(hub.watchers) == 2, "both watches are registered")
+            # The daemon stops hearing from upstream (a silent watch) while pods change...
+            demo_sim.faults.next_watch_stream("silent")
+            demo_sim.end_watches()
+            await until(lambda: informer.reflector.phase.value == "watching", "the silent watch")
+            await asyncio.sleep(0.1)
+            store.delete(pods, "default", "doomed")
+            moved = store.update(pods, changed(keep, metadata={"labels": {"app": "app-2"}}))
+            store.update(pods, changed(leaving, status={"phase": "Succeeded"}))
+            created = store.create(pods, pod("arrived", app="app-1"))
+            # ...then its watch breaks in a way only a relist repairs.
             if cause == "watch-410":
                 demo_sim.faults.fail_next("watch", 410)
             else:
-                # A write the pods informer does not see, then compaction: its RV is too old.
                 store.create(cms, {"metadata": {"name": "unseen-by-pods"}})
                 demo_sim.compact()
             demo_sim.end_watches()
-            ends = [await s.rest() for s in streams]
-        assert [summary(e) for e in ends[:2]] == [[("ADDED", "before-relist", rv_of(written))], []]
-        assert ends[2] and all(e["type"] == "ADDED" for e in ends[2])  # its initial state
+            await until(lambda: informer.relists == relists + 1, "the daemon relisted")
+            relist_rv = cache_rv(daemon, PODS)
+            events: list[Json] = []
+            while not (events and events[-1]["type"] == "BOOKMARK"):
+                event = await everything.next()
+                assert event is not None, f"the watch was closed after {events}"
+                events.append(event)
+            selected_events = await by_label.take(4)
+            assert len(hub.watchers) == 2  # still connected
+        assert all(e["type"] != "ERROR" for e in events + selected_events)
+        upstream = {
+            f"{o['metadata']['namespace']}/{o['metadata']['name']}": rv_of(o)
+            for o in (store.get(pods, ns, name) for ns, name in store.names(pods))
+            if o is not None
+        }
+        assert apply_events(dict(state), events[:-1]) == upstream
+        assert rv_of(events[-1]["object"]) == relist_rv
+        rvs = [rv_of(e["object"]) for e in events[:-1]]
+        assert rvs == sorted(rvs)
+        deleted = [e for e in events if e["type"] == "DELETED"]
+        assert [(e["object"]["metadata"]["name"], rv_of(e["object"])) for e in deleted] == [("doomed", relist_rv)]  # fmt: skip
+        # The label watch: "keep" left the selector, "doomed" vanished, "arrived" came in.
+        assert sorted((e["type"], e["object"]["metadata"]["name"]) for e in selected_events) == [
+            ("ADDED", "arrived"),
+            ("DELETED", "doomed"),
+            ("DELETED", "keep"),
+            ("MODIFIED", "leaving"),
+        ]
+        expected = {k: v for k, v in upstream.items() if k.split("/")[1] in ("leaving", "arrived")}
+        assert apply_events(dict(selected), selected_events) == expected
+        assert rv_of(created) <= relist_rv and rv_of(moved) <= relist_rv
         assert informer.relists == relists + 1
-        log = informer.event_log
-        assert log.oldest_resumable == cache_rv(daemon, PODS) >= rv_of(written)
-        async with watching(http, "/api/v1/pods", resourceVersion=str(synced_at)) as stream:
+        # The event log restarted at the relist: older resumes are 410, newer ones work.
+        async with watching(http, "/api/v1/pods", resourceVersion=str(start)) as stream:
             too_old = await stream.rest()
         assert [(e["type"], e["object"]["code"]) for e in too_old] == [("ERROR", 410)]
-        async with watching(
-            http, "/api/v1/pods", resourceVersion=str(log.oldest_resumable)
-        ) as stream:
+        async with watching(http, "/api/v1/pods", resourceVersion=str(relist_rv)) as stream:
             new = store.create(pods, pod("after-relist"))
             resumed = await stream.take(1)
         assert summary(resumed) == [("ADDED", "after-relist", rv_of(new))]
