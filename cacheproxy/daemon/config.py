@@ -186,6 +186,9 @@ class ServerLimits:
     """Open watches per authenticated user; more get 429."""
     max_url_bytes: int = 8_192
     max_header_bytes: int = 65_536
+    ready_max_staleness_seconds: float = 0.0
+    """``/readyz`` fails while a resource has not heard from upstream for longer than this
+    (0: stay ready once synced; the cache keeps serving the last state either way)."""
     header_timeout_seconds: float = 10.0
     """A connection that has not sent a request's complete headers this long after it opened
     (or after the request began) is closed: slow clients do not hold connections."""
@@ -199,6 +202,8 @@ class ServerSettings:
     tls: TLSSettings | None = None
     auth: AuthSettings = dataclasses.field(default_factory=AuthSettings)
     allow_unauthenticated_non_loopback: bool = False
+    staleness_header: bool = False
+    """``X-Cacheproxy-Staleness-Seconds`` on list, get and watch responses."""
     limits: ServerLimits = dataclasses.field(default_factory=ServerLimits)
 
     @property
@@ -451,6 +456,8 @@ _SETTINGS: Final[dict[str, _Setting]] = {
     "server.limits.maxURLBytes": _Setting(_Number(256, 1_048_576), 8_192),
     "server.limits.maxHeaderBytes": _Setting(_Number(1_024, 16_777_216), 65_536),
     "server.limits.headerTimeoutSeconds": _Setting(_Number(0.1, 600, seconds=True), 10.0),
+    "server.limits.readyMaxStalenessSeconds": _Setting(_Number(0, 86_400, seconds=True), 0.0),
+    "server.stalenessHeader": _Setting(_Bool(), False),
     "logging.level": _Setting(_Choice(*_LOG_LEVELS), "info"),
     "logging.format": _Setting(_Choice(*LogFormat), "text"),
 }
@@ -1141,6 +1148,7 @@ def _assemble(
         max_url_bytes=v["server.limits.maxURLBytes"],
         max_header_bytes=v["server.limits.maxHeaderBytes"],
         header_timeout_seconds=v["server.limits.headerTimeoutSeconds"],
+        ready_max_staleness_seconds=v["server.limits.readyMaxStalenessSeconds"],
     )
     server = ServerSettings(
         address=v["server.address"],
@@ -1148,6 +1156,7 @@ def _assemble(
         tls=tls,
         auth=auth,
         allow_unauthenticated_non_loopback=v["server.allowUnauthenticatedNonLoopback"],
+        staleness_header=v["server.stalenessHeader"],
         limits=limits,
     )
     if (

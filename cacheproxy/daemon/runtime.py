@@ -116,6 +116,8 @@ class Daemon:
                 max_watchers_per_user=limits.max_watchers_per_user,
                 max_url_bytes=limits.max_url_bytes,
                 max_header_bytes=limits.max_header_bytes,
+                ready_max_staleness=limits.ready_max_staleness_seconds,
+                staleness_header=config.server.staleness_header,
             ),
             metrics=metrics,
             access=self._access_control(client, metrics),

@@ -81,6 +81,12 @@ class ServerOptions:
     """Path + query string; longer → 414."""
     max_header_bytes: int = 65_536
     """All request headers together; more → 431."""
+    ready_max_staleness: float = 0.0
+    """``/readyz`` fails while some resource has not heard from upstream for longer than this
+    (seconds); 0: ready once synced, whatever happens upstream (the cache keeps serving)."""
+    staleness_header: bool = False
+    """Add ``X-Cacheproxy-Staleness-Seconds`` (seconds since upstream last moved this
+    resource's cache) to list, get and watch responses."""
 
 
 class CacheServer:
@@ -116,10 +122,18 @@ class CacheServer:
             self.hubs[res.rtype] = hub
             self.metrics.track(res, hub)
         self.draining = False
+        self._stats = {t.resource.rtype: t.stats for t in self.metrics.tracked}
 
     @property
     def ready(self) -> bool:
-        return not self.draining and all(r.synced for r in self.resources.values())
+        if self.draining or not all(r.synced for r in self.resources.values()):
+            return False
+        limit = self.options.ready_max_staleness
+        return not limit or all(s.staleness() <= limit for s in self._stats.values())
+
+    def staleness(self, rtype: ResourceType) -> float:
+        """Seconds since upstream last moved ``rtype``'s cache (the status page's number)."""
+        return self._stats[rtype].staleness()
 
     def close_watches(self, reason: str = "server shutting down") -> None:
         for hub in self.hubs.values():
@@ -321,6 +335,8 @@ class CacheServer:
         res = self.resources[rtype]
         if not res.synced:
             raise status.too_many_requests("storage is (re)initializing", retry_after=1)
+        if self.options.staleness_header:
+            send = _with_header(send, STALENESS_HEADER, f"{self.staleness(rtype):.3f}".encode())
         if verb == "get":
             assert path.name is not None
             rv = (req.query.get("resourceVersion") or [""])[0]
@@ -543,6 +559,18 @@ _REJECTIONS = {
     431: "headers_too_large",
 }
 """Refusals counted in ``cacheproxy_http_rejected_total{reason}`` (429s where raised, by cause)."""
+
+
+STALENESS_HEADER = b"x-cacheproxy-staleness-seconds"
+
+
+def _with_header(send: Send, name: bytes, value: bytes) -> Send:
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", ()), (name, value)]}
+        await send(message)
+
+    return sending
 
 
 def _read_verbs(rtype: ResourceType) -> list[str]:
