@@ -204,6 +204,11 @@ class ServerSettings:
     allow_unauthenticated_non_loopback: bool = False
     staleness_header: bool = False
     """``X-Cacheproxy-Staleness-Seconds`` on list, get and watch responses."""
+    shutdown_delay_seconds: float = 0.0
+    """On SIGTERM, how long to keep serving while ``/readyz`` already fails, so load balancers
+    and Service endpoints stop sending new requests first."""
+    shutdown_grace_seconds: float = 20.0
+    """Then, how long open lists may take to finish before they are cut."""
     limits: ServerLimits = dataclasses.field(default_factory=ServerLimits)
 
     @property
@@ -458,6 +463,8 @@ _SETTINGS: Final[dict[str, _Setting]] = {
     "server.limits.headerTimeoutSeconds": _Setting(_Number(0.1, 600, seconds=True), 10.0),
     "server.limits.readyMaxStalenessSeconds": _Setting(_Number(0, 86_400, seconds=True), 0.0),
     "server.stalenessHeader": _Setting(_Bool(), False),
+    "server.shutdownDelaySeconds": _Setting(_Number(0, 600, seconds=True), 0.0),
+    "server.shutdownGraceSeconds": _Setting(_Number(0, 600, seconds=True), 20.0),
     "logging.level": _Setting(_Choice(*_LOG_LEVELS), "info"),
     "logging.format": _Setting(_Choice(*LogFormat), "text"),
 }
@@ -1157,6 +1164,8 @@ def _assemble(
         auth=auth,
         allow_unauthenticated_non_loopback=v["server.allowUnauthenticatedNonLoopback"],
         staleness_header=v["server.stalenessHeader"],
+        shutdown_delay_seconds=v["server.shutdownDelaySeconds"],
+        shutdown_grace_seconds=v["server.shutdownGraceSeconds"],
         limits=limits,
     )
     if (

@@ -8,6 +8,7 @@ stop the server → stop the informers → close the upstream client, each step 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import ssl
 from collections.abc import Sequence
@@ -57,6 +58,7 @@ class Daemon:
         self.metrics: ServerMetrics | None = None
         self._runner: UvicornRunner | None = None
         self._cert_reloader: CertificateReloader | None = None
+        self._stopped = False
         self.port = config.server.port
 
     @property
@@ -143,7 +145,7 @@ class Daemon:
             lifespan="off",
             log_level="warning",
             access_log=False,
-            timeout_graceful_shutdown=5,
+            timeout_graceful_shutdown=max(1, round(config.server.shutdown_grace_seconds)),
             **kwargs,
         )
         if tls is not None:
@@ -223,10 +225,20 @@ class Daemon:
         return await self.factory.wait_for_cache_sync(within)
 
     async def stop(self) -> None:
+        """Shut down in order, each step bounded: not ready (``/readyz`` 503) → keep serving for
+        ``shutdownDelaySeconds`` → stop accepting → end every watch cleanly (clients resume
+        elsewhere) → let open lists finish (``shutdownGraceSeconds``) → stop the informers."""
+        if self._stopped:
+            return
+        self._stopped = True
         if self._cert_reloader is not None:
             await self._cert_reloader.stop()
         if self.server is not None:
             self.server.draining = True
+            delay = self.config.server.shutdown_delay_seconds
+            if delay and self._runner is not None:
+                log.info("not ready; serving %g s more before closing", delay)
+                await asyncio.sleep(delay)
         if self._runner is not None:
             self._runner.stop_listening()
         if self.server is not None:

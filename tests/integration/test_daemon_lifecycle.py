@@ -1,0 +1,60 @@
+"""Shutdown in order: not ready → still serving for the delay → stop accepting → watches end
+cleanly → open requests finish within the grace period → informers stop."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+import orjson
+
+from cacheproxy.informer.reflector import Phase
+from cacheproxy.sim import SimServer
+from tests.integration.daemon_support import daemon_for
+
+
+async def test_shutdown_drains_in_order(demo_server: SimServer) -> None:
+    async with daemon_for(
+        demo_server.url, shutdown_delay_seconds=0.6, shutdown_grace_seconds=5
+    ) as daemon:
+        assert daemon.server is not None and daemon.factory is not None
+        async with httpx.AsyncClient(base_url=daemon.url, timeout=10) as c:
+            assert (await c.get("/readyz")).status_code == 200
+            rv = daemon.server.resources[next(iter(daemon.server.resources))].resource_version
+            async with c.stream("GET", "/api/v1/pods", params={"watch": "1", "resourceVersion": str(rv)}) as watch:  # fmt: skip
+                # An open read that waits (a resourceVersion not reached yet: up to 3 s).
+                slow = asyncio.create_task(
+                    c.get(
+                        "/api/v1/configmaps",
+                        params={
+                            "resourceVersion": str(rv + 10**6),
+                            "resourceVersionMatch": "NotOlderThan",
+                        },
+                    )
+                )
+                await asyncio.sleep(0.1)
+                began = time.monotonic()
+                stopping = asyncio.create_task(daemon.stop())
+                await asyncio.sleep(0.1)
+                # During the delay: not ready, but still serving.
+                assert (await c.get("/readyz")).status_code == 503
+                assert (await c.get("/api/v1/pods")).status_code == 200
+                # Then the watch ends cleanly: a complete stream, no error event.
+                lines = [line async for line in watch.aiter_lines() if line]
+                assert all(orjson.loads(line)["type"] != "ERROR" for line in lines)
+                assert time.monotonic() - began >= 0.5
+            # The open read was allowed to finish (its own 504 after the 3 s wait), not cut.
+            answer = await slow
+            assert answer.status_code == 504
+            assert answer.json()["reason"] == "Timeout"
+            await stopping
+        assert time.monotonic() - began < 6
+        assert {i.reflector.phase for i in daemon.factory} == {Phase.STOPPED}
+        async with httpx.AsyncClient(base_url=daemon.url, timeout=2) as c:
+            try:
+                await c.get("/readyz")
+            except httpx.ConnectError:
+                pass
+            else:
+                raise AssertionError("still accepting connections after shutdown")
