@@ -190,13 +190,16 @@ def _overrides(args: argparse.Namespace) -> dict[str, str]:
     return out
 
 
-async def _run_daemon(daemon: Any, stop: asyncio.Event) -> None:
+async def _run_daemon(daemon: Any, stop: asyncio.Event, reloader: Any = None) -> None:
     """Start, wait for a signal, shut down in order (not ready → stop accepting → close
-    watches → stop informers)."""
+    watches → stop informers). SIGHUP (and a changed config file) reload the resources."""
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await daemon.start()
+    if reloader is not None:
+        loop.add_signal_handler(signal.SIGHUP, reloader.request)
+        reloader.start()
     ready = asyncio.create_task(daemon.wait_ready(), name="wait-ready")
     ready.add_done_callback(
         lambda t: (
@@ -205,6 +208,8 @@ async def _run_daemon(daemon: Any, stop: asyncio.Event) -> None:
     )
     await stop.wait()
     log.info("shutting down")
+    if reloader is not None:
+        await reloader.stop()
     ready.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await ready
@@ -214,6 +219,7 @@ async def _run_daemon(daemon: Any, stop: asyncio.Event) -> None:
 async def _serve_main(args: argparse.Namespace) -> int:
     from cacheproxy.daemon.config import describe, load_config, resolve_upstream
     from cacheproxy.daemon.logs import configure_logging
+    from cacheproxy.daemon.reload import ConfigReloader
     from cacheproxy.daemon.runtime import Daemon
 
     config = load_config(args.config, overrides=_overrides(args))
@@ -222,7 +228,11 @@ async def _serve_main(args: argparse.Namespace) -> int:
         log.warning("%s", warning)
     log.info("%s", describe(config))
     upstream = resolve_upstream(config.upstream)
-    await _run_daemon(Daemon(config, upstream), asyncio.Event())
+    daemon = Daemon(config, upstream)
+    reloader = ConfigReloader(
+        args.config, lambda: load_config(args.config, overrides=_overrides(args)), daemon.reload
+    )
+    await _run_daemon(daemon, asyncio.Event(), reloader)
     return 0
 
 

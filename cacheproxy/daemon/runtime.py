@@ -9,6 +9,7 @@ stop the server → stop the informers → close the upstream client, each step 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import ssl
 from collections.abc import Sequence
@@ -219,6 +220,44 @@ class Daemon:
             rv_wait=rv_wait,
             printer_source=printer_source,
         )
+
+    async def reload(self, config: DaemonConfig) -> list[str]:
+        """Apply a new configuration's resources at run time: resources added start an informer
+        (served once synced), resources removed stop theirs (their watches end), a resource whose
+        settings changed is both. Unaffected resources and their watches carry on. Other changed
+        settings need a restart: they are logged and not applied. Returns what changed."""
+        assert self.server is not None
+        assert self.factory is not None
+        assert self.crd_factory is not None
+        old = {spec.rtype: spec for spec in self.config.resources}
+        new = {spec.rtype: spec for spec in config.resources}
+        gone = [r for r in old if old[r] != new.get(r)]
+        came = [r for r in new if new[r] != old.get(r)]
+        changes: list[str] = []
+        for rtype in gone:
+            self.server.remove_resource(rtype)
+            await self.factory.remove(old[rtype].collection)
+            changes.append(f"-{rtype.config_name}")
+        rv_wait = self.config.server.limits.rv_wait_seconds
+        for rtype in came:
+            served = self._serve_resource(self.factory, self.crd_factory, new[rtype], rv_wait)
+            self.server.add_resource(served)
+            changes.append(f"+{rtype.config_name}")
+        restart = [
+            name
+            for name in ("upstream", "server", "logging")
+            if getattr(config, name) != getattr(self.config, name)
+        ]
+        if restart:
+            log.warning(
+                "config reload: changes to %s need a restart (not applied)", ", ".join(restart)
+            )
+        self.config = dataclasses.replace(self.config, resources=config.resources)
+        if changes:
+            log.info("config reload: resources %s", " ".join(changes))
+        else:
+            log.info("config reload: no resource changed")
+        return changes
 
     async def wait_ready(self, within: float | None = None) -> bool:
         assert self.factory is not None

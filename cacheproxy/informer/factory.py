@@ -134,6 +134,15 @@ class InformerFactory:
                 "informer task %s crashed", task.get_name(), exc_info=task.exception()
             )
 
+    async def remove(self, collection: Collection) -> None:
+        """Stop and forget the informer of ``collection`` (a resource no longer wanted)."""
+        self._informers.pop(collection, None)
+        task = self._tasks.pop(collection, None)
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
     async def wait_for_cache_sync(self, within: float | None = None) -> bool:
         """True once every informer has synced; False if ``within`` seconds passed first."""
         waits = [informer.wait_for_sync() for informer in self._informers.values()]

@@ -181,6 +181,9 @@ class ResourceRegistry(Mapping[tuple[str, str, str], ResourceType]):
     def add(self, rtype: ResourceType) -> None:
         self._by_gvr[(rtype.group, rtype.version, rtype.resource)] = rtype
 
+    def remove(self, rtype: ResourceType) -> None:
+        self._by_gvr.pop((rtype.group, rtype.version, rtype.resource), None)
+
     def __getitem__(self, key: tuple[str, str, str]) -> ResourceType:
         return self._by_gvr[key]
 

@@ -40,7 +40,7 @@ from cacheproxy.kube.table import WatchTables, include_object, negotiate_table, 
 from cacheproxy.kube.watchevents import event_line
 from cacheproxy.server.access import AccessControl, request_attributes
 from cacheproxy.server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from cacheproxy.server.metrics import ServerMetrics
+from cacheproxy.server.metrics import ResourceStats, ServerMetrics
 from cacheproxy.server.query import Query, parse_index_selector, validate_fields
 from cacheproxy.server.resource import CachedResource
 from cacheproxy.server.statuspage import cache_status
@@ -113,16 +113,40 @@ class CacheServer:
         self.resources: dict[ResourceType, CachedResource] = {}
         self.hubs: dict[ResourceType, WatchHub] = {}
         self.registry = ResourceRegistry()
+        self._stats: dict[ResourceType, ResourceStats] = {}
+        self._unhook: dict[ResourceType, list[Callable[[], None]]] = {}
         for res in resources:
-            self.resources[res.rtype] = res
-            self.registry.add(res.rtype)
-            hub = WatchHub(res.rtype, res.store)
-            res.informer.add_listener(hub.on_event)
-            res.informer.add_relist_listener(hub.on_relist)
-            self.hubs[res.rtype] = hub
-            self.metrics.track(res, hub)
+            self.add_resource(res)
         self.draining = False
-        self._stats = {t.resource.rtype: t.stats for t in self.metrics.tracked}
+
+    def add_resource(self, res: CachedResource) -> None:
+        """Serve ``res`` (at start, or when a config reload adds it)."""
+        self.resources[res.rtype] = res
+        self.registry.add(res.rtype)
+        hub = WatchHub(res.rtype, res.store)
+        self._unhook[res.rtype] = [
+            res.informer.add_listener(hub.on_event),
+            res.informer.add_relist_listener(hub.on_relist),
+        ]
+        self.hubs[res.rtype] = hub
+        self._stats[res.rtype] = self.metrics.track(res, hub).stats
+
+    def remove_resource(self, rtype: ResourceType) -> CachedResource | None:
+        """Stop serving ``rtype``: its watches end (clients see the stream end, and their
+        resume gets 404), it leaves discovery and the metrics."""
+        res = self.resources.pop(rtype, None)
+        if res is None:
+            return None
+        self.registry.remove(rtype)
+        for unhook in self._unhook.pop(rtype, []):
+            unhook()
+        hub = self.hubs.pop(rtype)
+        for watcher in list(hub.watchers):
+            watcher.close("no longer served")
+        hub.watchers.clear()
+        self._stats.pop(rtype, None)
+        self.metrics.untrack(res)
+        return res
 
     @property
     def ready(self) -> bool:

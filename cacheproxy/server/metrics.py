@@ -254,6 +254,13 @@ class ServerMetrics:
         self._resource_of_informer[resource.informer.name] = name
         return tracked
 
+    def untrack(self, resource: CachedResource) -> None:
+        """Stop reporting on ``resource`` (no longer served)."""
+        name = resource.rtype.config_name
+        if name in self._tracked and self._tracked[name].resource is resource:
+            del self._tracked[name]
+            self._resource_of_informer.pop(resource.informer.name, None)
+
     @property
     def tracked(self) -> list[TrackedResource]:
         return list(self._tracked.values())

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 
 import httpx
 import orjson
 
+from cacheproxy.daemon.config import CachedResource
 from cacheproxy.informer.reflector import Phase
-from cacheproxy.sim import SimServer
+from cacheproxy.kube.resources import builtin
+from cacheproxy.sim import SimServer, Simulator
 from tests.integration.daemon_support import daemon_for
 
 
@@ -58,3 +61,47 @@ async def test_shutdown_drains_in_order(demo_server: SimServer) -> None:
                 pass
             else:
                 raise AssertionError("still accepting connections after shutdown")
+
+
+async def test_a_reload_adds_and_removes_resources_without_dropping_other_watches(
+    demo_server: SimServer, demo_sim: Simulator
+) -> None:
+    pods_only = (CachedResource(rtype=builtin("pods")), CachedResource(rtype=builtin("configmaps")))
+    async with (
+        daemon_for(demo_server.url, resources=pods_only) as daemon,
+        httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,
+    ):
+        assert daemon.server is not None
+        async with c.stream("GET", "/api/v1/pods", params={"watch": "1", "resourceVersion": "0"}) as watch:  # fmt: skip
+            lines = watch.aiter_lines()
+            for _ in range(60):  # the initial state
+                await anext(lines)
+            async with c.stream("GET", "/api/v1/configmaps", params={"watch": "1"}) as doomed:
+                new = replace(
+                    daemon.config,
+                    resources=(
+                        CachedResource(rtype=builtin("pods")),
+                        CachedResource(rtype=builtin("nodes")),
+                    ),
+                )
+                assert await daemon.reload(new) == ["-configmaps", "+nodes"]
+                # The removed resource's watch ends; its API is gone.
+                rest = [line async for line in doomed.aiter_lines()]
+                assert all("ERROR" not in line for line in rest)
+            assert (await c.get("/api/v1/configmaps")).status_code == 404
+            assert await daemon.wait_ready(10)
+            nodes = await c.get("/api/v1/nodes")
+            assert nodes.status_code == 200 and len(nodes.json()["items"]) == 5
+            resources = {r["name"] for r in (await c.get("/api/v1")).json()["resources"]}
+            assert {"pods", "nodes"} <= resources and "configmaps" not in resources
+            # The pods watch carried on through the reload.
+            created = demo_sim.store.create(demo_sim.resource("pods"), {"metadata": {"name": "after-reload", "namespace": "default"}, "spec": {}})  # fmt: skip
+            event = orjson.loads(await anext(lines))
+            assert (event["type"], event["object"]["metadata"]["name"]) == ("ADDED", "after-reload")
+            assert (
+                event["object"]["metadata"]["resourceVersion"]
+                == created["metadata"]["resourceVersion"]
+            )
+            await lines.aclose()
+        # Nothing changed: nothing done.
+        assert await daemon.reload(new) == []
