@@ -8,4 +8,12 @@
 - :mod:`loadtest.sizeof`: deep ``sys.getsizeof``, the cross-check of tracemalloc.
 - :mod:`loadtest.ingest`: the ingest-rate and memory-per-object benchmark (DESIGN §6), its CLI.
 - :mod:`loadtest.report`: its Markdown report.
+- :mod:`loadtest.serve`: the serving benchmark's CLI (lists, gets, watch fan-out, memory, offload
+  against the simulator, a naive server and the socket floor, in one run); its parts:
+  :mod:`loadtest.processes` (servers as processes through the CLI), :mod:`loadtest.httpclient`
+  and :mod:`loadtest.listbench` (list/get scenarios), :mod:`loadtest.fanout`,
+  :mod:`loadtest.watchclient` and :mod:`loadtest.broadcaster` (watch fan-out and its bare
+  baseline), :mod:`loadtest.naiveserver`, :mod:`loadtest.floor`, :mod:`loadtest.serve_records`,
+  :mod:`loadtest.serve_report` and :mod:`loadtest.charts`.
+- :mod:`loadtest.authbench`: the latency access control adds, with warm caches.
 """
