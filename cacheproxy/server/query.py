@@ -83,13 +83,16 @@ def validate_fields(
         raise status.bad_request(f"{err.message} (supported: {supported})") from None
 
 
-def select_keys(store: Store, query: Query, index_paths: set[str]) -> set[str] | None:
-    """Candidate keys from the indexes, or None when no index narrows the query (scan all)."""
+def select_keys(store: Store, query: Query, index_paths: set[str]) -> tuple[set[str] | None, bool]:
+    """Candidate keys from the indexes (None when no index narrows the query: scan all), and
+    whether they are exactly the answer — every requirement was resolved by an index, so no
+    object needs checking (a 5 % label list then costs its keys, not a match per object)."""
     candidates: set[str] | None = None
+    exact = True
 
     def narrow(keys: AbstractSet[str]) -> None:
         nonlocal candidates
-        candidates = set(keys) if candidates is None else candidates & set(keys)
+        candidates = set(keys) if candidates is None else candidates.intersection(keys)
 
     if query.namespace:
         narrow(store.namespace_keys(query.namespace))
@@ -103,20 +106,23 @@ def select_keys(store: Store, query: Query, index_paths: set[str]) -> set[str] |
             narrow(keys)
         elif req.operator is Operator.EXISTS:
             narrow(set().union(*store.label_values(req.key).values()))
+        else:
+            exact = False
     for freq in query.fields.requirements:
         if freq.operator == "!=":
-            continue
-        if freq.field == "metadata.namespace":
+            exact = False
+        elif freq.field == "metadata.namespace" and freq.value:
             narrow(store.namespace_keys(freq.value))
-        elif freq.field == "metadata.name":
-            if query.namespace:
-                narrow({f"{query.namespace}/{freq.value}"} & store.namespace_keys(query.namespace))
-            elif freq.value in store:
-                narrow({freq.value})
+        elif freq.field == "metadata.name" and query.namespace:
+            narrow({f"{query.namespace}/{freq.value}"} & store.namespace_keys(query.namespace))
+        elif freq.field == "metadata.name" and freq.value in store:
+            narrow({freq.value})
         elif freq.field in index_paths and freq.value:
             # ``=""`` also matches objects without the field (an absent field reads as ""),
             # which the index does not hold: those are found by the scan.
             narrow(store.index_keys(freq.field, freq.value))
+        else:
+            exact = False
     for req in query.index.requirements:
         if req.operator in _POSITIVE:
             keys = set()
@@ -125,9 +131,11 @@ def select_keys(store: Store, query: Query, index_paths: set[str]) -> set[str] |
             narrow(keys)
         elif req.operator is Operator.EXISTS:
             narrow(set().union(*store.index_values(req.key).values()))
+        else:
+            exact = False
         if candidates is not None and not candidates:
             break
-    return candidates
+    return candidates, exact and candidates is not None
 
 
 class EntryView:

@@ -68,11 +68,21 @@ class ListPage:
             )
         )
         strip = self.strip_type and self.rtype.group in _BUILTIN_GROUPS
-        batch: list[bytes] = []
+        # The pieces are the stored bytes themselves (a memoryview past the type for a typed
+        # list) and the separators: the one copy of an item is the join into its chunk.
+        batch: list[bytes | memoryview] = []
         size = 0
-        for i, entry in enumerate(self.items):
-            raw = b"{" + entry.raw[prefix:] if strip else entry.raw
-            batch.append(raw if i == 0 else b"," + raw)
+        first = True
+        for entry in self.items:
+            raw = entry.raw
+            if not first:
+                batch.append(b",")
+            first = False
+            if strip:
+                batch.append(b"{")
+                batch.append(memoryview(raw)[prefix:])
+            else:
+                batch.append(raw)
             size += len(raw)
             if size >= chunk_bytes:
                 yield b"".join(batch)
@@ -170,13 +180,15 @@ class CachedResource:
     def current_keys(self, query: Query) -> list[str]:
         """Keys of the current state matching ``query``, in key order."""
         store = self.informer.store
-        candidates = select_keys(store, query, self.index_paths)
+        candidates, exact = select_keys(store, query, self.index_paths)
         if candidates is None:
             keys = list(store.sorted_keys(namespace=query.namespace))
             if not query.selective:
                 return keys
         else:
             keys = sorted(candidates)
+            if exact:
+                return keys
         get = store.get
         out = []
         for key in keys:

@@ -1,0 +1,103 @@
+"""The index-narrowed query equals the full scan, exact shortcuts included (hypothesis)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cacheproxy.informer.store import Store
+from cacheproxy.kube.fields import parse_field_selector
+from cacheproxy.kube.labels import parse_label_selector
+from cacheproxy.kube.resources import builtin
+from cacheproxy.server.query import Query, matches, parse_index_selector
+from cacheproxy.server.resource import CachedResource
+
+PODS = builtin("pods")
+INDEXES = ("spec.nodeName",)
+
+
+class _Informer:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def add_listener(self, listener: Any) -> None:
+        pass
+
+    add_bookmark_listener = add_relist_listener = add_listener
+
+
+pods = st.lists(
+    st.fixed_dictionaries(
+        {
+            "ns": st.sampled_from(["ns-a", "ns-b", "ns-c"]),
+            "name": st.sampled_from([f"p{i}" for i in range(12)]),
+            "app": st.sampled_from(["a", "b", "c", None]),
+            "tier": st.sampled_from(["web", "db", None]),
+            "node": st.sampled_from(["n1", "n2", "", None]),
+            "phase": st.sampled_from(["Running", "Pending"]),
+        }
+    ),
+    max_size=30,
+)
+LABELS = [
+    "", "app=a", "app==b", "app!=a", "app in (a,b)", "app notin (c)", "app", "!app",
+    "app=a,tier=web", "tier in (web,db),app!=b", "app=zzz", "app,tier",
+]  # fmt: skip
+FIELDS = [
+    "", "spec.nodeName=n1", "spec.nodeName=", "spec.nodeName!=n2", "metadata.namespace=ns-a",
+    "metadata.namespace=", "metadata.name=p1", "metadata.name!=p2", "status.phase=Running",
+    "spec.nodeName=n1,metadata.namespace=ns-b", "metadata.name=p3,spec.nodeName=n2",
+]  # fmt: skip
+INDEX = ["", "spec.nodeName=n1", "spec.nodeName in (n1,n2)", "spec.nodeName", "spec.nodeName!=n1"]
+
+
+def pod(p: dict[str, Any]) -> dict[str, Any]:
+    labels = {k: p[k] for k in ("app", "tier") if p[k] is not None}
+    spec: dict[str, Any] = {"containers": []}
+    if p["node"] is not None:
+        spec["nodeName"] = p["node"]
+    return {
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "metadata": {"name": p["name"], "namespace": p["ns"], "labels": labels},
+        "spec": spec,
+        "status": {"phase": p["phase"]},
+    }
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    items=pods,
+    namespace=st.sampled_from([None, "ns-a", "ns-c"]),
+    namespaces=st.sampled_from([None, frozenset({"ns-a"}), frozenset({"ns-b", "ns-c"})]),
+    labels=st.sampled_from(LABELS),
+    fields=st.sampled_from(FIELDS),
+    index=st.sampled_from(INDEX),
+)
+def test_current_keys_equal_a_full_scan(
+    items: list[dict[str, Any]],
+    namespace: str | None,
+    namespaces: frozenset[str] | None,
+    labels: str,
+    fields: str,
+    index: str,
+) -> None:
+    store = Store(kind="Pod", api_version="v1", field_indexes=INDEXES)
+    for p in items:
+        store.put(store.make_entry(pod(p)))
+    res = CachedResource(PODS, _Informer(store), index_paths=set(INDEXES))  # type: ignore[arg-type]
+    query = Query(
+        namespace=namespace,
+        labels=parse_label_selector(labels),
+        fields=parse_field_selector(fields),
+        index=parse_index_selector(index, INDEXES) if index else Query().index,
+        namespaces=namespaces,
+    )
+    scan = [
+        key
+        for key in store.sorted_keys(namespace=namespace)
+        if (entry := store.get(key)) is not None and matches(entry, query, PODS, store)
+    ]
+    assert res.current_keys(query) == scan
