@@ -174,7 +174,7 @@ class Mailbox(Generic[ItemT]):
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self._items: deque[ItemT] = deque()
-        self._wakeup = asyncio.Event()
+        self._waiter: asyncio.Future[None] | None = None
         self.closed = False
         self.close_reason = ""
 
@@ -186,27 +186,45 @@ class Mailbox(Generic[ItemT]):
             self.close("too slow: buffer full")
             return False
         self._items.append(item)
-        self._wakeup.set()
+        self._wake()
         return True
 
     def close(self, reason: str = "closed") -> None:
         if not self.closed:
             self.closed = True
             self.close_reason = reason
-        self._wakeup.set()
+        self._wake()
 
     def drain(self) -> list[ItemT]:
         items = list(self._items)
         self._items.clear()
-        self._wakeup.clear()
         return items
 
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
     async def wait(self, seconds: float) -> None:
-        """Until something is queued, the mailbox closes, or ``seconds`` pass."""
+        """Until something is queued, the mailbox closes, or ``seconds`` pass.
+
+        One future and one timer per wait, no task: with a thousand watchers woken for every
+        event, ``asyncio.wait_for`` (a task per call) cost more than writing the event."""
         if self._items or self.closed:
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wakeup.wait(), max(seconds, 0.0))
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        timer = loop.call_later(max(seconds, 0.0), _resolve, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            self._waiter = None
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class LiveWatch(Protocol):
