@@ -129,9 +129,18 @@ async def send_body(send: Send, code: int, body: bytes, *, content_type: bytes =
     await send({"type": "http.response.body", "body": body})
 
 
-async def send_chunks(send: Send, chunks: Iterable[bytes], *, content_type: bytes = JSON) -> None:
-    """A 200 streamed in chunks (a large list is never joined into one body)."""
+async def send_chunks(
+    send: Send,
+    chunks: Iterable[bytes],
+    *,
+    content_type: bytes = JSON,
+    content_length: int | None = None,
+) -> None:
+    """A 200 streamed in chunks (a large list is never joined into one body); with its
+    ``content_length`` known, the chunks go out as they are (no chunked transfer encoding)."""
     headers = [(b"content-type", content_type), (b"cache-control", b"no-cache, private")]
+    if content_length is not None:
+        headers.append((b"content-length", str(content_length).encode()))
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     for chunk in chunks:
         await send({"type": "http.response.body", "body": chunk, "more_body": True})

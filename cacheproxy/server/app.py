@@ -404,7 +404,8 @@ class CacheServer:
             if req.pretty:
                 await self._send_json(req, send, b"".join(page.chunks()))
                 return
-            await send_chunks(send, page.chunks())
+            length, pieces = page.encoded()
+            await send_chunks(send, pieces, content_length=length)
             req.started = True
             return
         tables = (

@@ -49,17 +49,23 @@ class ListPage:
 
     def chunks(self, chunk_bytes: int = 1 << 20) -> Iterator[bytes]:
         """The list body in ~``chunk_bytes`` pieces (a big list is streamed, never joined)."""
+        return self.encoded(chunk_bytes)[1]
+
+    def encoded(self, chunk_bytes: int = 1 << 20) -> tuple[int, Iterator[bytes]]:
+        """The body's length and its ~``chunk_bytes`` pieces: sent with a ``Content-Length``,
+        the pieces go to the socket as they are (chunked transfer encoding would copy each)."""
         meta: dict[str, object] = {"resourceVersion": str(self.resource_version)}
         if self.continue_token:
             meta["continue"] = self.continue_token
             if self.remaining is not None:
                 meta["remainingItemCount"] = self.remaining
-        yield b'{"kind":"%s","apiVersion":"%s","metadata":%s,"items":[' % (
+        head = b'{"kind":"%s","apiVersion":"%s","metadata":%s,"items":[' % (
             self.rtype.list_kind.encode(),
             self.rtype.api_version.encode(),
             orjson.dumps(meta),
         )
-        # Typed lists of built-in kinds carry items without kind/apiVersion (as the API server).
+        # Typed lists of built-in kinds carry items without kind/apiVersion (as the API server):
+        # each stored object starts with exactly this prefix, replaced by "{".
         prefix = len(
             b'{"kind":"%s","apiVersion":"%s",'
             % (
@@ -68,28 +74,37 @@ class ListPage:
             )
         )
         strip = self.strip_type and self.rtype.group in _BUILTIN_GROUPS
-        # The pieces are the stored bytes themselves (a memoryview past the type for a typed
-        # list) and the separators: the one copy of an item is the join into its chunk.
-        batch: list[bytes | memoryview] = []
-        size = 0
-        first = True
-        for entry in self.items:
-            raw = entry.raw
-            if not first:
-                batch.append(b",")
-            first = False
-            if strip:
-                batch.append(b"{")
-                batch.append(memoryview(raw)[prefix:])
-            else:
-                batch.append(raw)
-            size += len(raw)
-            if size >= chunk_bytes:
-                yield b"".join(batch)
-                batch.clear()
-                size = 0
-        batch.append(b"]}")
-        yield b"".join(batch)
+        items = self.items
+        length = len(head) + sum(len(e.raw) for e in items) + max(len(items) - 1, 0) + 2
+        if strip:
+            length -= len(items) * (prefix - 1)
+        return length, _pieces(head, items, prefix if strip else 0, chunk_bytes)
+
+
+def _pieces(head: bytes, items: list[Entry], strip: int, chunk_bytes: int) -> Iterator[bytes]:
+    """The pieces are the stored bytes themselves (a memoryview past the type when ``strip``)
+    and the separators: the one copy of an item is the join into its chunk."""
+    yield head
+    batch: list[bytes | memoryview] = []
+    size = 0
+    first = True
+    for entry in items:
+        raw = entry.raw
+        if not first:
+            batch.append(b",")
+        first = False
+        if strip:
+            batch.append(b"{")
+            batch.append(memoryview(raw)[strip:])
+        else:
+            batch.append(raw)
+        size += len(raw)
+        if size >= chunk_bytes:
+            yield b"".join(batch)
+            batch.clear()
+            size = 0
+    batch.append(b"]}")
+    yield b"".join(batch)
 
 
 @dataclass

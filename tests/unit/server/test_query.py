@@ -101,3 +101,32 @@ def test_current_keys_equal_a_full_scan(
         if (entry := store.get(key)) is not None and matches(entry, query, PODS, store)
     ]
     assert res.current_keys(query) == scan
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    items=pods,
+    strip=st.booleans(),
+    token=st.sampled_from(["", "abc"]),
+    chunk=st.sampled_from([1, 500, 1 << 20]),
+)
+def test_a_list_body_is_as_long_as_it_says_and_valid_json(
+    items: list[dict[str, Any]], strip: bool, token: str, chunk: int
+) -> None:
+    import orjson
+
+    from cacheproxy.server.resource import ListPage
+
+    store = Store(kind="Pod", api_version="v1", field_indexes=INDEXES)
+    for p in items:
+        store.put(store.make_entry(pod(p)))
+    entries = [e for k in store.sorted_keys() if (e := store.get(k)) is not None]
+    page = ListPage(PODS, entries, 7, continue_token=token, remaining=3 if token else None)
+    page.strip_type = strip
+    length, pieces = page.encoded(chunk)
+    body = b"".join(pieces)
+    assert len(body) == length
+    doc = orjson.loads(body)
+    assert doc["kind"] == "PodList"
+    assert [i["metadata"]["name"] for i in doc["items"]] == [e.key.split("/")[1] for e in entries]
+    assert all(("kind" in i) != strip for i in doc["items"])
