@@ -38,6 +38,12 @@ _BUILTIN_GROUPS = frozenset(
 )
 
 
+CHUNK_BYTES = 128 << 10
+"""List bodies go out in pieces of about this size. Small enough for the allocator to reuse the
+same memory for the next piece (1 MiB pieces were fresh mappings each time: page faults doubled
+the cost of a 50 MB list), large enough that writes stay few (~400 for 50 MB)."""
+
+
 @dataclass(slots=True)
 class ListPage:
     rtype: ResourceType
@@ -47,11 +53,11 @@ class ListPage:
     remaining: int | None = None
     strip_type: bool = True
 
-    def chunks(self, chunk_bytes: int = 1 << 20) -> Iterator[bytes]:
+    def chunks(self, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
         """The list body in ~``chunk_bytes`` pieces (a big list is streamed, never joined)."""
         return self.encoded(chunk_bytes)[1]
 
-    def encoded(self, chunk_bytes: int = 1 << 20) -> tuple[int, Iterator[bytes]]:
+    def encoded(self, chunk_bytes: int = CHUNK_BYTES) -> tuple[int, Iterator[bytes]]:
         """The body's length and its ~``chunk_bytes`` pieces: sent with a ``Content-Length``,
         the pieces go to the socket as they are (chunked transfer encoding would copy each)."""
         meta: dict[str, object] = {"resourceVersion": str(self.resource_version)}
