@@ -16,4 +16,6 @@
   baseline), :mod:`loadtest.naiveserver`, :mod:`loadtest.floor`, :mod:`loadtest.serve_records`,
   :mod:`loadtest.serve_report` and :mod:`loadtest.charts`.
 - :mod:`loadtest.authbench`: the latency access control adds, with warm caches.
+- :mod:`loadtest.overload`: ten times more list clients than the daemon serves at once, slow
+  readers and watchers: answers, 429s, peak memory, informer lag.
 """

@@ -247,7 +247,8 @@ class CacheServer:
                 req.namespaces = await self._readable_namespaces(req.user, attrs, path)
                 if req.namespaces is None:
                     raise denied from None
-        if verb == "watch":
+        if verb == "watch" or parts in (["metrics"], ["status"]):
+            # Watches are bounded by their own limits; monitoring must work under overload.
             await self._route(req, send, parts, path)
             return
         if self.in_flight >= self.options.max_in_flight:

@@ -33,8 +33,10 @@ async def test_requests_beyond_max_in_flight_get_429_with_retry_after(
         assert refused.status_code == 429
         assert refused.headers["retry-after"] == "1"
         assert refused.json()["message"] == "Too many requests, please try again later."
-        # Health checks and watches are not counted.
+        # Health checks, monitoring and watches are not counted.
         assert (await c.get("/healthz")).status_code == 200
+        assert (await c.get("/status")).status_code == 200
+        assert (await c.get("/metrics")).status_code == 200
         async with c.stream("GET", "/api/v1/pods", params={"watch": "1"}) as watch:
             assert watch.status_code == 200
         assert (await slow).status_code == 504
