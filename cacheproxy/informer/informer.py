@@ -18,7 +18,7 @@ Guarantees: per informer, handlers see events in RV order; after a relist they s
 difference between the old and new state (adds, updates, and deletes carrying the last known
 object as a :class:`DeletedFinalStateUnknown` tombstone). Event listeners (the server's watch
 fan-out) get the same difference as events after a relist — ADDED/MODIFIED in RV order, then
-DELETED at the relist's RV — before the relist listeners hear of the relist's RV.
+DELETED at distinct RVs up to the relist's — before the relist listeners hear of it.
 """
 
 from __future__ import annotations
@@ -395,6 +395,7 @@ class SharedInformer:
         store = self.store
         first = not self.has_synced
         entries = [o if isinstance(o, Entry) else store.make_entry(o) for o in item.objects]
+        before = store.resource_version
         old = store.replace(entries, item.rv)
         self.event_log.reset(item.rv)
         self.relists += 1
@@ -404,7 +405,7 @@ class SharedInformer:
             if prev is None or prev.raw != entry.raw:
                 changed.append((entry, prev))
         if not first:
-            self._emit_relist_difference(changed, old, item.rv)
+            self._emit_relist_difference(changed, old, before, item.rv)
         for listener in self._relist_listeners:
             listener(item.rv)
         for entry, prev in changed:
@@ -420,22 +421,45 @@ class SharedInformer:
             gc.freeze()
 
     def _emit_relist_difference(
-        self, changed: list[tuple[Entry, Entry | None]], gone: dict[str, Entry], rv: int
+        self,
+        changed: list[tuple[Entry, Entry | None]],
+        gone: dict[str, Entry],
+        before: int,
+        rv: int,
     ) -> None:
         """What a relist changed, as events to the event listeners (watchers survive a relist):
-        ADDED and MODIFIED objects in ascending RV order, then the vanished ones as DELETED at
-        the relist's RV (when they were deleted is unknown; they were by then). Not logged:
-        the event log restarts at the relist's RV."""
+        one event per resourceVersion, in ascending order, ending at most at the relist's RV.
+
+        ADDED and MODIFIED objects carry their own RVs. When each vanished object was deleted
+        is unknown — only that it was, after ``before`` (what the cache had seen) and by ``rv``
+        — so each DELETED gets a distinct RV of that interval that no changed object holds:
+        every deletion consumed a revision there, so there are enough (the highest are used).
+        Distinct RVs keep resumes exact: a client whose stream breaks inside the difference
+        resumes from an RV below the relist's and gets 410 (the log restarts at ``rv``), never
+        a silent loss of the deletions it did not see. Not logged: the log restarts at ``rv``.
+        """
         now = self._clock()
         events = [
             LogEvent(entry.rv, "ADDED" if prev is None else "MODIFIED", entry, prev, now)
             for entry, prev in changed
         ]
-        events.sort(key=lambda e: e.rv)
+        taken = {e.rv for e in events}
+        free = (r for r in range(rv, before, -1) if r not in taken)
         for last in gone.values():
+            stamp = next(free, rv)
+            if stamp == rv and rv in taken:
+                log.warning(
+                    "%s: more deletions than revisions between %d and %d: a resume inside this "
+                    "relist's difference may miss deletions",
+                    self.name,
+                    before,
+                    rv,
+                )
+            taken.add(stamp)
             obj = orjson.loads(last.raw)
-            obj.setdefault("metadata", {})["resourceVersion"] = str(rv)
-            events.append(LogEvent(rv, "DELETED", self.store.make_entry(obj), last, now))
+            obj.setdefault("metadata", {})["resourceVersion"] = str(stamp)
+            events.append(LogEvent(stamp, "DELETED", self.store.make_entry(obj), last, now))
+        events.sort(key=lambda e: e.rv)
         for event in events:
             self._emit(event)
 

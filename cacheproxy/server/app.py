@@ -118,6 +118,10 @@ class CacheServer:
         for res in resources:
             self.add_resource(res)
         self.draining = False
+        self.watches_closed = False
+
+    def _refusing_watches(self) -> bool:
+        return self.watches_closed
 
     def add_resource(self, res: CachedResource) -> None:
         """Serve ``res`` (at start, or when a config reload adds it)."""
@@ -160,6 +164,9 @@ class CacheServer:
         return self._stats[rtype].staleness()
 
     def close_watches(self, reason: str = "server shutting down") -> None:
+        """End every watch, and refuse new ones from now on (a client re-watching at once
+        during shutdown must not open a watch nobody will close)."""
+        self.watches_closed = True
         for hub in self.hubs.values():
             for watcher in list(hub.watchers):
                 watcher.close(reason)
@@ -475,6 +482,8 @@ class CacheServer:
         requested = opts.rv
         if requested > res.resource_version:
             await res.wait_for(requested)  # 504 before the stream starts
+        if self._refusing_watches():
+            raise status.service_unavailable("the server is shutting down", retry_after=1)
         await send(
             {
                 "type": "http.response.start",
@@ -510,6 +519,9 @@ class CacheServer:
                 await send({"type": "http.response.body", "body": line, "more_body": False})
                 return
             replay = _replay_lines(hub, events, query)
+        if self._refusing_watches():  # shutting down since the response began: end it now
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return
         watcher = ServedWatch(
             query,
             buffer=self.options.watch_buffer,

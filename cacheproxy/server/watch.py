@@ -7,8 +7,9 @@
   state, at the event's RV), one that starts matching as ADDED.
 - Watchers survive an upstream relist (the API server closes them all when its watch cache
   reinitialises): the informer hands over the difference between the old and the new state as
-  events (ADDED/MODIFIED in RV order, then DELETED at the relist's RV), and watchers that asked
-  for bookmarks get one at the relist's RV. So a relist upstream costs clients no relist.
+  events (one per RV, ascending; see ``SharedInformer._emit_relist_difference``), and watchers
+  that asked for bookmarks get one at the relist's RV. So a relist upstream costs connected
+  clients no relist.
 - Bookmarks (only when asked) about every ``bookmark_interval`` and ~2 s before the deadline.
 """
 

@@ -147,6 +147,8 @@ class Simulator:
         self.request_log: deque[RequestRecord] = deque(maxlen=10_000)
         """The latest API requests, in order (tests assert the sequences clients make)."""
         self.server_address = "127.0.0.1:0"
+        self.stopping = False
+        """Set while the server stops: new watches are refused (503 with Retry-After)."""
         policy = self.config.policy
         self._authn = Authenticator(policy) if policy else None
         self._authz = Authorizer(policy) if policy else None
@@ -362,6 +364,9 @@ class Simulator:
             # A watch from a future RV waits (≤ rv_wait) for the store to reach it, then 504s
             # before the stream starts, as the watch cache's waitUntilFreshAndBlock does.
             await self.api.wait_for_rv(opts.rv)
+        if self.stopping:
+            # The server is going away: a watch opened now would outlive it.
+            raise status.service_unavailable("the server is shutting down", retry_after=1)
         stream_fault = self.faults.take_stream_fault()
         await send(
             {

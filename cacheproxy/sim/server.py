@@ -78,6 +78,7 @@ class SimServer:
         )
 
     async def start(self) -> None:
+        self.sim.stopping = False
         runner = UvicornRunner(self._config(), host=self.host, port=self.port, name="sim-server")
         self._runner = runner
         await runner.start()
@@ -93,6 +94,7 @@ class SimServer:
         client that re-watches at once finds the port closed, not a server going away)."""
         if self._runner is not None:
             self._runner.stop_listening()
+        self.sim.stopping = True  # no new watch from here on
         self.sim.end_watches()
         if self._runner is not None:
             await self._runner.stop()
