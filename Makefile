@@ -39,8 +39,30 @@ layers: $(TEST_STAMP)
 pytest: $(TEST_STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
+# Benchmarks (DESIGN §6, loadtest/): budgets judged in the reports, never asserted. `make bench`:
+# ingest + serving at 10 000 pods in < 5 minutes; `make bench-full`: 1k/10k/100k pods and a longer
+# fan-out ladder. Reports and charts go to loadtest/results/<YYYY-MM-DD>/.
+BENCH_OUT = loadtest/results/$$(date +%Y-%m-%d)
 bench: $(TEST_STAMP)
-	$(BIN)/python -m loadtest.ingest --pods 10000 100000 --out loadtest/out
+	$(BIN)/python -c 'import matplotlib' 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	$(BIN)/python -m loadtest.ingest --pods 10000 --out $(BENCH_OUT)
+	$(BIN)/python -m loadtest.serve --out $(BENCH_OUT)
+	$(BIN)/python -m loadtest.authbench --out $(BENCH_OUT)
+
+.PHONY: bench-full
+bench-full: $(TEST_STAMP)
+	$(BIN)/python -c 'import matplotlib' 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	$(BIN)/python -m loadtest.ingest --pods 10000 100000 --out $(BENCH_OUT)
+	$(BIN)/python -m loadtest.serve --full --out $(BENCH_OUT)
+	$(BIN)/python -m loadtest.authbench --pods 10000 --out $(BENCH_OUT)
+	$(BIN)/python -m loadtest.overload --out $(BENCH_OUT)
+
+# Chaos soak (loadtest/soak.py): 10 minutes of churn, every simulator fault and daemon restarts,
+# 16 clients checked against upstream's history; fails on any invariant violation.
+SOAK_ARGS ?= --seconds 600 --daemon-restarts
+.PHONY: soak
+soak: $(TEST_STAMP)
+	$(BIN)/python -m loadtest.soak $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
