@@ -23,10 +23,11 @@ def kubectl_binary(version: str) -> str:
     return fallback
 
 
-async def run_kubectl(
-    binary: str, server: str, cache_dir: Path, *args: str, deadline: float = 30
-) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
+async def start_kubectl(
+    binary: str, server: str, cache_dir: Path, *args: str
+) -> asyncio.subprocess.Process:
+    """``kubectl --server SERVER ARGS`` with no kubeconfig, stdout and stderr piped."""
+    return await asyncio.create_subprocess_exec(
         binary,
         "--server",
         server,
@@ -38,6 +39,12 @@ async def run_kubectl(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
+
+
+async def run_kubectl(
+    binary: str, server: str, cache_dir: Path, *args: str, deadline: float = 30
+) -> tuple[int, str, str]:
+    proc = await start_kubectl(binary, server, cache_dir, *args)
     try:
         out, err = await asyncio.wait_for(proc.communicate(), timeout=deadline)
     except TimeoutError:

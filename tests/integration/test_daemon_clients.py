@@ -30,7 +30,7 @@ from cacheproxy.kube.resources import builtin
 from cacheproxy.sim import SimServer, Simulator
 from cacheproxy.sim.churn import ChurnDriver
 from cacheproxy.upstream import ApiListerWatcher, UpstreamConfig, build_client
-from tests.integration.clients import KUBECTL_VERSIONS, kubectl_binary, run_kubectl
+from tests.integration.clients import KUBECTL_VERSIONS, kubectl_binary, run_kubectl, start_kubectl
 from tests.integration.daemon_support import daemon_for
 
 PODS = builtin("pods")
@@ -187,14 +187,10 @@ async def test_kubectl_get_watch_through_the_daemon_prints_create_update_delete(
     kubectl: str, daemon: Daemon, demo_sim: Simulator, tmp_path: Path
 ) -> None:
     columns = "TYPE:.type,NAME:.object.metadata.name,RV:.object.metadata.resourceVersion"
-    proc = await asyncio.create_subprocess_exec(
+    proc = await start_kubectl(
         kubectl,
-        "--server",
         daemon.url,
-        "--cache-dir",
-        str(tmp_path),
-        "--kubeconfig",
-        "/dev/null",
+        tmp_path,
         "get",
         "pods",
         "-n",
@@ -203,8 +199,6 @@ async def test_kubectl_get_watch_through_the_daemon_prints_create_update_delete(
         "--output-watch-events",
         "-o",
         f"custom-columns={columns}",
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
     )
     try:
         assert proc.stdout is not None

@@ -30,7 +30,7 @@ from cacheproxy.daemon.config import CachedResource
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.kube.resources import ResourceType, builtin
 from cacheproxy.sim import SimServer, Simulator
-from tests.integration.clients import kubectl_binary, run_kubectl
+from tests.integration.clients import kubectl_binary, run_kubectl, start_kubectl
 from tests.integration.daemon_support import daemon_for
 
 pytestmark = pytest.mark.kubectl
@@ -216,21 +216,15 @@ async def test_kubectl_get_watch_prints_rows_as_events_arrive(
     daemon: Daemon, tmp_path: Path, version: str
 ) -> None:
     kubectl = kubectl_binary(version)
-    proc = await asyncio.create_subprocess_exec(
+    proc = await start_kubectl(
         kubectl,
-        "--server",
         daemon.url,
-        "--cache-dir",
-        str(tmp_path),
-        "--kubeconfig",
-        "/dev/null",
+        tmp_path,
         "get",
         "configmaps",
         "-n",
         "tables",
         "-w",
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
     )
     assert proc.stdout is not None
     try:
