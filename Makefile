@@ -48,6 +48,7 @@ bench: $(TEST_STAMP)
 	$(BIN)/python -m loadtest.ingest --pods 10000 --out $(BENCH_OUT)
 	$(BIN)/python -m loadtest.serve --out $(BENCH_OUT)
 	$(BIN)/python -m loadtest.authbench --out $(BENCH_OUT)
+	$(BIN)/python -m loadtest.overload --seconds 15 --out $(BENCH_OUT)
 
 .PHONY: bench-full
 bench-full: $(TEST_STAMP)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,8 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args.out.mkdir(parents=True, exist_ok=True)
     tokens = "".join(f"{u}-token,{u},{i}\n" for i, u in enumerate(USERS))
-    (args.out / "authbench-tokens.csv").write_text(tokens)
-    report = asyncio.run(run(args.pods, args.requests, args.out, command))
+    with tempfile.TemporaryDirectory(prefix="cacheproxy-authbench-") as tmp:
+        (Path(tmp) / "authbench-tokens.csv").write_text(tokens)
+        report = asyncio.run(run(args.pods, args.requests, Path(tmp), command))
     (args.out / "auth.md").write_text(report)
     print(report)
     return 0
