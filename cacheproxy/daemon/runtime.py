@@ -21,7 +21,7 @@ from cacheproxy.daemon.config import AuthMode, CachedResource, DaemonConfig
 from cacheproxy.daemon.metrics import MeteredListerWatcher
 from cacheproxy.errors import CacheProxyError
 from cacheproxy.informer.factory import Collection, InformerFactory
-from cacheproxy.kube.resources import BUILTIN_RESOURCES, builtin
+from cacheproxy.kube.resources import BUILTIN_RESOURCES, ResourceType, builtin
 from cacheproxy.server.access import AccessControl, AccessSettings, TokenAuthenticator
 from cacheproxy.server.app import CacheServer, ServerOptions
 from cacheproxy.server.crdtables import CrdTablePrinter, crd_name
@@ -202,9 +202,7 @@ class Daemon:
     ) -> ServedResource:
         printer_source = None
         if spec.rtype not in BUILTIN_RESOURCES:
-            crds = crd_factory.informer(
-                Collection(CRDS, field_selector=f"metadata.name={crd_name(spec.rtype)}")
-            )
+            crds = crd_factory.informer(_crd_collection(spec.rtype))
             printer_source = CrdTablePrinter(spec.rtype, crds)
         informer = factory.informer(
             Collection(spec.rtype, spec.namespace, spec.label_selector, spec.field_selector),
@@ -237,6 +235,8 @@ class Daemon:
         for rtype in gone:
             self.server.remove_resource(rtype)
             await self.factory.remove(old[rtype].collection)
+            if rtype not in BUILTIN_RESOURCES and rtype not in new:
+                await self.crd_factory.remove(_crd_collection(rtype))
             changes.append(f"-{rtype.config_name}")
         rv_wait = self.config.server.limits.rv_wait_seconds
         for rtype in came:
@@ -304,3 +304,8 @@ def resources_from_names(names: Sequence[str]) -> tuple[CachedResource, ...]:
     from cacheproxy.kube.resources import builtin
 
     return tuple(CachedResource(rtype=builtin(n)) for n in names)
+
+
+def _crd_collection(rtype: ResourceType) -> Collection:
+    """The one CRD that defines custom resource ``rtype``, watched by name."""
+    return Collection(CRDS, field_selector=f"metadata.name={crd_name(rtype)}")

@@ -12,7 +12,7 @@ import orjson
 
 from cacheproxy.daemon.config import CachedResource
 from cacheproxy.informer.reflector import Phase
-from cacheproxy.kube.resources import builtin
+from cacheproxy.kube.resources import ResourceType, builtin
 from cacheproxy.sim import SimServer, Simulator
 from tests.integration.daemon_support import daemon_for
 
@@ -105,3 +105,16 @@ async def test_a_reload_adds_and_removes_resources_without_dropping_other_watche
             await lines.aclose()
         # Nothing changed: nothing done.
         assert await daemon.reload(new) == []
+
+
+async def test_removing_a_custom_resource_stops_the_watch_of_its_crd() -> None:
+    widgets = ResourceType("example.com", "v1", "widgets", "Widget", namespaced=True)
+    sim = Simulator(custom_resources=[widgets])
+    specs = (CachedResource(rtype=builtin("namespaces")), CachedResource(rtype=widgets))
+    async with SimServer(sim) as server, daemon_for(server.url, resources=specs) as daemon:
+        assert daemon.crd_factory is not None
+        assert len(list(daemon.crd_factory)) == 1
+        assert await daemon.reload(replace(daemon.config, resources=specs[:1])) == [
+            "-example.com/v1/widgets"
+        ]
+        assert list(daemon.crd_factory) == []
