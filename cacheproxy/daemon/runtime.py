@@ -9,6 +9,7 @@ stop the server → stop the informers → close the upstream client, each step 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import ssl
@@ -60,6 +61,7 @@ class Daemon:
         self._runner: UvicornRunner | None = None
         self._cert_reloader: CertificateReloader | None = None
         self._stopped = False
+        self._version_task: asyncio.Task[None] | None = None
         self.port = config.server.port
 
     @property
@@ -71,11 +73,16 @@ class Daemon:
     async def start(self) -> None:
         config = self.config
         self._client = client = build_client(self.upstream)
+        version: dict[str, Any] = {}
         try:
-            version: dict[str, Any] = dict(await get_version(client))
+            version.update(await get_version(client))
         except CacheProxyError as err:
-            log.warning("could not read the upstream /version (%s); serving an empty one", err)
-            version = {}
+            log.warning(
+                "could not read the upstream /version (%s); asking again until it answers", err
+            )
+            self._version_task = asyncio.create_task(
+                self._fetch_version(client, version), name="upstream-version"
+            )
         # One registry per daemon: the informers report into it, the server serves it.
         self.metrics = metrics = ServerMetrics()
 
@@ -166,6 +173,19 @@ class Daemon:
         log.info(
             "serving %s on %s", ", ".join(r.rtype.config_name for r in config.resources), self.url
         )
+
+    async def _fetch_version(self, client: Any, version: dict[str, Any]) -> None:
+        """Fill the served ``/version`` once upstream answers (it was down at start)."""
+        delay = 1.0
+        while True:
+            await asyncio.sleep(delay)
+            try:
+                version.update(await get_version(client))
+            except CacheProxyError:
+                delay = min(delay * 2, 30.0)
+                continue
+            log.info("read the upstream /version: %s", version.get("gitVersion", "?"))
+            return
 
     def _access_control(self, client: Any, metrics: ServerMetrics) -> AccessControl | None:
         auth = self.config.server.auth
@@ -270,6 +290,10 @@ class Daemon:
         if self._stopped:
             return
         self._stopped = True
+        if self._version_task is not None:
+            self._version_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._version_task
         if self._cert_reloader is not None:
             await self._cert_reloader.stop()
         if self.server is not None:

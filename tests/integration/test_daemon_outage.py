@@ -95,3 +95,29 @@ async def test_by_default_the_daemon_stays_ready_while_upstream_is_away(
             assert listed.status_code == 200 and len(listed.json()["items"]) == 60
             assert "x-cacheproxy-staleness-seconds" not in listed.headers
         demo_sim.faults.clear()
+
+
+async def test_a_daemon_started_while_upstream_is_down_serves_its_version_once_it_is_up() -> None:
+    import socket
+
+    from cacheproxy.daemon.config import DaemonConfig, ServerSettings
+    from cacheproxy.daemon.runtime import Daemon
+    from cacheproxy.upstream import UpstreamConfig
+
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))  # a free port, for an upstream that starts later
+    port = probe.getsockname()[1]
+    probe.close()
+    config = DaemonConfig(resources=(CachedResource(rtype=PODS),), server=ServerSettings(port=0))
+    daemon = Daemon(
+        config, UpstreamConfig(server=f"http://127.0.0.1:{port}"), freeze_gc_after_sync=False
+    )
+    async with daemon, httpx.AsyncClient(base_url=daemon.url, timeout=10) as c:
+        assert (await c.get("/version")).json() == {}
+        async with SimServer(Simulator(), port=port):
+            assert await daemon.wait_ready(20)
+            for _ in range(100):
+                if (await c.get("/version")).json():
+                    break
+                await asyncio.sleep(0.1)
+            assert (await c.get("/version")).json()["gitVersion"].startswith("v1.")
