@@ -121,6 +121,7 @@ class CacheServer:
         self.watches_closed = False
 
     def _refusing_watches(self) -> bool:
+        """``watches_closed``, read afresh: a watch checks it before and after it awaits."""
         return self.watches_closed
 
     def add_resource(self, res: CachedResource) -> None:
@@ -256,14 +257,14 @@ class CacheServer:
                     raise denied from None
         if verb == "watch" or parts in (["metrics"], ["status"]):
             # Watches are bounded by their own limits; monitoring must work under overload.
-            await self._route(req, send, parts, path)
+            await self._route(req, send, parts, path, verb)
             return
         if self.in_flight >= self.options.max_in_flight:
             self.metrics.rejected("in_flight")
             raise status.too_many_requests("Too many requests, please try again later.")
         self.in_flight += 1
         try:
-            await self._route(req, send, parts, path)
+            await self._route(req, send, parts, path, verb)
         finally:
             self.in_flight -= 1
 
@@ -304,7 +305,12 @@ class CacheServer:
         )
 
     async def _route(
-        self, req: _Request, send: Send, parts: list[str], path: ApiPath | None
+        self,
+        req: _Request,
+        send: Send,
+        parts: list[str],
+        path: ApiPath | None,
+        verb: str | None,
     ) -> None:
         if parts == ["metrics"]:
             body = self.metrics.exposition()
@@ -340,9 +346,9 @@ class CacheServer:
             doc = discovery.api_resource_list(path.group_version, types, _read_verbs)
             await self._send_json(req, send, orjson.dumps(doc))
             return
-        await self._resource(req, send, path)
+        await self._resource(req, send, path, verb)
 
-    async def _resource(self, req: _Request, send: Send, path: ApiPath) -> None:
+    async def _resource(self, req: _Request, send: Send, path: ApiPath, verb: str | None) -> None:
         gv = path.group_version
         rtype = self.registry.get_gvr(gv.group, gv.version, path.resource or "")
         if rtype is None or path.subresource:
@@ -351,7 +357,6 @@ class CacheServer:
             path.name is not None and rtype.namespaced and path.namespace is None
         ):
             raise status.resource_not_found()
-        verb = verb_of(req.method, path, req.query)
         req.verb, req.resource = verb or "other", rtype.config_name
         if verb not in READ_VERBS:
             # Read-only: every write is refused as the API server refuses an unsupported verb.
