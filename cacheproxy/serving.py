@@ -33,6 +33,7 @@ __all__ = [
     "ServingProtocol",
     "UvicornRunner",
     "bind",
+    "file_stamp",
     "live_lines",
     "send_body",
     "send_chunks",
@@ -383,6 +384,15 @@ def user_from_peer_cert(cert: Mapping[str, Any] | None) -> tuple[str, tuple[str,
     return common_name, tuple(organizations)
 
 
+def file_stamp(*paths: Path) -> tuple[float, ...] | None:
+    """When ``paths`` were last modified, or None if one cannot be read: compare stamps to notice
+    a file rewritten or replaced in place (a rotated Secret, an updated ConfigMap)."""
+    try:
+        return tuple(path.stat().st_mtime for path in paths)
+    except OSError:
+        return None
+
+
 class CertificateReloader:
     """Re-reads a serving certificate and key into a live ``SSLContext`` when either file
     changes on disk (cert-manager and kubelet rotate mounted secrets in place). Handshakes after
@@ -395,26 +405,20 @@ class CertificateReloader:
         self.context, self.cert_file, self.key_file = context, cert_file, key_file
         self.interval = interval
         self.reloads = 0
-        self._seen = self._mtimes()
+        self._seen = file_stamp(cert_file, key_file)
         self._task: asyncio.Task[None] | None = None
-
-    def _mtimes(self) -> tuple[float, float]:
-        try:
-            return self.cert_file.stat().st_mtime, self.key_file.stat().st_mtime
-        except OSError:
-            return (-1.0, -1.0)
 
     def check(self) -> bool:
         """Reload if the files changed since the last successful load; whether it did."""
-        mtimes = self._mtimes()
-        if mtimes == self._seen or mtimes == (-1.0, -1.0):
+        stamp = file_stamp(self.cert_file, self.key_file)
+        if stamp is None or stamp == self._seen:
             return False
         try:
             self.context.load_cert_chain(self.cert_file, self.key_file)
         except (OSError, ssl.SSLError) as err:
             log.warning("keeping the current serving certificate: %s", err)
             return False
-        self._seen = mtimes
+        self._seen = stamp
         self.reloads += 1
         log.info("reloaded the serving certificate from %s", self.cert_file)
         return True

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from cacheproxy.daemon.config import DaemonConfig
 from cacheproxy.errors import ConfigError
+from cacheproxy.serving import file_stamp
 
 __all__ = ["ConfigReloader"]
 
@@ -40,16 +41,11 @@ class ConfigReloader:
         self.interval = interval
         self.reloads = 0
         self._wake = asyncio.Event()
-        self._seen = self._mtime()
+        self._seen = self._stamp()
         self._task: asyncio.Task[None] | None = None
 
-    def _mtime(self) -> float | None:
-        if self.path is None:
-            return None
-        try:
-            return self.path.stat().st_mtime
-        except OSError:
-            return None
+    def _stamp(self) -> tuple[float, ...] | None:
+        return file_stamp(self.path) if self.path is not None else None
 
     def request(self) -> None:
         """Reload now (the SIGHUP handler)."""
@@ -64,10 +60,10 @@ class ConfigReloader:
                 await asyncio.wait_for(self._wake.wait(), self.interval)
             asked = self._wake.is_set()
             self._wake.clear()
-            mtime = self._mtime()
-            if not asked and (mtime is None or mtime == self._seen):
+            stamp = self._stamp()
+            if not asked and (stamp is None or stamp == self._seen):
                 continue
-            self._seen = mtime
+            self._seen = stamp
             await self.reload("SIGHUP" if asked else f"{self.path} changed")
 
     async def reload(self, why: str) -> None:

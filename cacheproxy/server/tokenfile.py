@@ -18,6 +18,7 @@ from pathlib import Path
 
 from cacheproxy.errors import ConfigError
 from cacheproxy.kube.access import UserInfo
+from cacheproxy.serving import file_stamp
 
 __all__ = ["StaticTokens", "parse_token_file"]
 
@@ -54,15 +55,9 @@ class StaticTokens:
     def __init__(self, path: Path, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.path = path
         self._clock = clock
-        self._mtime = self._stat()
+        self._stamp = file_stamp(path)
         self._users = self._read()
         self._checked = clock()
-
-    def _stat(self) -> float:
-        try:
-            return self.path.stat().st_mtime
-        except OSError as err:
-            raise ConfigError(f"cannot read the token file {self.path}: {err.strerror}") from err
 
     def _read(self) -> dict[bytes, UserInfo]:
         try:
@@ -76,15 +71,15 @@ class StaticTokens:
         if now - self._checked < 1.0:
             return
         self._checked = now
+        stamp = file_stamp(self.path)
+        if stamp == self._stamp:
+            return
         try:
-            mtime = self._stat()
-            if mtime == self._mtime:
-                return
             users = self._read()
         except ConfigError as err:
             log.warning("keeping the previous tokens: %s", err)
             return
-        self._mtime, self._users = mtime, users
+        self._stamp, self._users = stamp, users
         log.info("reloaded %d tokens from %s", len(users), self.path)
 
     async def review_token(self, token: str) -> UserInfo | None:
