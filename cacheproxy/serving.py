@@ -14,29 +14,38 @@ import logging
 import socket
 import ssl
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, MutableMapping
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Mapping,
+    MutableMapping,
+    Sequence,
+)
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 import orjson
 import uvicorn
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from cacheproxy.errors import ApiError
 
 log = logging.getLogger("cacheproxy.serving")
 
 __all__ = [
+    "WRITE_PARTS",
     "CertificateReloader",
     "LiveWatch",
     "Mailbox",
     "ServingProtocol",
     "UvicornRunner",
+    "WriteParts",
     "bind",
     "file_stamp",
     "live_lines",
     "send_body",
-    "send_chunks",
+    "send_parts",
     "send_status",
     "serving_protocol",
     "user_from_peer_cert",
@@ -136,21 +145,55 @@ async def send_body(send: Send, code: int, body: bytes, *, content_type: bytes =
     await send({"type": "http.response.body", "body": body})
 
 
-async def send_chunks(
+WriteParts = Callable[[Sequence[bytes], int], Awaitable[None]]
+
+WRITE_PARTS = "cacheproxy.write_parts"
+"""The ``scope["extensions"]`` key under which :class:`ServingProtocol` offers a
+:data:`WriteParts` on plain-TCP connections: ``await write(parts, size)`` hands a response's
+body parts to the transport, which writes them with scatter/gather writes from the bytes
+themselves (nothing joined, nothing copied in Python). For a body whose ``Content-Length`` was
+sent; ``size`` is the parts' total length."""
+
+
+async def send_parts(
     send: Send,
-    chunks: Iterable[bytes],
+    parts: Sequence[bytes],
     *,
+    write_parts: WriteParts | None = None,
     content_type: bytes = JSON,
-    content_length: int | None = None,
+    chunk_bytes: int = 128 << 10,
 ) -> None:
-    """A 200 streamed in chunks (a large list is never joined into one body); with its
-    ``content_length`` known, the chunks go out as they are (no chunked transfer encoding)."""
-    headers = [(b"content-type", content_type), (b"cache-control", b"no-cache, private")]
-    if content_length is not None:
-        headers.append((b"content-length", str(content_length).encode()))
+    """A 200 whose body is ``parts`` one after the other, with a ``Content-Length``.
+
+    With ``write_parts`` (the server's :data:`WRITE_PARTS`) all parts go to the transport at
+    once: it holds references, not copies, and writes them with ``writev`` as the socket takes
+    them (measured on loopback: a 2.5 MB list in ~1 000 parts went out faster than the same
+    bytes joined, and than in groups with a drain between). Otherwise through ``send``,
+    joined into pieces of ~``chunk_bytes`` (the one copy of each byte)."""
+    length = sum(map(len, parts))
+    headers = [
+        (b"content-type", content_type),
+        (b"cache-control", b"no-cache, private"),
+        (b"content-length", str(length).encode()),
+    ]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
-    for chunk in chunks:
-        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    if write_parts is not None:
+        await write_parts(parts, length)
+    else:
+        batch: list[bytes] = []
+        size = 0
+        for part in parts:
+            batch.append(part)
+            size += len(part)
+            if size >= chunk_bytes:
+                await send(
+                    {"type": "http.response.body", "body": b"".join(batch), "more_body": True}
+                )
+                batch.clear()
+                size = 0
+        if batch:
+            await send({"type": "http.response.body", "body": b"".join(batch), "more_body": True})
+    # uvicorn's last message waits until the transport drained (its flow control).
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
@@ -324,6 +367,11 @@ class ServingProtocol(HttpToolsProtocol):
             if peer is not None:
                 self.scope.setdefault("extensions", {})["tls"] = {"peer_user": peer}
         super().on_headers_complete()
+        cycle = self.cycle
+        # Not for TLS: its transport would encrypt every part at once into its own buffer.
+        if ssl_object is None and cycle is not None and cycle.scope is self.scope:
+            extensions = cast(dict[str, object], self.scope.setdefault("extensions", {}))
+            extensions[WRITE_PARTS] = _PartsWriter(cycle).write
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_header_timer()
@@ -345,6 +393,32 @@ class ServingProtocol(HttpToolsProtocol):
             if self.on_header_timeout is not None:
                 self.on_header_timeout()
             self.transport.close()
+
+
+class _PartsWriter:
+    """:data:`WriteParts` for one uvicorn request: the body parts go to the transport's
+    ``writelines`` (uvloop hands them to ``writev`` as they are), with uvicorn's own
+    bookkeeping of the ``Content-Length`` and its flow control."""
+
+    __slots__ = ("_cycle",)
+
+    def __init__(self, cycle: RequestResponseCycle) -> None:
+        self._cycle = cycle
+
+    async def write(self, parts: Sequence[bytes], size: int) -> None:
+        cycle = self._cycle
+        if cycle.flow.write_paused and not cycle.disconnected:
+            await cycle.flow.drain()
+        if cycle.disconnected:
+            return
+        if not cycle.response_started or cycle.response_complete or cycle.chunked_encoding:
+            raise RuntimeError("body parts need a started response with a Content-Length")
+        if cycle.scope["method"] == "HEAD":
+            return
+        if size > cycle.expected_content_length:
+            raise RuntimeError("Response content longer than Content-Length")
+        cycle.expected_content_length -= size
+        cycle.transport.writelines(parts)
 
 
 def serving_protocol(

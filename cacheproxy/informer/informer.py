@@ -35,8 +35,6 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import orjson
-
 from cacheproxy.informer import coalescing
 from cacheproxy.informer.eventlog import EventLog, LogEvent
 from cacheproxy.informer.listwatch import ListerWatcher
@@ -402,7 +400,7 @@ class SharedInformer:
         changed: list[tuple[Entry, Entry | None]] = []
         for entry in entries:
             prev = old.pop(entry.key, None)
-            if prev is None or prev.raw != entry.raw:
+            if prev is None or not prev.same_object(entry):
                 changed.append((entry, prev))
         if not first:
             self._emit_relist_difference(changed, old, before, item.rv)
@@ -456,7 +454,7 @@ class SharedInformer:
                     rv,
                 )
             taken.add(stamp)
-            obj = orjson.loads(last.raw)
+            obj = last.object()
             obj.setdefault("metadata", {})["resourceVersion"] = str(stamp)
             events.append(LogEvent(stamp, "DELETED", self.store.make_entry(obj), last, now))
         events.sort(key=lambda e: e.rv)

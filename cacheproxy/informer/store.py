@@ -34,6 +34,7 @@ __all__ = [
     "IndexFunc",
     "Store",
     "Transform",
+    "type_prefix",
 ]
 
 IndexFunc = Callable[[Mapping[str, Any]], Iterable[str]]
@@ -79,28 +80,47 @@ class Transform:
 
 
 class Entry:
-    """One stored object version. Immutable by contract; ``raw`` is the object's compact JSON."""
+    """One stored object version. Immutable by contract.
 
-    __slots__ = ("key", "labels", "raw", "values")
+    The object's compact JSON is kept in two parts: ``prefix``, its type
+    (``{"kind":"Pod","apiVersion":"v1",``: one bytes object shared by every entry of a Store),
+    and ``body``, everything after it up to the closing brace. ``raw`` is the whole object; a
+    typed list item of a built-in kind (which carries no type) is ``{`` + ``body``. Lists and
+    watch lines are assembled from these parts without slicing or copying any entry."""
+
+    __slots__ = ("body", "key", "labels", "prefix", "values")
 
     def __init__(
         self,
         key: str,
         labels: tuple[str, ...],
         values: tuple[tuple[str, ...], ...],
-        raw: bytes,
+        body: bytes,
+        prefix: bytes,
     ) -> None:
         self.key = key
         self.labels = labels
         """Flattened ``(k1, v1, k2, v2, …)``, interned: cheaper than a dict per object."""
         self.values = values
         """Per configured index (in the store's order), the values this object is indexed under."""
-        self.raw = raw
+        self.body = body
+        self.prefix = prefix
+
+    @property
+    def raw(self) -> bytes:
+        """The whole object's compact JSON (built on each call: keep it, do not compare by
+        identity; ``body`` is the stored part)."""
+        return self.prefix + self.body
+
+    @property
+    def size(self) -> int:
+        """Bytes of the object's JSON (``len(raw)`` without building it)."""
+        return len(self.prefix) + len(self.body)
 
     @property
     def rv(self) -> int:
         """The object's resourceVersion (parsed from the JSON: not kept twice, it is read rarely)."""
-        value = orjson.loads(self.raw).get("metadata", {}).get("resourceVersion") or "0"
+        value = self.object().get("metadata", {}).get("resourceVersion") or "0"
         return int(value) if str(value).isdigit() else 0
 
     @property
@@ -116,13 +136,22 @@ class Entry:
         it = iter(self.labels)
         return dict(zip(it, it, strict=True))
 
+    def same_object(self, other: Entry) -> bool:
+        """The same JSON (what a relist compares to tell changed objects from unchanged)."""
+        return self.body == other.body and self.prefix == other.prefix
+
     def object(self) -> dict[str, Any]:
         """A fresh parsed copy of the object (callers may modify it)."""
         parsed: dict[str, Any] = orjson.loads(self.raw)
         return parsed
 
     def __repr__(self) -> str:
-        return f"Entry({self.key!r}, {len(self.raw)} bytes)"
+        return f"Entry({self.key!r}, {self.size} bytes)"
+
+
+def type_prefix(kind: object, api_version: object) -> bytes:
+    """``{"kind":…,"apiVersion":…,``: the part of an object's JSON an :class:`Entry` shares."""
+    return b'{"kind":%s,"apiVersion":%s,' % (orjson.dumps(kind), orjson.dumps(api_version))
 
 
 @dataclass(slots=True)
@@ -186,6 +215,10 @@ class Store:
             self._indexes.append(_Index(name, _tuple_of(func)))
         self._index_pos = {ix.name: i for i, ix in enumerate(self._indexes)}
         self._shared = _Shared()
+        self._ordered: dict[tuple[int, str, str], list[str]] = {}
+        """Sorted copies of index sets that queries asked for, dropped when the set changes
+        (a selected list is then O(result), with no sort per request)."""
+        self._prefix = type_prefix(kind, api_version)
         self.resource_version = 0
         """The RV the store reflects (last event, bookmark or relist)."""
 
@@ -199,6 +232,10 @@ class Store:
 
     def get(self, key: str) -> Entry | None:
         return self._entries.get(key)
+
+    def get_many(self, keys: Iterable[str]) -> list[Entry]:
+        """The entries of ``keys`` that exist, in that order."""
+        return list(filter(None, map(self._entries.get, keys)))
 
     def entries(self) -> Iterator[Entry]:
         return iter(self._entries.values())
@@ -237,6 +274,22 @@ class Store:
         """Every value of label ``key`` with its keys (for ``!=``, ``notin`` and exists)."""
         return _KeysByValue(self._by_label.get(key, {}))
 
+    def label_keys_sorted(self, key: str, value: str) -> list[str]:
+        """``label_keys`` in key order (kept until that set changes: do not modify)."""
+        cache_key = (0, key, value)
+        keys = self._ordered.get(cache_key)
+        if keys is None:
+            keys = self._ordered[cache_key] = sorted(self.label_keys(key, value))
+        return keys
+
+    def index_keys_sorted(self, index: str, value: str) -> list[str]:
+        """``index_keys`` in key order (kept until that set changes: do not modify)."""
+        cache_key = (1, index, value)
+        keys = self._ordered.get(cache_key)
+        if keys is None:
+            keys = self._ordered[cache_key] = sorted(self.index_keys(index, value))
+        return keys
+
     def index_keys(self, index: str, value: str) -> AbstractSet[str]:
         return _as_set(self._indexes[self._index_pos[index]].by_value.get(value))
 
@@ -261,9 +314,19 @@ class Store:
         values: tuple[Any, ...] = ()
         if self._indexes:
             values = shared(tuple([shared(ix.extract(obj)) for ix in self._indexes]))
-        # orjson's buffer is over-allocated (~1.8x by the allocator's count): keep an exact copy.
-        raw = bytes(memoryview(orjson.dumps(obj)))
-        return Entry(key, shared(_labels_of(meta)), values, raw)
+        kind = obj.pop("kind", None)
+        api_version = obj.pop("apiVersion", None)
+        prefix = self._prefix
+        if kind != self.kind or api_version != self.api_version:
+            prefix = type_prefix(kind, api_version)  # not this store's type: kept as it came
+        if not obj:
+            prefix = prefix[:-1]  # nothing after the type: no comma before the closing brace
+            body = b"}"
+        else:
+            # The rest of the object without its opening brace. orjson's buffer is
+            # over-allocated (~1.8x by the allocator's count): this slice is an exact copy.
+            body = orjson.dumps(obj)[1:]
+        return Entry(key, shared(_labels_of(meta)), values, body, prefix)
 
     def put(self, entry: Entry) -> Entry | None:
         """Insert or replace; returns the previous entry."""
@@ -285,6 +348,7 @@ class Store:
         old = self._entries
         self._entries = {}
         self._by_label = {}
+        self._ordered = {}
         for ix in self._indexes:
             ix.by_value = {}
         self._sorted = SortedList()
@@ -305,24 +369,30 @@ class Store:
             self._sorted.add(key)
         labels = entry.labels
         prev_labels = prev.labels if prev is not None else ()
+        ordered = self._ordered
         if labels != prev_labels:
             for i in range(0, len(labels), 2):
                 by_value = self._by_label.get(labels[i])
                 if by_value is None:
                     by_value = self._by_label[labels[i]] = {}
                 _add(by_value, labels[i + 1], key)
+                if ordered:
+                    ordered.pop((0, labels[i], labels[i + 1]), None)
         for i, ix in enumerate(self._indexes):
             old_values = prev.values[i] if prev is not None else ()
             if entry.values[i] == old_values:
                 continue
             for value in entry.values[i]:
                 _add(ix.by_value, value, key)
+                if ordered:
+                    ordered.pop((1, ix.name, value), None)
 
     def _unindex(self, prev: Entry, new: Entry | None) -> None:
         """Remove ``prev`` from the indexes where ``new`` (same key, or None) differs."""
         key = prev.key
         if new is None:
             self._sorted.discard(key)
+        ordered = self._ordered
         if new is None or prev.labels != new.labels:
             for i in range(0, len(prev.labels), 2):
                 by_value = self._by_label.get(prev.labels[i])
@@ -330,11 +400,15 @@ class Store:
                     _discard(by_value, prev.labels[i + 1], key)
                     if not by_value:
                         del self._by_label[prev.labels[i]]
+                if ordered:
+                    ordered.pop((0, prev.labels[i], prev.labels[i + 1]), None)
         for i, ix in enumerate(self._indexes):
             if new is not None and new.values[i] == prev.values[i]:
                 continue
             for value in prev.values[i]:
                 _discard(ix.by_value, value, key)
+                if ordered:
+                    ordered.pop((1, ix.name, value), None)
 
 
 _Keys = str | dict[str, None]

@@ -24,6 +24,7 @@ Pure code, no I/O. Errors are raised as ``status.bad_request``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -188,6 +189,12 @@ def _split_term(term: str) -> tuple[str, str, str] | None:
 
 def parse_field_selector(text: str) -> FieldSelector:
     """Parse a ``fieldSelector`` as ``fields.ParseSelector`` does; ``""`` selects everything."""
+    return _parse_field_selector(text) if text else FieldSelector.EVERYTHING
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_field_selector(text: str) -> FieldSelector:
+    """Each distinct selector is parsed once (only successes are kept)."""
     requirements: list[FieldRequirement] = []
     # Upstream sorts the raw terms first, so the first error reported is the sorted-first one.
     for term in sorted(_split_terms(text)):
@@ -301,43 +308,12 @@ _REGISTERED: dict[tuple[str, str], _Rules] = {
 # "metadata.namespace=" matches everything and any other value matches nothing, as upstream.
 _METADATA_ONLY = _Rules(accepted=(_NAME, _NAMESPACE), refuse=_not_known)
 
-# The groups the API server itself serves; any other group is a custom resource. Exact names, not
-# a ".k8s.io" suffix: CRDs such as gateway.networking.k8s.io live under it too.
-_BUILTIN_GROUPS = frozenset(
-    {
-        "",
-        "admissionregistration.k8s.io",
-        "apiextensions.k8s.io",
-        "apiregistration.k8s.io",
-        "apps",
-        "authentication.k8s.io",
-        "authorization.k8s.io",
-        "autoscaling",
-        "batch",
-        "certificates.k8s.io",
-        "coordination.k8s.io",
-        "discovery.k8s.io",
-        "events.k8s.io",
-        "extensions",
-        "flowcontrol.apiserver.k8s.io",
-        "internal.apiserver.k8s.io",
-        "networking.k8s.io",
-        "node.k8s.io",
-        "policy",
-        "rbac.authorization.k8s.io",
-        "resource.k8s.io",
-        "scheduling.k8s.io",
-        "storage.k8s.io",
-        "storagemigration.k8s.io",
-    }
-)
-
 
 def _rules_for(rtype: ResourceType) -> _Rules:
     registered = _REGISTERED.get((rtype.group, rtype.resource))
     if registered is not None:
         return registered
-    if rtype.group in _BUILTIN_GROUPS:
+    if rtype.builtin:
         return _METADATA_ONLY
     # crConverter: metadata.namespace only for namespaced custom resources.
     return _Rules(accepted=(_NAME, _NAMESPACE) if rtype.namespaced else (_NAME,))

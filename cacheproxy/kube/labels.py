@@ -17,6 +17,7 @@ selector with 400 BadRequest and the parser's message, unwrapped).
 from __future__ import annotations
 
 import enum
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -557,8 +558,17 @@ def parse_label_selector(text: str, *, validate: bool = True) -> LabelSelector:
     label value. ``validate=False`` accepts any key and value, for selectors over index paths
     such as ``metadata.ownerReferences[*].uid``.
     """
+    if not text:
+        return LabelSelector.EVERYTHING
     try:
-        requirements = _Parser(text, validate=validate).parse()
+        return _parse_cached(text, validate)
     except _SyntaxError as exc:
         raise status.bad_request(str(exc)) from None
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_cached(text: str, validate: bool) -> LabelSelector:
+    """Selectors repeat (the same few in every request of a controller): each distinct one is
+    parsed once. Only successes are kept; a selector that fails fails each time."""
+    requirements = _Parser(text, validate=validate).parse()
     return LabelSelector(tuple(requirements)) if requirements else LabelSelector.EVERYTHING

@@ -12,12 +12,45 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 __all__ = [
+    "BUILTIN_GROUPS",
     "BUILTIN_RESOURCES",
     "GroupVersion",
     "ResourceRegistry",
     "ResourceType",
     "builtin",
 ]
+
+
+# The groups the API server itself serves; any other group is a custom resource. Exact names, not
+# a ".k8s.io" suffix: CRDs such as gateway.networking.k8s.io live under it too.
+BUILTIN_GROUPS = frozenset(
+    {
+        "",
+        "admissionregistration.k8s.io",
+        "apiextensions.k8s.io",
+        "apiregistration.k8s.io",
+        "apps",
+        "authentication.k8s.io",
+        "authorization.k8s.io",
+        "autoscaling",
+        "batch",
+        "certificates.k8s.io",
+        "coordination.k8s.io",
+        "discovery.k8s.io",
+        "events.k8s.io",
+        "extensions",
+        "flowcontrol.apiserver.k8s.io",
+        "internal.apiserver.k8s.io",
+        "networking.k8s.io",
+        "node.k8s.io",
+        "policy",
+        "rbac.authorization.k8s.io",
+        "resource.k8s.io",
+        "scheduling.k8s.io",
+        "storage.k8s.io",
+        "storagemigration.k8s.io",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +93,12 @@ class ResourceType:
     @property
     def group_version(self) -> GroupVersion:
         return GroupVersion(self.group, self.version)
+
+    @property
+    def builtin(self) -> bool:
+        """Served by the API server itself (not a custom resource): its typed lists carry items
+        without ``kind``/``apiVersion``."""
+        return self.group in BUILTIN_GROUPS
 
     @property
     def api_version(self) -> str:

@@ -45,7 +45,7 @@ from cacheproxy.server.query import Query, parse_index_selector, validate_fields
 from cacheproxy.server.resource import CachedResource
 from cacheproxy.server.statuspage import cache_status
 from cacheproxy.server.watch import ServedWatch, WatchHub, WatchPlan, stream
-from cacheproxy.serving import send_body, send_chunks, send_status
+from cacheproxy.serving import WRITE_PARTS, WriteParts, send_body, send_parts, send_status
 
 __all__ = ["CacheServer", "ServerOptions"]
 
@@ -382,7 +382,7 @@ class CacheServer:
                 await res.wait_for(opts.rv)
             entry = res.get(path.namespace, path.name)
             if as_table:
-                obj = orjson.loads(entry.raw)
+                obj = entry.object()
                 doc = table(
                     res.table_printer(),
                     [obj],
@@ -405,7 +405,7 @@ class CacheServer:
             if as_table:
                 doc = table(
                     res.table_printer(),
-                    [orjson.loads(e.raw) for e in page.items],
+                    [e.object() for e in page.items],
                     version=as_table,
                     include=include,
                     resource_version=str(page.resource_version),
@@ -415,11 +415,11 @@ class CacheServer:
                 await self._send_json(req, send, orjson.dumps(doc))
                 return
             if req.pretty:
-                await self._send_json(req, send, b"".join(page.chunks()))
+                await self._send_json(req, send, page.body())
                 return
-            length, pieces = page.encoded()
-            await send_chunks(send, pieces, content_length=length)
-            req.started = True
+            parts = page.parts()
+            req.started = True  # past here a failure can only end the response
+            await send_parts(send, parts, write_parts=req.write_parts)
             return
         tables = (
             WatchTables(res.table_printer(), version=as_table, include=include)
@@ -644,11 +644,14 @@ class _Request:
         "started",
         "user",
         "verb",
+        "write_parts",
     )
 
     def __init__(self, scope: Scope, receive: Receive) -> None:
         self._receive = receive
-        self.scope_tls: dict[str, Any] = scope.get("extensions", {}).get("tls") or {}
+        extensions = scope.get("extensions") or {}
+        self.scope_tls: dict[str, Any] = extensions.get("tls") or {}
+        self.write_parts: WriteParts | None = extensions.get(WRITE_PARTS)
         self.user: UserInfo | None = None
         self.namespaces: frozenset[str] | None = None
         self.method: str = scope["method"]

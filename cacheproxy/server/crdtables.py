@@ -10,8 +10,6 @@ a CRD without printer columns: Name and Age.
 
 from __future__ import annotations
 
-import orjson
-
 from cacheproxy.informer.informer import SharedInformer
 from cacheproxy.kube.crdcolumns import CustomColumns, custom_columns, default_columns
 from cacheproxy.kube.resources import ResourceType
@@ -41,7 +39,7 @@ class CrdTablePrinter:
         if entry is None:
             return _NO_COLUMNS
         built = self._built
-        if built is None or built[0] is not entry.raw:
-            columns = custom_columns(orjson.loads(entry.raw), self.rtype.version) or _NO_COLUMNS
-            self._built = built = (entry.raw, columns)
+        if built is None or built[0] is not entry.body:
+            columns = custom_columns(entry.object(), self.rtype.version) or _NO_COLUMNS
+            self._built = built = (entry.body, columns)
         return built[1]

@@ -107,15 +107,15 @@ class ResourceStats:
         return max(0.0, now - self.last_change_at)
 
     def _count_bytes(self) -> int:
-        return sum(len(entry.raw) for entry in self._store.entries())
+        return sum(entry.size for entry in self._store.entries())
 
     # The listeners run inside the informer's processing loop: they must never raise.
 
     def _on_event(self, event: LogEvent) -> None:
         try:
-            grown = 0 if event.type == "DELETED" else len(event.entry.raw)
+            grown = 0 if event.type == "DELETED" else event.entry.size
             if event.prev is not None:
-                grown -= len(event.prev.raw)
+                grown -= event.prev.size
             self._bytes += grown
             self.events[event.type] = self.events.get(event.type, 0) + 1
             self.last_change_at = self.last_heard_at = self._clock()

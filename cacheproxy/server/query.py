@@ -12,11 +12,9 @@ multi-valued path matches ``=`` when any value is equal and ``!=`` when none is.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-
-import orjson
 
 from cacheproxy.errors import ApiError
 from cacheproxy.informer.store import Entry, Store
@@ -83,59 +81,119 @@ def validate_fields(
         raise status.bad_request(f"{err.message} (supported: {supported})") from None
 
 
-def select_keys(store: Store, query: Query, index_paths: set[str]) -> tuple[set[str] | None, bool]:
-    """Candidate keys from the indexes (None when no index narrows the query: scan all), and
-    whether they are exactly the answer — every requirement was resolved by an index, so no
-    object needs checking (a 5 % label list then costs its keys, not a match per object)."""
-    candidates: set[str] | None = None
+class _Narrowing:
+    """What one requirement leaves: a membership test, and on demand the same keys in order."""
+
+    __slots__ = ("_ordered", "keys", "size")
+
+    def __init__(self, keys: Container[str], size: int, ordered: Callable[[], list[str]]) -> None:
+        self.keys = keys
+        self.size = size
+        self._ordered = ordered
+
+    def ordered(self) -> list[str]:
+        return self._ordered()
+
+
+class _InNamespace(Container[str]):
+    """The keys of one namespace, as a membership test on the key (no set is built)."""
+
+    __slots__ = ("_prefix",)
+
+    def __init__(self, namespace: str) -> None:
+        self._prefix = f"{namespace}/"
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key.startswith(self._prefix)
+
+
+def _of_set(keys: AbstractSet[str]) -> _Narrowing:
+    return _Narrowing(keys, len(keys), lambda: sorted(keys))
+
+
+def _union(sets: Iterable[AbstractSet[str]]) -> _Narrowing:
+    return _of_set(set().union(*sets))
+
+
+def select_keys(store: Store, query: Query, index_paths: set[str]) -> tuple[list[str] | None, bool]:
+    """Candidate keys from the indexes, in key order (None when no index narrows the query:
+    scan all), and whether they are exactly the answer — every requirement was resolved by an
+    index, so no object needs checking (a 5 % label list then costs its keys, not a match per
+    object). The smallest narrowing set is walked in order (an index set's order is kept by the
+    store between changes) and the others are membership tests: no sort per request."""
+    narrowing: list[_Narrowing] = []
     exact = True
 
-    def narrow(keys: AbstractSet[str]) -> None:
-        nonlocal candidates
-        candidates = set(keys) if candidates is None else candidates.intersection(keys)
+    def namespace(ns: str) -> _Narrowing:
+        return _Narrowing(
+            _InNamespace(ns),
+            store.count_keys(namespace=ns),
+            lambda: list(store.sorted_keys(namespace=ns)),
+        )
+
+    def labels(key: str, values: Iterable[str]) -> _Narrowing:
+        values = tuple(values)
+        if len(values) == 1:
+            value = values[0]
+            keys = store.label_keys(key, value)
+            return _Narrowing(keys, len(keys), lambda: store.label_keys_sorted(key, value))
+        return _union(store.label_keys(key, v) for v in values)
+
+    def index(path: str, values: Iterable[str]) -> _Narrowing:
+        values = tuple(values)
+        if len(values) == 1:
+            value = values[0]
+            keys = store.index_keys(path, value)
+            return _Narrowing(keys, len(keys), lambda: store.index_keys_sorted(path, value))
+        return _union(store.index_keys(path, v) for v in values)
 
     if query.namespace:
-        narrow(store.namespace_keys(query.namespace))
+        narrowing.append(namespace(query.namespace))
     if query.namespaces is not None:
-        narrow(set().union(*(store.namespace_keys(ns) for ns in query.namespaces)))
+        # Namespaces in order, each a range of the sorted keys: their concatenation is sorted.
+        chosen = sorted(query.namespaces)
+        keys = [k for ns in chosen for k in store.sorted_keys(namespace=ns)]
+        narrowing.append(_Narrowing(frozenset(keys), len(keys), lambda: keys))
     for req in query.labels.requirements:
         if req.operator in _POSITIVE:
-            keys: set[str] = set()
-            for value in req.values:
-                keys.update(store.label_keys(req.key, value))
-            narrow(keys)
+            narrowing.append(labels(req.key, req.values))
         elif req.operator is Operator.EXISTS:
-            narrow(set().union(*store.label_values(req.key).values()))
+            narrowing.append(_union(store.label_values(req.key).values()))
         else:
             exact = False
     for freq in query.fields.requirements:
         if freq.operator == "!=":
             exact = False
         elif freq.field == "metadata.namespace" and freq.value:
-            narrow(store.namespace_keys(freq.value))
+            narrowing.append(namespace(freq.value))
         elif freq.field == "metadata.name" and query.namespace:
-            narrow({f"{query.namespace}/{freq.value}"} & store.namespace_keys(query.namespace))
+            key = f"{query.namespace}/{freq.value}"
+            narrowing.append(_of_set(frozenset({key} if key in store else ())))
         elif freq.field == "metadata.name" and freq.value in store:
-            narrow({freq.value})
+            narrowing.append(_of_set(frozenset({freq.value})))
         elif freq.field in index_paths and freq.value:
             # ``=""`` also matches objects without the field (an absent field reads as ""),
             # which the index does not hold: those are found by the scan.
-            narrow(store.index_keys(freq.field, freq.value))
+            narrowing.append(index(freq.field, (freq.value,)))
         else:
             exact = False
     for req in query.index.requirements:
         if req.operator in _POSITIVE:
-            keys = set()
-            for value in req.values:
-                keys.update(store.index_keys(req.key, value))
-            narrow(keys)
+            narrowing.append(index(req.key, req.values))
         elif req.operator is Operator.EXISTS:
-            narrow(set().union(*store.index_values(req.key).values()))
+            narrowing.append(_union(store.index_values(req.key).values()))
         else:
             exact = False
-        if candidates is not None and not candidates:
-            break
-    return candidates, exact and candidates is not None
+    if not narrowing:
+        return None, False
+    smallest = min(narrowing, key=lambda n: n.size)
+    if smallest.size == 0:
+        return [], exact
+    ordered = smallest.ordered()
+    others = [n.keys for n in narrowing if n is not smallest]
+    if others:
+        ordered = [k for k in ordered if all(k in keys for keys in others)]
+    return ordered, exact
 
 
 class EntryView:
@@ -173,7 +231,7 @@ class EntryView:
         if field == "metadata.namespace":
             return (entry.namespace,)
         if self._fields is None:
-            self._fields = object_fields(self._rtype, orjson.loads(entry.raw))
+            self._fields = object_fields(self._rtype, entry.object())
         return (self._fields.get(field, ""),)
 
 

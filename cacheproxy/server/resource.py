@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import functools
 import itertools
-from collections.abc import Callable, Iterator
+import operator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import orjson
@@ -33,16 +35,6 @@ from cacheproxy.server.query import Query, matches, select_keys
 
 __all__ = ["CachedResource", "ListPage"]
 
-_BUILTIN_GROUPS = frozenset(
-    {"", "apps", "batch", "networking.k8s.io", "policy", "apiextensions.k8s.io"}
-)
-
-
-CHUNK_BYTES = 128 << 10
-"""List bodies go out in pieces of about this size. Small enough for the allocator to reuse the
-same memory for the next piece (1 MiB pieces were fresh mappings each time: page faults doubled
-the cost of a 50 MB list), large enough that writes stay few (~400 for 50 MB)."""
-
 
 @dataclass(slots=True)
 class ListPage:
@@ -53,13 +45,13 @@ class ListPage:
     remaining: int | None = None
     strip_type: bool = True
 
-    def chunks(self, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
-        """The list body in ~``chunk_bytes`` pieces (a big list is streamed, never joined)."""
-        return self.encoded(chunk_bytes)[1]
+    def body(self) -> bytes:
+        """The whole body in one piece (for small or re-formatted answers)."""
+        return b"".join(self.parts())
 
-    def encoded(self, chunk_bytes: int = CHUNK_BYTES) -> tuple[int, Iterator[bytes]]:
-        """The body's length and its ~``chunk_bytes`` pieces: sent with a ``Content-Length``,
-        the pieces go to the socket as they are (chunked transfer encoding would copy each)."""
+    def parts(self) -> list[bytes]:
+        """The body as the bytes to write one after the other: the head, the stored bytes of
+        every item with the separators between them, the tail. Nothing is copied."""
         meta: dict[str, object] = {"resourceVersion": str(self.resource_version)}
         if self.continue_token:
             meta["continue"] = self.continue_token
@@ -70,47 +62,32 @@ class ListPage:
             self.rtype.api_version.encode(),
             orjson.dumps(meta),
         )
-        # Typed lists of built-in kinds carry items without kind/apiVersion (as the API server):
-        # each stored object starts with exactly this prefix, replaced by "{".
-        prefix = len(
-            b'{"kind":"%s","apiVersion":"%s",'
-            % (
-                self.rtype.kind.encode(),
-                self.rtype.api_version.encode(),
-            )
-        )
-        strip = self.strip_type and self.rtype.group in _BUILTIN_GROUPS
         items = self.items
-        length = len(head) + sum(len(e.raw) for e in items) + max(len(items) - 1, 0) + 2
-        if strip:
-            length -= len(items) * (prefix - 1)
-        return length, _pieces(head, items, prefix if strip else 0, chunk_bytes)
-
-
-def _pieces(head: bytes, items: list[Entry], strip: int, chunk_bytes: int) -> Iterator[bytes]:
-    """The pieces are the stored bytes themselves (a memoryview past the type when ``strip``)
-    and the separators: the one copy of an item is the join into its chunk."""
-    yield head
-    batch: list[bytes | memoryview] = []
-    size = 0
-    first = True
-    for entry in items:
-        raw = entry.raw
-        if not first:
-            batch.append(b",")
-        first = False
-        if strip:
-            batch.append(b"{")
-            batch.append(memoryview(raw)[strip:])
+        if not items:
+            return [head, b"]}"]
+        bodies = list(map(_BODY, items))
+        if self.strip_type and self.rtype.builtin:
+            # Typed lists of built-in kinds carry items without kind/apiVersion (as the API
+            # server): "{" and the body, so every separator is the same ",{".
+            parts = [_ITEM_SEPARATOR] * (2 * len(bodies) + 1)
+            parts[0] = head + b"{"
+            parts[1::2] = bodies
         else:
-            batch.append(raw)
-        size += len(raw)
-        if size >= chunk_bytes:
-            yield b"".join(batch)
-            batch.clear()
-            size = 0
-    batch.append(b"]}")
-    yield b"".join(batch)
+            parts = [b","] * (3 * len(bodies) + 1)
+            parts[0] = head
+            parts[1::3] = list(map(_PREFIX, items))
+            parts[2::3] = bodies
+        parts[-1] = b"]}"
+        return parts
+
+
+def _get_many(state: dict[str, Entry], keys: Iterable[str]) -> list[Entry]:
+    return list(filter(None, map(state.get, keys)))
+
+
+_BODY = operator.attrgetter("body")
+_PREFIX = operator.attrgetter("prefix")
+_ITEM_SEPARATOR = b",{"
 
 
 @dataclass
@@ -207,7 +184,7 @@ class CachedResource:
             if not query.selective:
                 return keys
         else:
-            keys = sorted(candidates)
+            keys = candidates
             if exact:
                 return keys
         get = store.get
@@ -223,12 +200,12 @@ class CachedResource:
         store = self.informer.store
         if state is None and not query.selective and opts.limit:
             return self._page_of_all(query, opts, rv)
-        lookup: Callable[[str], Entry | None] = store.get
         if state is None:
             keys = self.current_keys(query)
+            get_many = store.get_many
         else:
             keys = sorted(k for k, e in state.items() if matches(e, query, self.rtype, store))
-            lookup = state.get
+            get_many = functools.partial(_get_many, state)
         prefix = f"{query.namespace}/" if query.namespace else ""
         start = 0
         if opts.continue_token:
@@ -236,8 +213,7 @@ class CachedResource:
             start = bisect.bisect_left(keys, prefix + token.key)
         limit = opts.limit
         end = len(keys) if not limit else min(len(keys), start + limit)
-        items = [e for k in keys[start:end] if (e := lookup(k)) is not None]
-        page = ListPage(self.rtype, items, rv)
+        page = ListPage(self.rtype, get_many(keys[start:end]), rv)
         if end < len(keys):
             last = keys[end - 1].removeprefix(prefix)
             page.continue_token = encode_continue(rv, last + "\x00")
@@ -256,8 +232,7 @@ class CachedResource:
                 store.sorted_keys(namespace=query.namespace, start=start), opts.limit + 1
             )
         )
-        items = [e for k in keys[: opts.limit] if (e := store.get(k)) is not None]
-        page = ListPage(self.rtype, items, rv)
+        page = ListPage(self.rtype, store.get_many(keys[: opts.limit]), rv)
         if len(keys) > opts.limit:
             last = keys[opts.limit - 1]
             page.continue_token = encode_continue(rv, last.removeprefix(prefix) + "\x00")

@@ -33,12 +33,15 @@ __all__ = ["ServedWatch", "WatchHub", "WatchPlan", "stream"]
 INITIAL_PIECE_BYTES = 128 << 10
 _ADDED_HEAD = b'{"type":"ADDED","object":'
 _EVENT_TAIL = b"}\n"
+_EVENT_HEADS = {
+    kind: b'{"type":"%s","object":' % kind for kind in (b"ADDED", b"MODIFIED", b"DELETED")
+}
 
 
 def _restamped(entry: Entry, rv: int) -> bytes:
     """``entry`` with ``metadata.resourceVersion`` set to ``rv`` (an object that stopped
     matching is reported as deleted at the RV of the event that moved it out)."""
-    obj = orjson.loads(entry.raw)
+    obj = entry.object()
     obj.setdefault("metadata", {})["resourceVersion"] = str(rv)
     return orjson.dumps(obj)
 
@@ -60,7 +63,8 @@ class _Lines:
                 assert event.prev is not None
                 line = event_line("DELETED", _restamped(event.prev, event.rv))
             else:
-                line = event_line(kind.decode(), event.entry.raw)
+                entry = event.entry
+                line = b"".join((_EVENT_HEADS[kind], entry.prefix, entry.body, _EVENT_TAIL))
             self._cache[kind] = line
         return line
 
@@ -177,9 +181,9 @@ async def stream(
     batch: list[bytes] = []
     size = 0
     for entry in plan.initial:
-        raw = entry.raw
-        batch += (_ADDED_HEAD, raw, _EVENT_TAIL)
-        size += len(raw)
+        body = entry.body
+        batch += (_ADDED_HEAD, entry.prefix, body, _EVENT_TAIL)
+        size += len(body)
         if size >= INITIAL_PIECE_BYTES:
             yield b"".join(batch)
             batch.clear()

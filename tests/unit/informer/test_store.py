@@ -47,6 +47,33 @@ def test_entries_keep_compact_json_without_managed_fields_and_with_kind_first() 
     assert entry.raw == orjson.dumps(obj)  # compact
 
 
+def test_an_entry_keeps_the_type_once_per_store_and_the_rest_as_its_body() -> None:
+    store = _store()
+    first, second = store.make_entry(_pod("a")), store.make_entry(_pod("b"))
+    assert first.prefix == b'{"kind":"Pod","apiVersion":"v1",'
+    assert first.prefix is second.prefix  # one bytes object for the whole store
+    assert first.body.startswith(b'"metadata":') and first.body.endswith(b"}")
+    assert first.raw == first.prefix + first.body
+    assert first.size == len(first.raw)
+    assert orjson.loads(b"{" + first.body)["metadata"]["name"] == "a"  # the typed list item
+    assert first.same_object(store.make_entry(_pod("a")))
+    assert not first.same_object(second)
+
+
+def test_an_object_of_another_type_or_with_nothing_but_its_type_stays_valid_json() -> None:
+    store = _store()
+    other = store.make_entry({"kind": "Thing", "apiVersion": "x/v1", "metadata": {"name": "t"}})
+    assert orjson.loads(other.raw) == {
+        "kind": "Thing",
+        "apiVersion": "x/v1",
+        "metadata": {"name": "t"},
+    }
+    assert other.prefix != store.make_entry(_pod("a")).prefix
+    bare = store.make_entry({})
+    assert orjson.loads(bare.raw) == {"kind": "Pod", "apiVersion": "v1"}
+    assert orjson.loads(b"{" + bare.body) == {}
+
+
 def test_metadata_only_transform_keeps_kind_api_version_and_metadata() -> None:
     store = _store(transform=Transform(metadata_only=True))
     obj = orjson.loads(store.make_entry(_pod("a")).raw)
