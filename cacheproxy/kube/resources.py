@@ -214,14 +214,24 @@ class ResourceRegistry(Mapping[tuple[str, str, str], ResourceType]):
 
     def __init__(self, types: Iterable[ResourceType] = ()) -> None:
         self._by_gvr: dict[tuple[str, str, str], ResourceType] = {}
+        self._by_gv: dict[GroupVersion, list[ResourceType]] = {}
+        """The types of each group/version (asked on every request; changes are rare)."""
         for t in types:
             self.add(t)
 
     def add(self, rtype: ResourceType) -> None:
         self._by_gvr[(rtype.group, rtype.version, rtype.resource)] = rtype
+        self._regroup()
 
     def remove(self, rtype: ResourceType) -> None:
         self._by_gvr.pop((rtype.group, rtype.version, rtype.resource), None)
+        self._regroup()
+
+    def _regroup(self) -> None:
+        by_gv: dict[GroupVersion, list[ResourceType]] = {}
+        for t in self._by_gvr.values():
+            by_gv.setdefault(t.group_version, []).append(t)
+        self._by_gv = by_gv
 
     def __getitem__(self, key: tuple[str, str, str]) -> ResourceType:
         return self._by_gvr[key]
@@ -243,7 +253,7 @@ class ResourceRegistry(Mapping[tuple[str, str, str], ResourceType]):
         return sorted(seen, key=lambda gv: gv.group != "")
 
     def in_group_version(self, gv: GroupVersion) -> list[ResourceType]:
-        return [t for t in self._by_gvr.values() if t.group_version == gv]
+        return list(self._by_gv.get(gv, ()))
 
     def resolve(self, name: str) -> ResourceType | None:
         """Find a type by ``group/version/resource``, ``resource.group``, plural, singular or short name."""
