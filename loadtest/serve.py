@@ -4,15 +4,17 @@
 N, the simulator (``cacheproxy sim --pods N``: the demo's pods, ~8 KB with managedFields, over
 ``--namespaces`` namespaces, ``--apps`` apps and ``--nodes`` nodes) and, each in its own process
 on 127.0.0.1: the daemon (``cacheproxy serve --config FILE``, pods with a ``spec.nodeName``
-index), the naive baseline (:mod:`loadtest.naiveserver`) and, for the floor, a bare socket
-server of the daemon's full-list bytes (:mod:`loadtest.floor`). Then, in this order:
+index), the naive baseline (:mod:`loadtest.naiveserver`) and, for the floors, bare socket
+servers of the daemon's full, label and field list bytes (:mod:`loadtest.floor`). Then, in this
+order:
 
 1. **Memory**: the daemon's RSS after its sync, less the RSS of the same daemon caching nothing,
    per stored JSON byte (``/status``).
 2. **Offload**: the simulator's pod requests while the daemon answers 10, then 1 000 requests.
 3. **Lists** (:mod:`loadtest.listbench`): every scenario at concurrency 1 and 16 against the
    daemon, the simulator (an API-server stand-in) and the naive server; the full list also
-   against the floor server, right after the daemon's.
+   against the floor server of the same bytes, right after the daemon's. The floor's own
+   full ÷ label ratio is the physical bound of the daemon's (a 5 % list is 5 % of the bytes).
 4. **Fan-out** (:mod:`loadtest.fanout`, at ``--fanout-pods`` only): for each watcher count, the
    rate ladder against the daemon and the bare broadcaster (:mod:`loadtest.broadcaster`),
    climbing until a point is not sustained.
@@ -115,8 +117,13 @@ async def _serial(conn: Connection, mix: Sequence[Scenario], indexes: range) -> 
     return [(await conn.request(mix[i % len(mix)].target(i))).status for i in indexes]
 
 
+FLOORED = ("full", "label", "field")
+"""Scenarios measured against a floor server of the daemon's bytes (its answer to request 0)."""
+
+
 async def _lists(
     servers: dict[str, Service],
+    floors: dict[str, Service],
     plan: list[Scenario],
     args: argparse.Namespace,
     n: int,
@@ -125,9 +132,10 @@ async def _lists(
     out = []
     for scenario in plan:
         for concurrency in (1, 16):
-            for name, service in servers.items():
-                if name == "floor" and scenario.key != "full":
-                    continue  # the floor serves one body: the daemon's full list
+            timed = dict(servers)
+            if scenario.key in floors:  # right after the daemon's: both see the same machine
+                timed = {"daemon": servers["daemon"], "floor": floors[scenario.key], **servers}
+            for name, service in timed.items():
                 big = scenario.key in _HEAVY and n > _BIG_LIST_PODS and concurrency > 1
                 if big and name in ("simulator", "naive"):
                     skipped.append(f"{name} {scenario.key} list at concurrency {concurrency}")
@@ -239,29 +247,28 @@ def _bench_size(
         offload = runner.run(_offload(daemon.url, sim.url, mix))
         servers = {"daemon": daemon, "simulator": sim, "naive": naive}
         items: dict[str, dict[str, int]] = {}
-        full_body = b""
         sim_item_bytes = float("nan")
+        floors: dict[str, Service] = {}
         for name, service in servers.items():
             for scenario in plan:
                 count, body = runner.run(verify(service.url, scenario))
                 items.setdefault(name, {})[scenario.key] = count
-                if name == "daemon" and scenario.key == "full":
-                    full_body = body
+                if name == "daemon" and scenario.key in FLOORED:
+                    path = workdir / f"{scenario.key}-list.json"
+                    path.write_bytes(body)
+                    floors[scenario.key] = start_module(
+                        workdir, f"floor-{scenario.key}", "loadtest.floor", "--body", str(path)
+                    )
+                    services.append(floors[scenario.key])
                 elif name == "simulator" and scenario.key == "full":
                     sim_item_bytes = len(body) / max(1, count)
-        (workdir / "full-list.json").write_bytes(full_body)
-        del full_body
-        floor = start_module(
-            workdir, "floor", "loadtest.floor", "--body", str(workdir / "full-list.json")
-        )
-        services.append(floor)
+                del body
         skipped: list[str] = []
-        # The floor right after the daemon's full list: both see the same machine.
-        timed = {"daemon": daemon, "floor": floor, "simulator": sim, "naive": naive}
-        measured = runner.run(_lists(timed, plan, args, n, skipped))
+        measured = runner.run(_lists(servers, floors, plan, args, n, skipped))
         measurements = [m for m in measured if m.server != "floor"]
         floor_runs = [m for m in measured if m.server == "floor"]
-        floor.stop()
+        for floor in floors.values():
+            floor.stop()
         hwm = _hwm(daemon)
         points: list[fanout.FanoutPoint] = []
         if n == args.fanout_pods and not args.skip_fanout:

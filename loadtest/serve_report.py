@@ -90,6 +90,9 @@ def _size_budgets(size: SizeResult) -> list[tuple[str, str, str, str]]:
     naive = _div(_p50(size, "naive", "full"), full)
     label = _div(full, _p50(size, "daemon", "label"))
     field = _div(full, _p50(size, "daemon", "field"))
+    floor_full = _p50(size, "floor", "full")
+    floor_label = _div(floor_full, _p50(size, "floor", "label"))
+    floor_field = _div(floor_full, _p50(size, "floor", "field"))
     label_rate = _rate(size, "daemon", "label")
     get_rate = _rate(size, "daemon", "get")
     mem = size.memory.net_ratio
@@ -102,8 +105,8 @@ def _size_budgets(size: SizeResult) -> list[tuple[str, str, str, str]]:
     return [
         (f"{n}: daemon full list ÷ floor (p50, c=1)", _x(floor), f"≤ {FLOOR_BUDGET:g}{_X}", _check(floor, FLOOR_BUDGET, at_least=False)),
         (f"{n}: naive ÷ daemon full list (p50, c=1)", _x(naive), f"≥ {NAIVE_BUDGET:g}{_X}", _check(naive, NAIVE_BUDGET, at_least=True)),
-        (f"{n}: label list speedup vs full list (p50, c=1)", _x(label), f"≥ {SELECTIVE_BUDGET:g}{_X}", _check(label, SELECTIVE_BUDGET, at_least=True)),
-        (f"{n}: index field list speedup vs full list (p50, c=1)", _x(field), f"≥ {SELECTIVE_BUDGET:g}{_X}", _check(field, SELECTIVE_BUDGET, at_least=True)),
+        (f"{n}: label list speedup vs full list (p50, c=1; the floor's own: the bound)", f"{_x(label)} (floor {_x(floor_label)})", f"≥ {SELECTIVE_BUDGET:g}{_X}", _check(label, SELECTIVE_BUDGET, at_least=True)),
+        (f"{n}: index field list speedup vs full list (p50, c=1; the floor's own: the bound)", f"{_x(field)} (floor {_x(floor_field)})", f"≥ {SELECTIVE_BUDGET:g}{_X}", _check(field, SELECTIVE_BUDGET, at_least=True)),
         (f"{n}: label lists/s, 16 clients", _num(label_rate), f"≥ {_num(LABEL_RATE_BUDGET)}/s", _check(label_rate, LABEL_RATE_BUDGET, at_least=True)),
         (f"{n}: single GETs/s, 16 clients", _num(get_rate), f"≥ {_num(GET_RATE_BUDGET)}/s", _check(get_rate, GET_RATE_BUDGET, at_least=True)),
         (f"{n}: memory (RSS - empty daemon) ÷ stored JSON", _x(mem), f"≤ {MEMORY_BUDGET}{_X}", _check(mem, MEMORY_BUDGET, at_least=False)),
@@ -245,14 +248,15 @@ def _size_section(size: SizeResult, titles: dict[str, str]) -> str:
     mem, off = size.memory, size.offload
     per = _div(mem.stored_bytes, mem.objects)
     floor_rows = []
-    for c in (1, 16):
-        d, f = size.find("daemon", "full", c), size.find("floor", "full", c)
-        if d is None or f is None:
-            continue
-        floor_rows.append((str(c), _num(d.bytes_per_request), _ms(d.p50), _ms(f.p50), _x(_div(d.p50, f.p50)),
-                           _num(d.rate, 1), _num(f.rate, 1)))  # fmt: skip
-    floor = _markdown(("full list, concurrency", "bytes", "daemon p50 ms", "floor p50 ms",
-                       "daemon ÷ floor", "daemon req/s", "floor req/s"), floor_rows)  # fmt: skip
+    for key in ("full", "label", "field"):
+        for c in (1, 16):
+            d, f = size.find("daemon", key, c), size.find("floor", key, c)
+            if d is None or f is None:
+                continue
+            floor_rows.append((f"{titles.get(key, key)}, {c}", _num(d.bytes_per_request), _ms(d.p50), _ms(f.p50),
+                               _x(_div(d.p50, f.p50)), _ms(d.p50 - f.p50), _num(d.rate, 1), _num(f.rate, 1)))  # fmt: skip
+    floor = _markdown(("list, concurrency", "bytes", "daemon p50 ms", "floor p50 ms", "daemon ÷ floor",
+                       "daemon - floor ms", "daemon req/s", "floor req/s"), floor_rows)  # fmt: skip
     memory = _markdown(
         ("memory", "value"),
         [
@@ -292,7 +296,13 @@ Simulator start {size.sim_start_s:.1f} s; daemon sync {size.daemon_sync_s:.2f} s
 
 {_throughput_table(size, titles)}
 
-### The floor: the same full-list bytes through a bare asyncio socket
+### The floor: the same list bytes through a bare asyncio socket
+
+What a list costs above moving its bytes: about the same fixed time for a 5 % list as for the
+full one is the cost of a request (parse, route, select, headers), not of its size. The full ÷
+label ratio of the floor itself bounds the daemon's: with a fixed cost c per request, the
+daemon's ratio reaches 20{_X} only if its full list spends 19·c more above the floor than the
+label list does.
 
 {floor}
 
@@ -405,8 +415,8 @@ the simulator (`cacheproxy sim`: the API-server stand-in and the upstream, demo 
 with managedFields), the daemon (`cacheproxy serve --config`, pods with a `spec.nodeName` index;
 its default transform drops managedFields), the naive server (`loadtest/naiveserver.py`: the
 pods as parsed dicts with the same indexes, `orjson.dumps` of the response per request) and the
-floor (`loadtest/floor.py`: the daemon's full-list bytes, prebuilt, one `transport.write` per
-request). The client (`loadtest/httpclient.py`) is one process with keep-alive HTTP/1.1
+floors (`loadtest/floor.py`: the daemon's full, label and field list bytes, prebuilt, one
+`transport.write` per request). The client (`loadtest/httpclient.py`) is one process with keep-alive HTTP/1.1
 connections in a closed loop that only counts body bytes; a request's time runs from writing it
 to the last byte read. Concurrency 16 = 16 connections. Items were checked on one answer of each
 scenario from each server before timing. Selective lists vary the app / node / namespace per

@@ -60,11 +60,13 @@ def test_every_measurement_is_complete_and_finite(run: tuple[Path, dict[str, Any
         assert 0 < m["p50"] <= m["p99"] < 10, m
         assert m["rate"] > 0, m
         assert m["bytes_per_request"] > 0, m
-    assert {(m["server"], m["concurrency"]) for m in size["floor"]} == {("floor", 1), ("floor", 16)}
+    assert {(m["server"], m["scenario"], m["concurrency"]) for m in size["floor"]} == {
+        ("floor", k, c) for k in ("full", "label", "field") for c in (1, 16)
+    }
     full = next(
         m for m in size["measurements"] if m["scenario"] == "full" and m["server"] == "daemon"
     )
-    floor = next(m for m in size["floor"] if m["concurrency"] == 1)
+    floor = next(m for m in size["floor"] if m["concurrency"] == 1 and m["scenario"] == "full")
     assert floor["bytes_per_request"] == full["bytes_per_request"]  # the very same bytes
 
 
