@@ -34,13 +34,13 @@ from cacheproxy.errors import ApiError
 log = logging.getLogger("cacheproxy.serving")
 
 __all__ = [
-    "WRITE_PARTS",
+    "BODY_WRITER",
+    "BodyWriter",
     "CertificateReloader",
     "LiveWatch",
     "Mailbox",
     "ServingProtocol",
     "UvicornRunner",
-    "WriteParts",
     "bind",
     "file_stamp",
     "live_lines",
@@ -145,27 +145,34 @@ async def send_body(send: Send, code: int, body: bytes, *, content_type: bytes =
     await send({"type": "http.response.body", "body": body})
 
 
-WriteParts = Callable[[Sequence[bytes], int], Awaitable[None]]
+class BodyWriter(Protocol):
+    """Writes a started response's body from parts, without joining them: the transport hands
+    them to ``writev`` as they are (nothing copied in Python)."""
 
-WRITE_PARTS = "cacheproxy.write_parts"
+    async def write(self, parts: Sequence[bytes], size: int) -> None:
+        """Parts of a body whose ``Content-Length`` was sent; ``size`` is their total length."""
+
+    async def write_chunk(self, parts: Sequence[bytes]) -> None:
+        """One chunk, made of ``parts``, of a response sent without a ``Content-Length``
+        (``Transfer-Encoding: chunked``); the last message through ``send`` ends it."""
+
+
+BODY_WRITER = "cacheproxy.body_writer"
 """The ``scope["extensions"]`` key under which :class:`ServingProtocol` offers a
-:data:`WriteParts` on plain-TCP connections: ``await write(parts, size)`` hands a response's
-body parts to the transport, which writes them with scatter/gather writes from the bytes
-themselves (nothing joined, nothing copied in Python). For a body whose ``Content-Length`` was
-sent; ``size`` is the parts' total length."""
+:class:`BodyWriter` on plain-TCP connections."""
 
 
 async def send_parts(
     send: Send,
     parts: Sequence[bytes],
     *,
-    write_parts: WriteParts | None = None,
+    writer: BodyWriter | None = None,
     content_type: bytes = JSON,
     chunk_bytes: int = 128 << 10,
 ) -> None:
     """A 200 whose body is ``parts`` one after the other, with a ``Content-Length``.
 
-    With ``write_parts`` (the server's :data:`WRITE_PARTS`) all parts go to the transport at
+    With ``writer`` (the server's :data:`BODY_WRITER`) all parts go to the transport at
     once: it holds references, not copies, and writes them with ``writev`` as the socket takes
     them (measured on loopback: a 2.5 MB list in ~1 000 parts went out faster than the same
     bytes joined, and than in groups with a drain between). Otherwise through ``send``,
@@ -177,8 +184,8 @@ async def send_parts(
         (b"content-length", str(length).encode()),
     ]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
-    if write_parts is not None:
-        await write_parts(parts, length)
+    if writer is not None:
+        await writer.write(parts, length)
     else:
         batch: list[bytes] = []
         size = 0
@@ -303,10 +310,11 @@ async def live_lines(
     bookmark: Callable[[], bytes] | None,
     bookmark_interval: float,
     clock: Callable[[], float],
-) -> AsyncIterator[bytes]:
-    """A watch's live part: its pending lines as they come and, when ``bookmark`` is given (the
-    client asked), a bookmark about every ``bookmark_interval`` while nothing else is sent and one
-    shortly before ``deadline``. Ends at the deadline, or once the watch is closed and drained."""
+) -> AsyncIterator[list[bytes]]:
+    """A watch's live part: its pending lines as they come (each batch as the list of lines, to
+    be written without joining) and, when ``bookmark`` is given (the client asked), a bookmark
+    about every ``bookmark_interval`` while nothing else is sent and one shortly before
+    ``deadline``. Ends at the deadline, or once the watch is closed and drained."""
     next_bookmark = clock() + bookmark_interval
     deadline_bookmark_sent = False
     while True:
@@ -321,14 +329,14 @@ async def live_lines(
         await watch.wait(wake_at - now)
         lines = watch.take()
         if lines:
-            yield b"".join(lines)
+            yield lines
         if watch.closed:
             return
         now = clock()
         if bookmark is not None and not lines:
             due_deadline = not deadline_bookmark_sent and now >= deadline - DEADLINE_BOOKMARK_MARGIN
             if now >= next_bookmark or due_deadline:
-                yield bookmark()
+                yield [bookmark()]
                 next_bookmark = now + bookmark_interval
                 deadline_bookmark_sent = deadline_bookmark_sent or due_deadline
 
@@ -371,7 +379,7 @@ class ServingProtocol(HttpToolsProtocol):
         # Not for TLS: its transport would encrypt every part at once into its own buffer.
         if ssl_object is None and cycle is not None and cycle.scope is self.scope:
             extensions = cast(dict[str, object], self.scope.setdefault("extensions", {}))
-            extensions[WRITE_PARTS] = _PartsWriter(cycle).write
+            extensions[BODY_WRITER] = _BodyWriter(cycle)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_header_timer()
@@ -395,30 +403,44 @@ class ServingProtocol(HttpToolsProtocol):
             self.transport.close()
 
 
-class _PartsWriter:
-    """:data:`WriteParts` for one uvicorn request: the body parts go to the transport's
-    ``writelines`` (uvloop hands them to ``writev`` as they are), with uvicorn's own
-    bookkeeping of the ``Content-Length`` and its flow control."""
+class _BodyWriter:
+    """:class:`BodyWriter` for one uvicorn request: parts go to the transport's ``writelines``
+    (uvloop hands them to ``writev`` as they are), with uvicorn's own flow control and its
+    bookkeeping of the ``Content-Length`` or the chunked encoding it chose."""
 
     __slots__ = ("_cycle",)
 
     def __init__(self, cycle: RequestResponseCycle) -> None:
         self._cycle = cycle
 
-    async def write(self, parts: Sequence[bytes], size: int) -> None:
+    async def _ready(self, *, chunked: bool) -> bool:
+        """Whether to write now (after waiting while the client is behind)."""
         cycle = self._cycle
         if cycle.flow.write_paused and not cycle.disconnected:
             await cycle.flow.drain()
         if cycle.disconnected:
+            return False
+        if not cycle.response_started or cycle.response_complete:
+            raise RuntimeError("body parts need a started, unfinished response")
+        if bool(cycle.chunked_encoding) != chunked:
+            raise RuntimeError("the response's framing is not the one written")
+        return cycle.scope["method"] != "HEAD"
+
+    async def write(self, parts: Sequence[bytes], size: int) -> None:
+        if not await self._ready(chunked=False):
             return
-        if not cycle.response_started or cycle.response_complete or cycle.chunked_encoding:
-            raise RuntimeError("body parts need a started response with a Content-Length")
-        if cycle.scope["method"] == "HEAD":
-            return
+        cycle = self._cycle
         if size > cycle.expected_content_length:
             raise RuntimeError("Response content longer than Content-Length")
         cycle.expected_content_length -= size
         cycle.transport.writelines(parts)
+
+    async def write_chunk(self, parts: Sequence[bytes]) -> None:
+        size = sum(map(len, parts))
+        if not size or not await self._ready(chunked=True):
+            return
+        # One writelines: each write would be a send() of its own while the socket has room.
+        self._cycle.transport.writelines([b"%x\r\n" % size, *parts, b"\r\n"])
 
 
 def serving_protocol(

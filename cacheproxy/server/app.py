@@ -45,7 +45,7 @@ from cacheproxy.server.query import Query, parse_index_selector, validate_fields
 from cacheproxy.server.resource import CachedResource
 from cacheproxy.server.statuspage import cache_status
 from cacheproxy.server.watch import ServedWatch, WatchHub, WatchPlan, stream
-from cacheproxy.serving import WRITE_PARTS, WriteParts, send_body, send_parts, send_status
+from cacheproxy.serving import BODY_WRITER, BodyWriter, send_body, send_parts, send_status
 
 __all__ = ["CacheServer", "ServerOptions"]
 
@@ -419,7 +419,7 @@ class CacheServer:
                 return
             parts = page.parts()
             req.started = True  # past here a failure can only end the response
-            await send_parts(send, parts, write_parts=req.write_parts)
+            await send_parts(send, parts, writer=req.writer)
             return
         tables = (
             WatchTables(res.table_printer(), version=as_table, include=include)
@@ -527,6 +527,7 @@ class CacheServer:
         if self._refusing_watches():  # shutting down since the response began: end it now
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             return
+        writer = req.writer if tables is None else None
         watcher = ServedWatch(
             query,
             buffer=self.options.watch_buffer,
@@ -550,9 +551,13 @@ class CacheServer:
         disconnect = asyncio.create_task(req.wait_disconnect(), name="watch-disconnect")
         disconnect.add_done_callback(lambda _: watcher.close("client went away"))
         try:
-            async for chunk in stream(
+            async for parts in stream(
                 watcher, plan, res.rtype, current_rv=lambda: res.resource_version
             ):
+                if writer is not None:  # the lines as they are: no join, no re-framing copy
+                    await writer.write_chunk(parts)
+                    continue
+                chunk = b"".join(parts)
                 if tables is not None:
                     chunk = tables.convert(chunk)
                     if not chunk:
@@ -644,14 +649,14 @@ class _Request:
         "started",
         "user",
         "verb",
-        "write_parts",
+        "writer",
     )
 
     def __init__(self, scope: Scope, receive: Receive) -> None:
         self._receive = receive
         extensions = scope.get("extensions") or {}
         self.scope_tls: dict[str, Any] = extensions.get("tls") or {}
-        self.write_parts: WriteParts | None = extensions.get(WRITE_PARTS)
+        self.writer: BodyWriter | None = extensions.get(BODY_WRITER)
         self.user: UserInfo | None = None
         self.namespaces: frozenset[str] | None = None
         self.method: str = scope["method"]

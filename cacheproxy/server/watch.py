@@ -172,12 +172,13 @@ async def stream(
     *,
     current_rv: Callable[[], int],
     clock: Callable[[], float] = time.monotonic,
-) -> AsyncIterator[bytes]:
-    """The bytes of one watch response until its deadline or until the watcher is closed."""
+) -> AsyncIterator[list[bytes]]:
+    """One watch response until its deadline or until the watcher is closed, in batches: the
+    bytes of each batch are written one after the other (whole lines; never joined here)."""
     deadline = clock() + plan.timeout
     # The initial state goes out like a list: the stored bytes between the line's two halves,
-    # joined once per ~128 KiB piece (a thousand watchers starting at once hold a piece each,
-    # not a copy of the cache each).
+    # in batches of ~128 KiB (a thousand watchers starting at once hold a batch each, not the
+    # cache each: the next one waits until the client took the last).
     batch: list[bytes] = []
     size = 0
     for entry in plan.initial:
@@ -185,24 +186,24 @@ async def stream(
         batch += (_ADDED_HEAD, entry.prefix, body, _EVENT_TAIL)
         size += len(body)
         if size >= INITIAL_PIECE_BYTES:
-            yield b"".join(batch)
-            batch.clear()
+            yield batch
+            batch = []
             size = 0
     batch.extend(plan.replay)
     if plan.end_bookmark_rv is not None:
         batch.append(bookmark_line(rtype, plan.end_bookmark_rv, initial_events_end=True))
     if batch:
-        yield b"".join(batch)
+        yield batch
     bookmark = (
         (lambda: bookmark_line(rtype, max(current_rv(), watcher.last_rv)))
         if plan.allow_bookmarks
         else None
     )
-    async for chunk in live_lines(
+    async for lines in live_lines(
         watcher,
         deadline=deadline,
         bookmark=bookmark,
         bookmark_interval=plan.bookmark_interval,
         clock=clock,
     ):
-        yield chunk
+        yield lines

@@ -133,4 +133,4 @@ async def stream_watch(
         bookmark_interval=plan.bookmark_interval,
         clock=clock,
     ):
-        yield chunk
+        yield b"".join(chunk)

@@ -19,11 +19,15 @@ async def _respond(parts: Sequence[bytes], *, direct: bool) -> tuple[list[dict[s
     async def send(message: dict[str, Any]) -> None:
         messages.append(message)
 
-    async def write_parts(group: Sequence[bytes], size: int) -> None:
-        assert size == sum(map(len, group))
-        written.extend(group)
+    class Writer:
+        async def write(self, group: Sequence[bytes], size: int) -> None:
+            assert size == sum(map(len, group))
+            written.extend(group)
 
-    await send_parts(send, parts, write_parts=write_parts if direct else None, chunk_bytes=7)
+        async def write_chunk(self, group: Sequence[bytes]) -> None:
+            raise AssertionError("a list has a Content-Length")
+
+    await send_parts(send, parts, writer=Writer() if direct else None, chunk_bytes=7)
     body = b"".join(written) + b"".join(m.get("body", b"") for m in messages[1:])
     return messages, body
 
