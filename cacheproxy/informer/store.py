@@ -276,19 +276,17 @@ class Store:
 
     def label_keys_sorted(self, key: str, value: str) -> list[str]:
         """``label_keys`` in key order (kept until that set changes: do not modify)."""
-        cache_key = (0, key, value)
-        keys = self._ordered.get(cache_key)
-        if keys is None:
-            keys = self._ordered[cache_key] = sorted(self.label_keys(key, value))
-        return keys
+        return self._in_order((0, key, value), self.label_keys(key, value))
 
     def index_keys_sorted(self, index: str, value: str) -> list[str]:
         """``index_keys`` in key order (kept until that set changes: do not modify)."""
-        cache_key = (1, index, value)
-        keys = self._ordered.get(cache_key)
-        if keys is None:
-            keys = self._ordered[cache_key] = sorted(self.index_keys(index, value))
-        return keys
+        return self._in_order((1, index, value), self.index_keys(index, value))
+
+    def _in_order(self, cache_key: tuple[int, str, str], keys: AbstractSet[str]) -> list[str]:
+        ordered = self._ordered.get(cache_key)
+        if ordered is None:
+            ordered = self._ordered[cache_key] = sorted(keys)
+        return ordered
 
     def index_keys(self, index: str, value: str) -> AbstractSet[str]:
         return _as_set(self._indexes[self._index_pos[index]].by_value.get(value))

@@ -131,21 +131,24 @@ def select_keys(store: Store, query: Query, index_paths: set[str]) -> tuple[list
             lambda: list(store.sorted_keys(namespace=ns)),
         )
 
-    def labels(key: str, values: Iterable[str]) -> _Narrowing:
+    def any_of(
+        keys_of: Callable[[str, str], AbstractSet[str]],
+        in_order: Callable[[str, str], list[str]],
+        name: str,
+        values: Iterable[str],
+    ) -> _Narrowing:
+        """The keys under any of ``values`` of one label or index (one value: kept in order)."""
         values = tuple(values)
-        if len(values) == 1:
-            value = values[0]
-            keys = store.label_keys(key, value)
-            return _Narrowing(keys, len(keys), lambda: store.label_keys_sorted(key, value))
-        return _union(store.label_keys(key, v) for v in values)
+        if len(values) != 1:
+            return _union(keys_of(name, v) for v in values)
+        keys = keys_of(name, values[0])
+        return _Narrowing(keys, len(keys), lambda: in_order(name, values[0]))
+
+    def labels(key: str, values: Iterable[str]) -> _Narrowing:
+        return any_of(store.label_keys, store.label_keys_sorted, key, values)
 
     def index(path: str, values: Iterable[str]) -> _Narrowing:
-        values = tuple(values)
-        if len(values) == 1:
-            value = values[0]
-            keys = store.index_keys(path, value)
-            return _Narrowing(keys, len(keys), lambda: store.index_keys_sorted(path, value))
-        return _union(store.index_keys(path, v) for v in values)
+        return any_of(store.index_keys, store.index_keys_sorted, path, values)
 
     if query.namespace:
         narrowing.append(namespace(query.namespace))
