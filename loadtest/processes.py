@@ -37,13 +37,14 @@ _URL = re.compile(rb"(?:listening on|serving .* on|^URL) (http://127\.0\.0\.1:\d
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def rss_bytes(pid: int) -> int:
-    """``VmRSS`` of ``pid`` (0 when unknown)."""
+def rss_bytes(pid: int, field: str = "VmRSS") -> int:
+    """``VmRSS`` of ``pid`` (or another ``/proc/PID/status`` size such as ``VmHWM``, the peak);
+    0 when unknown."""
     try:
         text = Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return 0
-    found = re.search(r"^VmRSS:\s+(\d+) kB", text, re.MULTILINE)
+    found = re.search(rf"^{field}:\s+(\d+) kB", text, re.MULTILINE)
     return int(found.group(1)) * 1024 if found else 0
 
 

@@ -47,7 +47,14 @@ from loadtest.charts import write_charts
 from loadtest.httpclient import Connection, fetch, open_connection
 from loadtest.ingest import _loop_factory, _python_command
 from loadtest.listbench import Measurement, Scenario, measure, scenarios, verify
-from loadtest.processes import Service, start_daemon, start_module, start_sim, write_daemon_config
+from loadtest.processes import (
+    Service,
+    rss_bytes,
+    start_daemon,
+    start_module,
+    start_sim,
+    write_daemon_config,
+)
 from loadtest.report import collect_machine_info
 from loadtest.serve_records import (
     MemoryReading,
@@ -269,7 +276,7 @@ def _bench_size(
         floor_runs = [m for m in measured if m.server == "floor"]
         for floor in floors.values():
             floor.stop()
-        hwm = _hwm(daemon)
+        hwm = rss_bytes(daemon.pid, "VmHWM")
         points: list[fanout.FanoutPoint] = []
         if n == args.fanout_pods and not args.skip_fanout:
             broadcaster = start_module(
@@ -309,15 +316,6 @@ def _bench_size(
     finally:
         for service in reversed(services):
             service.stop()
-
-
-def _hwm(service: Service) -> int:
-    try:
-        text = Path(f"/proc/{service.pid}/status").read_text()
-    except OSError:
-        return 0
-    found = re.search(r"^VmHWM:\s+(\d+) kB", text, re.MULTILINE)
-    return int(found.group(1)) * 1024 if found else 0
 
 
 def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
