@@ -65,18 +65,19 @@ class Transform:
                 target = target.get(name) if isinstance(target, dict) else None
             if isinstance(target, dict):
                 target.pop(last, None)
-        if obj.get("kind") and obj.get("apiVersion") and not self.metadata_only:
-            return obj
-        # Typed list items come without kind/apiVersion: put them first, as a GET returns them.
-        out: dict[str, Any] = {
-            "kind": obj.get("kind") or kind,
-            "apiVersion": obj.get("apiVersion") or api_version,
-        }
         if self.metadata_only:
-            out["metadata"] = obj.get("metadata", {})
-        else:
-            out.update(obj)
-        return out
+            return {
+                "kind": obj.get("kind") or kind,
+                "apiVersion": obj.get("apiVersion") or api_version,
+                "metadata": obj.get("metadata", {}),
+            }
+        # Typed list items come without kind/apiVersion. Their place in the dict does not
+        # matter: the store keeps them apart, as the entry's prefix (no copy of the object).
+        if not obj.get("kind"):
+            obj["kind"] = kind
+        if not obj.get("apiVersion"):
+            obj["apiVersion"] = api_version
+        return obj
 
 
 class Entry:
