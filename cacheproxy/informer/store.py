@@ -34,6 +34,7 @@ __all__ = [
     "IndexFunc",
     "Store",
     "Transform",
+    "pick",
     "type_prefix",
 ]
 
@@ -150,6 +151,11 @@ class Entry:
         return f"Entry({self.key!r}, {self.size} bytes)"
 
 
+def pick(entries: Mapping[str, Entry], keys: Iterable[str]) -> list[Entry]:
+    """The entries of ``keys`` found in ``entries`` (a store's, or a snapshot), in that order."""
+    return list(filter(None, map(entries.get, keys)))
+
+
 def type_prefix(kind: object, api_version: object) -> bytes:
     """``{"kind":…,"apiVersion":…,``: the part of an object's JSON an :class:`Entry` shares."""
     return b'{"kind":%s,"apiVersion":%s,' % (orjson.dumps(kind), orjson.dumps(api_version))
@@ -236,7 +242,7 @@ class Store:
 
     def get_many(self, keys: Iterable[str]) -> list[Entry]:
         """The entries of ``keys`` that exist, in that order."""
-        return list(filter(None, map(self._entries.get, keys)))
+        return pick(self._entries, keys)
 
     def entries(self) -> Iterator[Entry]:
         return iter(self._entries.values())

@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import functools
 import itertools
 import operator
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import orjson
 
 from cacheproxy.informer.eventlog import TooOld
 from cacheproxy.informer.informer import SharedInformer
-from cacheproxy.informer.store import Entry, Store
+from cacheproxy.informer.store import Entry, Store, pick
 from cacheproxy.kube import status
 from cacheproxy.kube.listoptions import EXACT, ListOptions
 from cacheproxy.kube.resources import ResourceType
@@ -43,7 +42,6 @@ class ListPage:
     resource_version: int
     continue_token: str = ""
     remaining: int | None = None
-    strip_type: bool = True
 
     def body(self) -> bytes:
         """The whole body in one piece (for small or re-formatted answers)."""
@@ -66,7 +64,7 @@ class ListPage:
         if not items:
             return [head, b"]}"]
         bodies = list(map(_BODY, items))
-        if self.strip_type and self.rtype.builtin:
+        if self.rtype.builtin:
             # Typed lists of built-in kinds carry items without kind/apiVersion (as the API
             # server): "{" and the body, so every separator is the same ",{".
             parts = [_ITEM_SEPARATOR] * (2 * len(bodies) + 1)
@@ -79,10 +77,6 @@ class ListPage:
             parts[2::3] = bodies
         parts[-1] = b"]}"
         return parts
-
-
-def _get_many(state: dict[str, Entry], keys: Iterable[str]) -> list[Entry]:
-    return list(filter(None, map(state.get, keys)))
 
 
 _BODY = operator.attrgetter("body")
@@ -202,10 +196,8 @@ class CachedResource:
             return self._page_of_all(query, opts, rv)
         if state is None:
             keys = self.current_keys(query)
-            get_many = store.get_many
         else:
             keys = sorted(k for k, e in state.items() if matches(e, query, self.rtype, store))
-            get_many = functools.partial(_get_many, state)
         prefix = f"{query.namespace}/" if query.namespace else ""
         start = 0
         if opts.continue_token:
@@ -213,7 +205,9 @@ class CachedResource:
             start = bisect.bisect_left(keys, prefix + token.key)
         limit = opts.limit
         end = len(keys) if not limit else min(len(keys), start + limit)
-        page = ListPage(self.rtype, get_many(keys[start:end]), rv)
+        chosen = keys[start:end]
+        items = store.get_many(chosen) if state is None else pick(state, chosen)
+        page = ListPage(self.rtype, items, rv)
         if end < len(keys):
             last = keys[end - 1].removeprefix(prefix)
             page.continue_token = encode_continue(rv, last + "\x00")

@@ -10,11 +10,12 @@ from hypothesis import strategies as st
 from cacheproxy.informer.store import Store
 from cacheproxy.kube.fields import parse_field_selector
 from cacheproxy.kube.labels import parse_label_selector
-from cacheproxy.kube.resources import builtin
+from cacheproxy.kube.resources import ResourceType, builtin
 from cacheproxy.server.query import Query, matches, parse_index_selector
 from cacheproxy.server.resource import CachedResource
 
 PODS = builtin("pods")
+WIDGETS = ResourceType("example.com", "v1", "widgets", "Widget", namespaced=True)
 INDEXES = ("spec.nodeName",)
 
 
@@ -170,24 +171,31 @@ def test_index_answers_stay_equal_to_a_full_scan_while_the_store_changes(
 @settings(max_examples=100, deadline=None)
 @given(
     items=pods,
-    strip=st.booleans(),
+    custom=st.booleans(),
     token=st.sampled_from(["", "abc"]),
 )
-def test_a_list_body_is_as_long_as_it_says_and_valid_json(
-    items: list[dict[str, Any]], strip: bool, token: str
+def test_a_list_body_is_the_items_as_the_api_server_lists_them(
+    items: list[dict[str, Any]], custom: bool, token: str
 ) -> None:
+    """Typed lists of built-in kinds carry items without kind/apiVersion; lists of custom
+    resources carry them in every item."""
     import orjson
 
     from cacheproxy.server.resource import ListPage
 
-    store = Store(kind="Pod", api_version="v1", field_indexes=INDEXES)
+    rtype = WIDGETS if custom else PODS
+    store = Store(kind=rtype.kind, api_version=rtype.api_version, field_indexes=INDEXES)
     for p in items:
-        store.put(store.make_entry(pod(p)))
+        store.put(store.make_entry({**pod(p), "kind": rtype.kind, "apiVersion": rtype.api_version}))
     entries = [e for k in store.sorted_keys() if (e := store.get(k)) is not None]
-    page = ListPage(PODS, entries, 7, continue_token=token, remaining=3 if token else None)
-    page.strip_type = strip
-    body = page.body()
-    doc = orjson.loads(body)
-    assert doc["kind"] == "PodList"
+    page = ListPage(rtype, entries, 7, continue_token=token, remaining=3 if token else None)
+    doc = orjson.loads(page.body())
+    assert doc["kind"] == f"{rtype.kind}List" and doc["apiVersion"] == rtype.api_version
+    assert doc["metadata"].get("continue", "") == token
     assert [i["metadata"]["name"] for i in doc["items"]] == [e.key.split("/")[1] for e in entries]
-    assert all(("kind" in i) != strip for i in doc["items"])
+    assert [i.get("spec") for i in doc["items"]] == [e.object()["spec"] for e in entries]
+    typed = {"kind": rtype.kind, "apiVersion": rtype.api_version}
+    assert all(
+        {k: i.get(k) for k in typed} == (typed if custom else dict.fromkeys(typed))
+        for i in doc["items"]
+    )
