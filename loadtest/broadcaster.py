@@ -19,12 +19,11 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
-from typing import cast
 
 import orjson
 
 from cacheproxy.serving import bind
-from loadtest.httpclient import ChunkedDecoder, LineSplitter, open_connection
+from loadtest.httpclient import ChunkedDecoder, LineSplitter, RequestReader, open_connection
 
 __all__ = ["Broadcaster", "main"]
 
@@ -79,22 +78,13 @@ class Broadcaster:
         )
 
 
-class _Client(asyncio.Protocol):
+class _Client(RequestReader):
     def __init__(self, hub: Broadcaster) -> None:
+        super().__init__()
         self.hub = hub
-        self.transport: asyncio.Transport | None = None
-        self.buffer = b""
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
-
-    def data_received(self, data: bytes) -> None:
+    def on_request(self, head: bytes) -> None:
         assert self.transport is not None
-        self.buffer += data
-        end = self.buffer.find(b"\r\n\r\n")
-        if end < 0:
-            return
-        head, self.buffer = self.buffer[:end], self.buffer[end + 4 :]
         target = head.split(b" ", 2)[1]
         if b"watch=" not in target:
             code, body = b"200 OK", self.hub.status()

@@ -15,33 +15,26 @@ import asyncio
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import cast
 
 from cacheproxy.serving import bind
+from loadtest.httpclient import RequestReader
 
 __all__ = ["FloorProtocol", "main"]
 
 
-class FloorProtocol(asyncio.Protocol):
-    """Answers each request (a head ending with an empty line) with the same response."""
+class FloorProtocol(RequestReader):
+    """Answers each request with the same response."""
 
     def __init__(self, response: bytes) -> None:
+        super().__init__()
         self.response = response
-        self.transport: asyncio.Transport | None = None
-        self.buffer = b""
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
-
-    def data_received(self, data: bytes) -> None:
+    def on_request(self, head: bytes) -> None:
         assert self.transport is not None
-        self.buffer += data
-        while (end := self.buffer.find(b"\r\n\r\n")) >= 0:
-            head, self.buffer = self.buffer[:end], self.buffer[end + 4 :]
-            if head.startswith(b"GET /readyz "):
-                self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-            else:
-                self.transport.write(self.response)
+        if head.startswith(b"GET /readyz "):
+            self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        else:
+            self.transport.write(self.response)
 
 
 async def _serve(body: bytes, port: int) -> None:

@@ -22,6 +22,7 @@ __all__ = [
     "ChunkedDecoder",
     "Connection",
     "LineSplitter",
+    "RequestReader",
     "Response",
     "continue_token",
     "fetch",
@@ -119,6 +120,27 @@ class LineSplitter:
             else:
                 on_line(data, pos, nl)
             pos = nl + 1
+
+
+class RequestReader(asyncio.Protocol):
+    """The server side of the bare servers (floor, broadcaster): each request head (up to its
+    empty line; they send no bodies) goes to ``on_request(head)``."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.buffer = b""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while (end := self.buffer.find(b"\r\n\r\n")) >= 0:
+            head, self.buffer = self.buffer[:end], self.buffer[end + 4 :]
+            self.on_request(head)
+
+    def on_request(self, head: bytes) -> None:
+        raise NotImplementedError
 
 
 class Connection(asyncio.Protocol):
