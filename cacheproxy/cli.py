@@ -26,6 +26,7 @@ from typing import Any
 from cacheproxy import __version__
 from cacheproxy.errors import ConfigError
 from cacheproxy.kube.resources import ResourceType
+from cacheproxy.tasks import cancel_and_wait
 
 __all__ = ["main"]
 
@@ -210,9 +211,7 @@ async def _run_daemon(daemon: Any, stop: asyncio.Event, reloader: Any = None) ->
     log.info("shutting down")
     if reloader is not None:
         await reloader.stop()
-    ready.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await ready
+    await cancel_and_wait(ready)
     await daemon.stop()
 
 
@@ -299,11 +298,7 @@ async def _demo_main(args: argparse.Namespace) -> int:
         await serve()
         await stop.wait()
     finally:
-        if banner is not None:
-            banner.cancel()
-        churn.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await churn
+        await cancel_and_wait(banner, churn)
         await daemon.stop()
         await sim_server.stop()
     return 0
@@ -427,10 +422,7 @@ async def _sim_main(args: argparse.Namespace) -> int:
         churn_task = asyncio.create_task(driver.run(), name="sim-churn")
     await stop.wait()
     print("\nshutting down", file=sys.stderr)
-    if churn_task is not None:
-        churn_task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await churn_task
+    await cancel_and_wait(churn_task)
     await server.stop()
     return 0
 

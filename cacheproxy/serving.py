@@ -30,6 +30,7 @@ import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from cacheproxy.errors import ApiError
+from cacheproxy.tasks import cancel_and_wait
 
 log = logging.getLogger("cacheproxy.serving")
 
@@ -528,8 +529,5 @@ class CertificateReloader:
             self.check()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None

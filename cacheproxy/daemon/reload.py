@@ -18,6 +18,7 @@ from pathlib import Path
 from cacheproxy.daemon.config import DaemonConfig
 from cacheproxy.errors import ConfigError
 from cacheproxy.serving import file_stamp
+from cacheproxy.tasks import cancel_and_wait
 
 __all__ = ["ConfigReloader"]
 
@@ -77,8 +78,5 @@ class ConfigReloader:
         self.reloads += 1
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None

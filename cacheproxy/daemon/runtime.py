@@ -9,7 +9,6 @@ stop the server → stop the informers → close the upstream client, each step 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import ssl
@@ -30,6 +29,7 @@ from cacheproxy.server.metrics import ServerMetrics
 from cacheproxy.server.resource import CachedResource as ServedResource
 from cacheproxy.server.tokenfile import StaticTokens
 from cacheproxy.serving import CertificateReloader, UvicornRunner, serving_protocol
+from cacheproxy.tasks import cancel_and_wait
 from cacheproxy.upstream import ApiListerWatcher, UpstreamConfig, build_client, get_version
 from cacheproxy.upstream.reviews import UpstreamReviews
 
@@ -290,10 +290,7 @@ class Daemon:
         if self._stopped:
             return
         self._stopped = True
-        if self._version_task is not None:
-            self._version_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._version_task
+        await cancel_and_wait(self._version_task)
         if self._cert_reloader is not None:
             await self._cert_reloader.stop()
         if self.server is not None:

@@ -9,7 +9,6 @@ API server: it is given a function that makes a ListerWatcher for a collection (
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -20,6 +19,7 @@ from cacheproxy.informer.metrics import InformerMetrics
 from cacheproxy.informer.reflector import ReflectorOptions
 from cacheproxy.informer.store import IndexFunc, Store, Transform
 from cacheproxy.kube.resources import ResourceType
+from cacheproxy.tasks import cancel_and_wait
 
 __all__ = ["Collection", "InformerFactory", "ListerWatcherFactory"]
 
@@ -137,11 +137,7 @@ class InformerFactory:
     async def remove(self, collection: Collection) -> None:
         """Stop and forget the informer of ``collection`` (a resource no longer wanted)."""
         self._informers.pop(collection, None)
-        task = self._tasks.pop(collection, None)
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks.pop(collection, None))
 
     async def wait_for_cache_sync(self, within: float | None = None) -> bool:
         """True once every informer has synced; False if ``within`` seconds passed first."""
@@ -157,11 +153,7 @@ class InformerFactory:
         self._started = False
         tasks = list(self._tasks.values())
         self._tasks.clear()
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*tasks)
 
     async def __aenter__(self) -> InformerFactory:
         self.start()

@@ -8,7 +8,6 @@ carries one; an unexpected exception becomes a 500 Status and a log line, never 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import random
@@ -46,6 +45,7 @@ from cacheproxy.server.resource import CachedResource
 from cacheproxy.server.statuspage import cache_status
 from cacheproxy.server.watch import ServedWatch, WatchHub, WatchPlan, stream
 from cacheproxy.serving import BODY_WRITER, BodyWriter, send_body, send_parts, send_status
+from cacheproxy.tasks import cancel_and_wait
 
 __all__ = ["CacheServer", "ServerOptions"]
 
@@ -565,9 +565,7 @@ class CacheServer:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
         finally:
             hub.remove(watcher)
-            disconnect.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await disconnect
+            await cancel_and_wait(disconnect)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     # ------------------------------------------------------------------ discovery

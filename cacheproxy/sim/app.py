@@ -62,6 +62,7 @@ from cacheproxy.sim.reviews import (
 )
 from cacheproxy.sim.store import SimStore
 from cacheproxy.sim.watch import SimWatcher, WatchPlan, stream_watch
+from cacheproxy.tasks import cancel_and_wait
 
 __all__ = ["RequestRecord", "SimConfig", "Simulator"]
 
@@ -392,9 +393,7 @@ class Simulator:
         finally:
             self.store.remove_watcher(watcher)
             watcher.close()
-            disconnect.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await disconnect
+            await cancel_and_wait(disconnect)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _stream(
