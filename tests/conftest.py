@@ -83,3 +83,25 @@ async def _no_leaked_tasks() -> AsyncIterator[None]:
         for t in leaked:
             t.cancel()
         pytest.fail(f"test leaked asyncio tasks: {[t.get_name() for t in leaked]}")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """One line saying how many tests ran against a real kube-apiserver (or why none did)."""
+    counts: dict[str, int] = {}
+    hint = ""
+    for outcome in ("passed", "failed", "error", "skipped"):
+        for report in terminalreporter.stats.get(outcome, []):
+            if "envtest" not in getattr(report, "keywords", {}):
+                continue
+            if report.when != "call" and outcome == "passed":
+                continue
+            counts[outcome] = counts.get(outcome, 0) + 1
+            if outcome == "skipped" and isinstance(report.longrepr, tuple):
+                hint = str(report.longrepr[2]).removeprefix("Skipped: ")
+    if not counts:
+        return
+    summary = ", ".join(f"{n} {outcome}" for outcome, n in counts.items())
+    line = f"real kube-apiserver tests: {summary}"
+    if hint:
+        line += f" ({hint})"
+    terminalreporter.write_line(line, bold=True)

@@ -125,13 +125,16 @@ class UpstreamSettings:
     """True: the pod's service account; False: a kubeconfig; None: in-cluster when running in a
     pod (``KUBERNETES_SERVICE_HOST`` set) unless a kubeconfig or context is given."""
     watch_list: bool = True
+    watch_list_timeout_seconds: float = 10.0
     page_size: int = 500
     min_watch_timeout_seconds: float = 300.0
+    http2: bool = False
 
     def reflector_options(self) -> ReflectorOptions:
         return ReflectorOptions(
             page_size=self.page_size,
             watch_list=self.watch_list,
+            watch_list_timeout=self.watch_list_timeout_seconds,
             min_watch_timeout=self.min_watch_timeout_seconds,
         )
 
@@ -434,6 +437,8 @@ _SETTINGS: Final[dict[str, _Setting]] = {
     "upstream.context": _Setting(_Str(), None),
     "upstream.inCluster": _Setting(_Choice("auto", "true", "false", booleans=True), "auto"),
     "upstream.watchList": _Setting(_Bool(), True),
+    "upstream.watchListTimeoutSeconds": _Setting(_Number(1, 3600, seconds=True), 10.0),
+    "upstream.http2": _Setting(_Bool(), False),
     "upstream.pageSize": _Setting(_Number(1, 100_000), 500),
     "upstream.minWatchTimeoutSeconds": _Setting(_Number(10, 3600, seconds=True), 300.0),
     "server.address": _Setting(_Str(_check_address), "127.0.0.1"),
@@ -1101,8 +1106,10 @@ def _assemble(
         context=v["upstream.context"],
         in_cluster=in_cluster,
         watch_list=v["upstream.watchList"],
+        watch_list_timeout_seconds=v["upstream.watchListTimeoutSeconds"],
         page_size=v["upstream.pageSize"],
         min_watch_timeout_seconds=v["upstream.minWatchTimeoutSeconds"],
+        http2=v["upstream.http2"],
     )
     if upstream.in_cluster is True and (upstream.kubeconfig or upstream.context):
         problems.at(
@@ -1232,7 +1239,11 @@ def _describe_upstream(u: UpstreamSettings) -> str:
     else:
         where = f"in-cluster service account when running in a pod, else {default}"
     sync = f"watch-list, else pages of {u.page_size}" if u.watch_list else f"pages of {u.page_size}"
-    return f"{where}; first sync by {sync}; watches of at least {u.min_watch_timeout_seconds:g} s"
+    transport = "HTTP/2 when offered" if u.http2 else "HTTP/1.1, a connection per watch"
+    return (
+        f"{where}; first sync by {sync}; watches of at least {u.min_watch_timeout_seconds:g} s; "
+        f"{transport}"
+    )
 
 
 def _describe_server(s: ServerSettings) -> str:

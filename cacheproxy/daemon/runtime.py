@@ -72,7 +72,7 @@ class Daemon:
 
     async def start(self) -> None:
         config = self.config
-        self._client = client = build_client(self.upstream)
+        self._client = client = build_client(self.upstream, http2=config.upstream.http2)
         version: dict[str, Any] = {}
         try:
             version.update(await get_version(client))

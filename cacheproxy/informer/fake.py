@@ -44,6 +44,10 @@ class FakeListerWatcher:
         self._list_failures: deque[BaseException] = deque()
         self._watch_failures: deque[BaseException] = deque()
         self.supports_watch_list = True
+        self.late_initial_events_end = False
+        """As kube-apiserver 1.27-1.30: a watch-list's initial-events-end bookmark is sent only
+        once the collection sees its next change (on a quiet collection: never)."""
+        self._owed_end: list[asyncio.Queue[Any]] = []
 
     # ------------------------------------------------------------------ test controls
 
@@ -64,9 +68,17 @@ class FakeListerWatcher:
             self._history.clear()
             return obj
         self._history.append(event)
+        owed, self._owed_end = self._owed_end, []
+        for stream in owed:  # at the RV of the initial events, before this change
+            stream.put_nowait(self._initial_events_end(self.rv - 1))
         for stream in self._streams:
             stream.put_nowait(event)
         return obj
+
+    def _initial_events_end(self, rv: int) -> WatchEvent:
+        annotations = {"k8s.io/initial-events-end": "true"}
+        meta = {"resourceVersion": str(rv), "annotations": annotations}
+        return WatchEvent("BOOKMARK", {"kind": self.kind, "metadata": meta})
 
     def bookmark(self) -> None:
         event = WatchEvent(
@@ -134,9 +146,10 @@ class FakeListerWatcher:
         if request.send_initial_events:
             for key in sorted(self.objects):
                 queue.put_nowait(WatchEvent("ADDED", copy.deepcopy(self.objects[key])))
-            annotations = {"k8s.io/initial-events-end": "true"}
-            meta = {"resourceVersion": str(self.rv), "annotations": annotations}
-            queue.put_nowait(WatchEvent("BOOKMARK", {"kind": self.kind, "metadata": meta}))
+            if self.late_initial_events_end:
+                self._owed_end.append(queue)
+            else:
+                queue.put_nowait(self._initial_events_end(self.rv))
         else:
             since = int(request.resource_version or 0)
             oldest = int(self._history[0].resource_version) if self._history else self.rv + 1
@@ -151,6 +164,8 @@ class FakeListerWatcher:
             yield _drain(queue)
         finally:
             self._streams.remove(queue)
+            if queue in self._owed_end:
+                self._owed_end.remove(queue)
 
 
 async def _drain(queue: asyncio.Queue[Any]) -> AsyncIterator[WatchEvent]:

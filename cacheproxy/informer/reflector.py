@@ -101,10 +101,18 @@ class ReflectorOptions:
     page_size: int = 500
     watch_list: bool = True
     """Try a streaming watch-list for the first sync (falls back to a paged list)."""
+    watch_list_timeout: float = 10.0
+    """Give a watch-list up for a paged list (for good) when its initial events stopped this long
+    ago and its initial-events-end bookmark has not come (kube-apiserver 1.27-1.30 sends it only
+    once the resource sees a newer write: on a quiet resource, not for minutes)."""
     min_watch_timeout: float = 300.0
     stall_margin: float = 30.0
     very_short_watch: float = 1.0
     backoff: Callable[[], Backoff] = field(default=Backoff)
+
+
+class _WatchListHung(Exception):
+    """The initial events of a watch-list stopped, and its end bookmark did not come."""
 
 
 class _Relist(Exception):
@@ -191,6 +199,14 @@ class Reflector:
                 return True, await self._sync_by_watch_list()
             except asyncio.CancelledError:
                 raise
+            except _WatchListHung:
+                self._watch_list = False
+                log.warning(
+                    "%s: the watch-list sent no initial-events-end bookmark %.0f s after its "
+                    "initial events; syncing by paged lists from now on",
+                    self.name,
+                    self.options.watch_list_timeout,
+                )
             except CacheProxyError as err:
                 if is_too_many_requests(err) or is_connection_refused(err):
                     # Retried as a watch-list after a backoff (client-go's watchList loop).
@@ -284,26 +300,42 @@ class Reflector:
         prepare = self._prepare
         progress = self._progress
         progress.start()
+        quiet = self.options.watch_list_timeout
+        step = quiet / 4
+        loop = asyncio.get_running_loop()
+        pushed = loop.time()
+        end_rv: str | None = None
         try:
-            async for event in stream:
-                if event.type == "BOOKMARK":
-                    if event.is_initial_events_end:
-                        rv = event.resource_version
-                        progress.done(len(items), rv, "watch-list")
-                        await self.queue.put(Replaced(items, _rv_int(rv)))
-                        self._rv_unavailable = False
-                        self.last_sync_resource_version = rv
-                        self.synced.set()
-                        return _ContinuedStream(stream_cm, stream, request.timeout_seconds)
-                    continue
-                items.append(prepare(event.object))
-                if len(items) & 1023 == 0:
-                    progress.tick(len(items))
+            # The deadline moves with every initial event (not with other bookmarks): it runs out
+            # only once the initial events have stopped and the end bookmark has not come.
+            async with asyncio.timeout(quiet) as deadline:
+                async for event in stream:
+                    if event.type == "BOOKMARK":
+                        if event.is_initial_events_end:
+                            end_rv = event.resource_version
+                            break
+                        continue
+                    items.append(prepare(event.object))
+                    now = loop.time()
+                    if now - pushed >= step:  # not a timer per event: it would cost more
+                        deadline.reschedule(now + quiet)
+                        pushed = now
+                    if len(items) & 1023 == 0:
+                        progress.tick(len(items))
+            if end_rv is None:
+                raise TransportError("the watch-list ended before its initial-events-end bookmark")
+            progress.done(len(items), end_rv, "watch-list")
+            await self.queue.put(Replaced(items, _rv_int(end_rv)))
+        except TimeoutError as err:
+            await stream_cm.__aexit__(None, None, None)
+            raise _WatchListHung from err
         except BaseException as err:
             await stream_cm.__aexit__(type(err), err, err.__traceback__)
             raise
-        await stream_cm.__aexit__(None, None, None)
-        raise TransportError("the watch-list ended before its initial-events-end bookmark")
+        self._rv_unavailable = False
+        self.last_sync_resource_version = end_rv
+        self.synced.set()
+        return _ContinuedStream(stream_cm, stream, request.timeout_seconds)
 
     # ------------------------------------------------------------------ watching
 

@@ -97,8 +97,10 @@ def ssl_context(config: UpstreamConfig) -> ssl.SSLContext:
     return ctx
 
 
-def build_client(config: UpstreamConfig) -> httpx.AsyncClient:
-    """An ``AsyncClient`` with ``base_url=config.server``; close it with ``aclose()``."""
+def build_client(config: UpstreamConfig, *, http2: bool = False) -> httpx.AsyncClient:
+    """An ``AsyncClient`` with ``base_url=config.server``; close it with ``aclose()``.
+
+    ``http2``: offer HTTP/2 by ALPN (see the module docstring for why it is off by default)."""
     hooks: dict[str, list[Callable[..., Any]]] = {}
     if config.tls_server_name:
         hooks["request"] = [_sni_hook(config.tls_server_name)]
@@ -106,7 +108,7 @@ def build_client(config: UpstreamConfig) -> httpx.AsyncClient:
         return httpx.AsyncClient(
             base_url=config.server,
             verify=ssl_context(config),
-            http2=True,
+            http2=http2,
             auth=BearerTokenAuth(config.token_source),
             proxy=config.proxy,
             # Proxies were resolved into the config (with NO_PROXY); nothing else of the

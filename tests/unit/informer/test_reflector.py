@@ -326,3 +326,35 @@ async def test_a_throttled_watch_list_is_retried_as_a_watch_list(
     assert h.lists() == []
     assert [w.send_initial_events for w in h.watches()] == [True, True]
     assert time.sleeps[0] >= 3
+
+
+async def test_a_watch_list_without_its_end_bookmark_falls_back_to_lists_for_good(
+    fake: FakeListerWatcher, time: VirtualTime
+) -> None:
+    # kube-apiserver 1.27-1.30 on a quiet resource: the initial events come, the bookmark not.
+    fake.late_initial_events_end = True
+    async with Harness(fake, time, watch_list_timeout=0.05) as h:
+        await h.until(lambda: h.reflector.synced.is_set(), steps=100_000)
+        await h.until(lambda: fake.open_watches == 1)
+        replaced = h.items[0]
+        assert isinstance(replaced, Replaced) and len(replaced.objects) == 3
+        assert h.reflector._watch_list is False
+        # A relist later is a list too: the resource is remembered as one without watch-lists.
+        fake.break_watches(status.gone("too old"))
+        await h.until(lambda: len(h.lists()) >= 2)
+    watches = h.watches()
+    assert [w.send_initial_events for w in watches][:2] == [True, False]
+    assert not any(w.send_initial_events for w in watches[1:])
+    assert h.lists()[0] == ListRequest(resource_version="0", limit=500)
+
+
+async def test_a_watch_list_whose_end_bookmark_comes_late_but_in_time_is_kept(
+    fake: FakeListerWatcher, time: VirtualTime
+) -> None:
+    fake.late_initial_events_end = True
+    async with Harness(fake, time, watch_list_timeout=30) as h:
+        await h.until(lambda: fake.open_watches == 1)
+        fake.emit("ADDED", cm("c9"))  # the next write brings the bookmark
+        await h.until(lambda: h.reflector.synced.is_set())
+    assert h.lists() == []
+    assert h.reflector._watch_list is True

@@ -1,0 +1,200 @@
+"""Support for the tests against a real kube-apiserver: seeding it, a daemon in front of it, and
+comparing what the two answer.
+
+The daemon is built exactly as ``cacheproxy serve --config FILE`` builds it (the YAML loader, the
+kubeconfig loader, every default), with only the resources, the kubeconfig and port 0 written in
+the file: the tests judge the configuration users get.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+from collections.abc import AsyncIterator, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from cacheproxy.daemon.config import load_config, resolve_upstream
+from cacheproxy.daemon.runtime import Daemon
+from cacheproxy.envtest import Cluster
+from cacheproxy.sim.workload import DemoSpec, demo_objects
+
+DEMO = DemoSpec(namespaces=3, nodes=5, apps=4, pods=60)
+"""What every test cluster holds: ``ns-0``..``ns-2``, ``node-0``..``node-4``, apps, 60 pods."""
+
+DEFAULT_RESOURCES: list[Any] = [
+    {"resource": "pods", "indexes": ["spec.nodeName", "metadata.ownerReferences[*].uid"]},
+    "configmaps",
+    "namespaces",
+    "nodes",
+    "services",
+    "events",
+    "apps/v1/deployments",
+    "apps/v1/replicasets",
+]
+
+_SERVER_SET = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields")
+
+
+def creatable(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """``obj`` without what the API server sets itself (and without its status)."""
+    out = copy.deepcopy(dict(obj))
+    for key in _SERVER_SET:
+        out["metadata"].pop(key, None)
+    out.pop("status", None)
+    return out
+
+
+def collection_path(resource: str, namespace: str | None) -> str:
+    if "/" in resource:
+        group_version, plural = resource.rsplit("/", 1)
+        base = f"/apis/{group_version}"
+    else:
+        base, plural = "/api/v1", resource
+    if namespace:
+        return f"{base}/namespaces/{namespace}/{plural}"
+    return f"{base}/{plural}"
+
+
+async def seed(cluster: Cluster, objects: Iterable[tuple[str, dict[str, Any]]]) -> None:
+    """Create ``objects`` (resource config name, object) in order of kind, with their statuses
+    (written through the ``/status`` subresource, as controllers and kubelets do)."""
+    by_resource: dict[str, list[dict[str, Any]]] = {}
+    for resource, obj in objects:
+        by_resource.setdefault(resource, []).append(obj)
+    async with cluster.async_client(limits=httpx.Limits(max_connections=16)) as client:
+        for ns in {o["metadata"].get("namespace") for _, o in objects} - {None}:
+            await _create(client, "/api/v1/namespaces", {"metadata": {"name": ns}})
+            await _create(
+                client,
+                f"/api/v1/namespaces/{ns}/serviceaccounts",
+                {"metadata": {"name": "default"}},
+            )
+        for resource, objs in by_resource.items():
+            await asyncio.gather(*(_create_with_status(client, resource, o) for o in objs))
+
+
+async def _create(client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    response = await client.post(path, json=body)
+    if response.status_code == 409:
+        return {}
+    assert response.status_code == 201, f"POST {path}: {response.status_code} {response.text}"
+    created: dict[str, Any] = response.json()
+    return created
+
+
+async def _create_with_status(
+    client: httpx.AsyncClient, resource: str, obj: dict[str, Any]
+) -> None:
+    namespace = obj["metadata"].get("namespace")
+    path = collection_path(resource, namespace)
+    created = await _create(client, path, creatable(obj))
+    status = obj.get("status")
+    if not created or not status or resource in ("namespaces", "events"):
+        return
+    name = created["metadata"]["name"]
+    response = await client.patch(
+        f"{path}/{name}/status",
+        content=json.dumps({"status": status}),
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert response.status_code == 200, f"PATCH {path}/{name}/status: {response.text}"
+
+
+def demo() -> list[tuple[str, dict[str, Any]]]:
+    return demo_objects(DEMO)
+
+
+def write_config(
+    directory: Path,
+    cluster: Cluster,
+    *,
+    resources: list[Any] | None = None,
+    user: str = "admin",
+    extra: Mapping[str, Any] | None = None,
+) -> Path:
+    """A configuration file as a user writes it: resources, the kubeconfig, port 0."""
+    doc: dict[str, Any] = {
+        "resources": resources if resources is not None else DEFAULT_RESOURCES,
+        "upstream": {"kubeconfig": str(cluster.users[user].kubeconfig)},
+        "server": {"port": 0},
+    }
+    for dotted, value in (extra or {}).items():
+        node = doc
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    path = directory / "cacheproxy.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@contextlib.asynccontextmanager
+async def daemon_over(
+    cluster: Cluster,
+    directory: Path,
+    *,
+    resources: list[Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
+    ready_within: float = 30.0,
+) -> AsyncIterator[Daemon]:
+    """A synced daemon in front of ``cluster``, configured as ``cacheproxy serve`` would be."""
+    config = load_config(write_config(directory, cluster, resources=resources, extra=extra), env={})
+    daemon = Daemon(config, resolve_upstream(config.upstream))
+    async with daemon:
+        assert await daemon.wait_ready(ready_within), "the daemon did not sync with the cluster"
+        yield daemon
+
+
+def keyed(items: Iterable[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
+    """(namespace, name, resourceVersion) of each item, in order."""
+    return [
+        (
+            i["metadata"].get("namespace", ""),
+            i["metadata"]["name"],
+            i["metadata"]["resourceVersion"],
+        )
+        for i in items
+    ]
+
+
+def without_managed_fields(obj: Any) -> Any:
+    """``obj`` as the daemon stores it by default (``metadata.managedFields`` dropped)."""
+    obj = copy.deepcopy(obj)
+    if isinstance(obj, dict):
+        if "items" in obj:
+            for item in obj["items"]:
+                item.get("metadata", {}).pop("managedFields", None)
+        else:
+            obj.get("metadata", {}).pop("managedFields", None)
+    return obj
+
+
+async def converged(
+    upstream: httpx.AsyncClient,
+    proxy: httpx.AsyncClient,
+    path: str,
+    *,
+    params: Mapping[str, str] | None = None,
+    within: float = 20.0,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Both answers to ``GET path`` once the daemon holds what upstream holds (same items at the
+    same resourceVersions): (upstream's, the daemon's)."""
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        up = await upstream.get(path, params=params)
+        down = await proxy.get(path, params=params)
+        assert up.status_code == 200, up.text
+        assert down.status_code == 200, down.text
+        up_body, down_body = up.json(), down.json()
+        if keyed(up_body["items"]) == keyed(down_body["items"]):
+            return up_body, down_body
+        if asyncio.get_running_loop().time() > deadline:
+            assert keyed(down_body["items"]) == keyed(up_body["items"])
+        await asyncio.sleep(0.05)
