@@ -21,8 +21,10 @@ manager). Everything listens on 127.0.0.1 only.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
+import copy
 import os
 import secrets
 import shutil
@@ -32,7 +34,7 @@ import ssl
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -51,6 +53,7 @@ __all__ = [
     "Cluster",
     "EnvtestError",
     "User",
+    "collection_path",
     "find_assets",
 ]
 
@@ -281,6 +284,37 @@ class Cluster:
         """A client TLS context that trusts the cluster's CA."""
         return ssl.create_default_context(cafile=str(self.ca_file))
 
+    async def load(
+        self, objects: Iterable[tuple[str, Mapping[str, Any]]], *, concurrency: int = 16
+    ) -> None:
+        """Create ``objects`` (resource config name such as ``pods`` or ``apps/v1/deployments``,
+        object) as admin: their namespaces (with the ``default`` ServiceAccount) first, then each
+        resource's objects concurrently, in the order the resources first appear. An object's
+        ``status`` is written after it through the ``/status`` subresource, as controllers and
+        kubelets write it; what the API server sets itself (uid, resourceVersion, timestamps,
+        managedFields) is dropped. Objects that exist already are left as they are."""
+        by_resource: dict[str, list[Mapping[str, Any]]] = {}
+        namespaces: set[str] = set()
+        for resource, obj in objects:
+            by_resource.setdefault(resource, []).append(obj)
+            namespace = obj["metadata"].get("namespace")
+            if namespace:
+                namespaces.add(namespace)
+        limits = httpx.Limits(max_connections=concurrency)
+        async with self.async_client(limits=limits) as client:
+            gate = asyncio.Semaphore(concurrency)
+            for ns in sorted(namespaces):
+                await _create(client, "/api/v1/namespaces", {"metadata": {"name": ns}})
+                await _create(
+                    client,
+                    f"/api/v1/namespaces/{ns}/serviceaccounts",
+                    {"metadata": {"name": "default"}},
+                )
+            for resource, objs in by_resource.items():
+                await asyncio.gather(
+                    *(_create_with_status(client, gate, resource, o) for o in objs)
+                )
+
     def create_namespace(self, name: str) -> None:
         """Create namespace ``name`` (if missing) and its ``default`` ServiceAccount, which no
         controller creates here and pods need."""
@@ -464,6 +498,55 @@ class Cluster:
                 response = c.post(path, json=body)
                 if response.status_code not in (201, 409):
                     raise EnvtestError(f"POST {path}: {response.status_code} {response.text}")
+
+
+_SERVER_SET = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields")
+_NO_STATUS_WRITES = frozenset(("namespaces", "events", "configmaps", "secrets"))
+
+
+def collection_path(resource: str, namespace: str | None = None) -> str:
+    """The collection path of a resource config name (``pods``, ``apps/v1/deployments``)."""
+    if "/" in resource:
+        group_version, plural = resource.rsplit("/", 1)
+        base = f"/apis/{group_version}"
+    else:
+        base, plural = "/api/v1", resource
+    return f"{base}/namespaces/{namespace}/{plural}" if namespace else f"{base}/{plural}"
+
+
+async def _create(client: httpx.AsyncClient, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """POST ``body``; the created object, or {} when it existed already."""
+    response = await client.post(path, json=body)
+    if response.status_code == 409:
+        return {}
+    if response.status_code != 201:
+        raise EnvtestError(f"POST {path}: {response.status_code} {response.text}")
+    created: dict[str, Any] = response.json()
+    return created
+
+
+async def _create_with_status(
+    client: httpx.AsyncClient, gate: asyncio.Semaphore, resource: str, obj: Mapping[str, Any]
+) -> None:
+    body = copy.deepcopy(dict(obj))
+    status = body.pop("status", None)
+    for key in _SERVER_SET:
+        body["metadata"].pop(key, None)
+    path = collection_path(resource, body["metadata"].get("namespace"))
+    async with gate:
+        created = await _create(client, path, body)
+        if not created or not status or resource in _NO_STATUS_WRITES:
+            return
+        name = created["metadata"]["name"]
+        response = await client.patch(
+            f"{path}/{name}/status",
+            json={"status": status},
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
+        if response.status_code != 200:
+            raise EnvtestError(
+                f"PATCH {path}/{name}/status: {response.status_code} {response.text}"
+            )
 
 
 def _free_port() -> int:

@@ -19,7 +19,7 @@ import pytest
 
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.envtest import ASSETS_HINT, Assets, Cluster, find_assets
-from tests.e2e.support import daemon_over, demo, seed
+from tests.e2e.support import daemon_over, demo
 
 HERE = Path(__file__).resolve().parent
 ASSETS = find_assets(HERE.parents[2] / "shared" / "envtest")
@@ -45,7 +45,7 @@ def _started(**options: object) -> Iterator[Cluster]:
     cluster = Cluster(_assets(), **options)  # type: ignore[arg-type]
     cluster.start()
     try:
-        asyncio.run(seed(cluster, demo()))
+        asyncio.run(cluster.load(demo()))
         yield cluster
     finally:
         cluster.stop()

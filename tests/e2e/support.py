@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import json
 from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -37,73 +36,6 @@ DEFAULT_RESOURCES: list[Any] = [
     "apps/v1/deployments",
     "apps/v1/replicasets",
 ]
-
-_SERVER_SET = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields")
-
-
-def creatable(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """``obj`` without what the API server sets itself (and without its status)."""
-    out = copy.deepcopy(dict(obj))
-    for key in _SERVER_SET:
-        out["metadata"].pop(key, None)
-    out.pop("status", None)
-    return out
-
-
-def collection_path(resource: str, namespace: str | None) -> str:
-    if "/" in resource:
-        group_version, plural = resource.rsplit("/", 1)
-        base = f"/apis/{group_version}"
-    else:
-        base, plural = "/api/v1", resource
-    if namespace:
-        return f"{base}/namespaces/{namespace}/{plural}"
-    return f"{base}/{plural}"
-
-
-async def seed(cluster: Cluster, objects: Iterable[tuple[str, dict[str, Any]]]) -> None:
-    """Create ``objects`` (resource config name, object) in order of kind, with their statuses
-    (written through the ``/status`` subresource, as controllers and kubelets do)."""
-    by_resource: dict[str, list[dict[str, Any]]] = {}
-    for resource, obj in objects:
-        by_resource.setdefault(resource, []).append(obj)
-    async with cluster.async_client(limits=httpx.Limits(max_connections=16)) as client:
-        for ns in {o["metadata"].get("namespace") for _, o in objects} - {None}:
-            await _create(client, "/api/v1/namespaces", {"metadata": {"name": ns}})
-            await _create(
-                client,
-                f"/api/v1/namespaces/{ns}/serviceaccounts",
-                {"metadata": {"name": "default"}},
-            )
-        for resource, objs in by_resource.items():
-            await asyncio.gather(*(_create_with_status(client, resource, o) for o in objs))
-
-
-async def _create(client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> dict[str, Any]:
-    response = await client.post(path, json=body)
-    if response.status_code == 409:
-        return {}
-    assert response.status_code == 201, f"POST {path}: {response.status_code} {response.text}"
-    created: dict[str, Any] = response.json()
-    return created
-
-
-async def _create_with_status(
-    client: httpx.AsyncClient, resource: str, obj: dict[str, Any]
-) -> None:
-    namespace = obj["metadata"].get("namespace")
-    path = collection_path(resource, namespace)
-    created = await _create(client, path, creatable(obj))
-    status = obj.get("status")
-    if not created or not status or resource in ("namespaces", "events"):
-        return
-    name = created["metadata"]["name"]
-    response = await client.patch(
-        f"{path}/{name}/status",
-        content=json.dumps({"status": status}),
-        headers={"Content-Type": "application/merge-patch+json"},
-    )
-    assert response.status_code == 200, f"PATCH {path}/{name}/status: {response.text}"
 
 
 def demo() -> list[tuple[str, dict[str, Any]]]:
