@@ -36,10 +36,12 @@ log = logging.getLogger("cacheproxy.serving")
 
 __all__ = [
     "BODY_WRITER",
+    "RESPONSE_FLOW",
     "BodyWriter",
     "CertificateReloader",
     "LiveWatch",
     "Mailbox",
+    "ResponseFlow",
     "ServingProtocol",
     "UvicornRunner",
     "bind",
@@ -161,6 +163,24 @@ class BodyWriter(Protocol):
 BODY_WRITER = "cacheproxy.body_writer"
 """The ``scope["extensions"]`` key under which :class:`ServingProtocol` offers a
 :class:`BodyWriter` on plain-TCP connections."""
+
+
+class ResponseFlow(Protocol):
+    """Whether a response's client is taking its bytes, and a way to drop a client that is not."""
+
+    async def writable(self, within: float) -> bool:
+        """True once the connection takes more bytes (at once unless the client has fallen
+        behind); False if it did not within ``within`` seconds."""
+        ...
+
+    def abort(self) -> None:
+        """Drop the connection now, without waiting for what is buffered to be sent."""
+        ...
+
+
+RESPONSE_FLOW = "cacheproxy.response_flow"
+"""The ``scope["extensions"]`` key under which :class:`ServingProtocol` offers a
+:class:`ResponseFlow` on every connection."""
 
 
 async def send_parts(
@@ -377,6 +397,9 @@ class ServingProtocol(HttpToolsProtocol):
                 self.scope.setdefault("extensions", {})["tls"] = {"peer_user": peer}
         super().on_headers_complete()
         cycle = self.cycle
+        if cycle is not None and cycle.scope is self.scope:
+            extensions = cast(dict[str, object], self.scope.setdefault("extensions", {}))
+            extensions[RESPONSE_FLOW] = _Flow(cycle)
         # Not for TLS: its transport would encrypt every part at once into its own buffer.
         if ssl_object is None and cycle is not None and cycle.scope is self.scope:
             extensions = cast(dict[str, object], self.scope.setdefault("extensions", {}))
@@ -402,6 +425,31 @@ class ServingProtocol(HttpToolsProtocol):
             if self.on_header_timeout is not None:
                 self.on_header_timeout()
             self.transport.close()
+
+
+class _Flow:
+    """:class:`ResponseFlow` for one uvicorn request: its flow control (paused while the
+    transport's buffer is above its high-water mark) and its transport."""
+
+    __slots__ = ("_cycle",)
+
+    def __init__(self, cycle: RequestResponseCycle) -> None:
+        self._cycle = cycle
+
+    async def writable(self, within: float) -> bool:
+        cycle = self._cycle
+        if not cycle.flow.write_paused or cycle.disconnected:
+            return True
+        try:
+            async with asyncio.timeout(within):
+                await cycle.flow.drain()
+        except TimeoutError:
+            return False
+        return True
+
+    def abort(self) -> None:
+        # uvicorn then sees the connection lost: the cycle is disconnected, sends are no-ops.
+        self._cycle.transport.abort()
 
 
 class _BodyWriter:

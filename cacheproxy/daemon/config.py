@@ -175,6 +175,8 @@ class ServerLimits:
     max_watchers: int = 10_000
     watch_buffer: int = 1_000
     """Events queued per watcher; a watcher whose buffer is full is closed."""
+    watch_stall_seconds: float = 10.0
+    """A watch whose client takes no bytes for this long while events wait for it is closed."""
     rv_wait_seconds: float = 3.0
     """How long a read at a resourceVersion newer than the cache waits (as the apiserver)."""
     bookmark_interval_seconds: float = 60.0
@@ -457,6 +459,7 @@ _SETTINGS: Final[dict[str, _Setting]] = {
     "server.auth.namespaceFiltering": _Setting(_Bool(), False),
     "server.limits.maxWatchers": _Setting(_Number(1, 1_000_000), 10_000),
     "server.limits.watchBuffer": _Setting(_Number(1, 1_000_000), 1_000),
+    "server.limits.watchStallSeconds": _Setting(_Number(0.1, 3600, seconds=True), 10.0),
     "server.limits.rvWaitSeconds": _Setting(_Number(0.1, 60, seconds=True), 3.0),
     "server.limits.bookmarkIntervalSeconds": _Setting(_Number(1, 3600, seconds=True), 60.0),
     "server.limits.continueTokenTTLSeconds": _Setting(_Number(1, 86_400, seconds=True), 300.0),
@@ -1153,6 +1156,7 @@ def _assemble(
     limits = ServerLimits(
         max_watchers=v["server.limits.maxWatchers"],
         watch_buffer=v["server.limits.watchBuffer"],
+        watch_stall_seconds=v["server.limits.watchStallSeconds"],
         rv_wait_seconds=v["server.limits.rvWaitSeconds"],
         bookmark_interval_seconds=v["server.limits.bookmarkIntervalSeconds"],
         continue_token_ttl_seconds=v["server.limits.continueTokenTTLSeconds"],

@@ -119,6 +119,7 @@ class Daemon:
             version=version,
             options=ServerOptions(
                 watch_buffer=limits.watch_buffer,
+                watch_stall=limits.watch_stall_seconds,
                 bookmark_interval=limits.bookmark_interval_seconds,
                 max_watchers=limits.max_watchers,
                 max_page_size=limits.max_page_size,

@@ -37,7 +37,9 @@ class LogEvent:
 
 
 class TooOld(Exception):
-    """The requested RV is older than the log holds."""
+    """The requested RV is older than the log holds. ``oldest`` is the oldest RV a watch may
+    still start from — the number the API server names in its message (watch cache:
+    "too old resource version: R (oldest event's RV - 1)"), so a client retrying from it works."""
 
     def __init__(self, requested: int, oldest: int) -> None:
         super().__init__(f"too old resource version: {requested} ({oldest})")
@@ -95,7 +97,7 @@ class EventLog:
     def since(self, rv: int) -> list[LogEvent]:
         """Events with RV > ``rv``, oldest first. ``TooOld`` when some were dropped."""
         if rv < self._start_rv:
-            raise TooOld(rv, self._start_rv + 1)
+            raise TooOld(rv, self._start_rv)
         events = self._events
         if not events or events[-1].rv <= rv:
             return []

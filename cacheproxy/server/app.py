@@ -44,7 +44,15 @@ from cacheproxy.server.query import Query, parse_index_selector, validate_fields
 from cacheproxy.server.resource import CachedResource
 from cacheproxy.server.statuspage import cache_status
 from cacheproxy.server.watch import ServedWatch, WatchHub, WatchPlan, stream
-from cacheproxy.serving import BODY_WRITER, BodyWriter, send_body, send_parts, send_status
+from cacheproxy.serving import (
+    BODY_WRITER,
+    RESPONSE_FLOW,
+    BodyWriter,
+    ResponseFlow,
+    send_body,
+    send_parts,
+    send_status,
+)
 from cacheproxy.tasks import cancel_and_wait
 
 __all__ = ["CacheServer", "ServerOptions"]
@@ -84,6 +92,8 @@ class ServerOptions:
     ready_max_staleness: float = 0.0
     """``/readyz`` fails while some resource has not heard from upstream for longer than this
     (seconds); 0: ready once synced, whatever happens upstream (the cache keeps serving)."""
+    watch_stall: float = 10.0
+    """A watch whose client takes no bytes for this long while events wait for it is dropped."""
     staleness_header: bool = False
     """Add ``X-Cacheproxy-Staleness-Seconds`` (seconds since upstream last moved this
     resource's cache) to list, get and watch responses."""
@@ -485,7 +495,10 @@ class CacheServer:
     ) -> None:
         hub = self.hubs[res.rtype]
         requested = opts.rv
-        if requested > res.resource_version:
+        if opts.send_initial_events and requested > res.resource_version:
+            # A watch-list's initial state must be at least this fresh: the API server waits
+            # (3 s) for its cache, then refuses. A plain watch from a newer RV simply waits for
+            # the events after it (clients behind several replicas rely on that).
             await res.wait_for(requested)  # 504 before the stream starts
         if self._refusing_watches():
             raise status.service_unavailable("the server is shutting down", retry_after=1)
@@ -509,7 +522,7 @@ class CacheServer:
             initial = [res.store.get(k) for k in res.current_keys(query)]
             if opts.send_initial_events and opts.allow_watch_bookmarks:
                 end_bookmark = res.resource_version
-        elif opts.resource_version not in ("", "0"):
+        elif opts.resource_version not in ("", "0") and requested <= res.resource_version:
             try:
                 events = res.informer.event_log.since(requested)
             except TooOld as too_old:
@@ -531,7 +544,7 @@ class CacheServer:
         watcher = ServedWatch(
             query,
             buffer=self.options.watch_buffer,
-            min_rv=res.resource_version,
+            min_rv=max(res.resource_version, requested),
             bookmarks=opts.allow_watch_bookmarks,
         )
         hub.add(watcher)
@@ -550,10 +563,18 @@ class CacheServer:
         )
         disconnect = asyncio.create_task(req.wait_disconnect(), name="watch-disconnect")
         disconnect.add_done_callback(lambda _: watcher.close("client went away"))
+        flow, stall = req.flow, self.options.watch_stall
         try:
             async for parts in stream(
                 watcher, plan, res.rtype, current_rv=lambda: res.resource_version
             ):
+                # A client that takes nothing for `stall` seconds while events wait for it is
+                # dropped, as the API server drops watchers that do not keep up: its buffer is
+                # bounded, and so is the time it may hold up its events.
+                if flow is not None and not await flow.writable(stall):
+                    hub.evict(watcher, f"took nothing for {stall:g} s")
+                    flow.abort()
+                    return
                 if writer is not None:  # the lines as they are: no join, no re-framing copy
                     await writer.write_chunk(parts)
                     continue
@@ -566,6 +587,9 @@ class CacheServer:
         finally:
             hub.remove(watcher)
             await cancel_and_wait(disconnect)
+        if flow is not None and not await flow.writable(stall):
+            flow.abort()  # evicted (buffer full) and still taking nothing: no clean end either
+            return
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     # ------------------------------------------------------------------ discovery
@@ -637,6 +661,7 @@ class _Request:
     __slots__ = (
         "_headers",
         "_receive",
+        "flow",
         "method",
         "namespaces",
         "path",
@@ -655,6 +680,7 @@ class _Request:
         extensions = scope.get("extensions") or {}
         self.scope_tls: dict[str, Any] = extensions.get("tls") or {}
         self.writer: BodyWriter | None = extensions.get(BODY_WRITER)
+        self.flow: ResponseFlow | None = extensions.get(RESPONSE_FLOW)
         self.user: UserInfo | None = None
         self.namespaces: frozenset[str] | None = None
         self.method: str = scope["method"]

@@ -236,11 +236,11 @@ class CachedResource:
     async def _list_source(self, opts: ListOptions) -> tuple[int, dict[str, Entry] | None]:
         """(list RV, snapshot or None for the current state)."""
         if opts.continue_token:
+            token = decode_continue(opts.continue_token)  # first, as the API server (etcd3 store)
             if opts.resource_version not in ("", "0"):
                 raise status.bad_request(
                     "specifying resource version is not allowed when using continue"
                 )
-            token = decode_continue(opts.continue_token)
             if token.resource_version == -1 or token.resource_version == self.resource_version:
                 return self.resource_version, None
             try:

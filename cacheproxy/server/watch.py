@@ -148,6 +148,13 @@ class WatchHub:
                 self.evicted += 1
                 self.watchers.discard(watcher)
 
+    def evict(self, watcher: ServedWatch, reason: str) -> None:
+        """Drop a watcher whose client does not keep up (counted; a closed one is not)."""
+        if not watcher.closed:
+            watcher.close(f"too slow: {reason}")
+            self.evicted += 1
+        self.watchers.discard(watcher)
+
     def add(self, watcher: ServedWatch) -> None:
         self.watchers.add(watcher)
 

@@ -566,6 +566,39 @@ async def test_a_stalled_client_is_evicted_while_a_hundred_others_get_every_even
             await asyncio.gather(*readers, return_exceptions=True)
 
 
+async def test_a_client_that_takes_nothing_is_dropped_after_the_stall_budget(
+    demo_server: SimServer, demo_sim: Simulator
+) -> None:
+    # Small events and a roomy buffer: the buffer never fills, only the time budget can act.
+    resources = (CachedResource(rtype=CONFIGMAPS),)
+    limits = ServerLimits(watch_buffer=1_000_000, watch_stall_seconds=0.3)
+    store, cms = demo_sim.store, demo_sim.resource("configmaps")
+    async with daemon_for(demo_server.url, resources=resources, limits=limits) as daemon:
+        assert daemon.server is not None
+        hub = daemon.server.hubs[CONFIGMAPS]
+        rv = cache_rv(daemon, CONFIGMAPS)
+        stalled = await _raw_watch(
+            daemon.port, f"/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={rv}"
+        )
+        try:
+            await until(lambda: len(hub.watchers) == 1, "the watcher is registered")
+            ballast = "x" * 4096
+            for i in range(5000):
+                if hub.evicted:
+                    break
+                store.create(cms, {"metadata": {"name": f"c-{i}"}, "data": {"b": ballast}})
+                await asyncio.sleep(0.002 if i % 50 == 0 else 0)
+            await until(lambda: hub.evicted == 1, "the stalled client is dropped")
+            assert not hub.watchers
+            # Its connection is gone: reading finds what the kernel held, then the end.
+            loop = asyncio.get_running_loop()
+            with contextlib.suppress(ConnectionResetError):
+                while await asyncio.wait_for(loop.sock_recv(stalled, 1 << 20), GUARD):
+                    pass
+        finally:
+            stalled.close()
+
+
 async def test_clients_that_go_away_are_not_counted_as_evicted(
     daemon: Daemon, http: httpx.AsyncClient, demo_sim: Simulator
 ) -> None:
@@ -753,7 +786,7 @@ def _read_path(verb: str, name: str) -> tuple[str, dict[str, str]]:
     return "/api/v1/namespaces/default/pods", {}
 
 
-@pytest.mark.parametrize("verb", ["list", "get", "watch"])
+@pytest.mark.parametrize("verb", ["list", "get"])
 async def test_a_future_rv_waits_then_is_504_resource_version_too_large(
     slow_rv_daemon: Daemon, demo_sim: Simulator, verb: str
 ) -> None:
@@ -801,6 +834,29 @@ async def test_a_future_rv_reached_during_the_wait_is_served(
     else:
         assert int(body["metadata"]["resourceVersion"]) >= awaited
         assert [i["metadata"]["name"] for i in body["items"]] == ["arriving"]
+
+
+async def test_a_watch_from_a_future_rv_waits_for_the_events_after_it(
+    slow_rv_daemon: Daemon, demo_sim: Simulator
+) -> None:
+    # The API server's watch cache: no timeout, no 504; events up to the RV are skipped, the
+    # ones after it delivered (a client resuming on a replica that is behind loses nothing).
+    pods = demo_sim.resource("pods")
+    future = demo_sim.store.rv + 3
+    async with (
+        httpx.AsyncClient(base_url=slow_rv_daemon.url, timeout=GUARD) as http,
+        http.stream(
+            "GET",
+            "/api/v1/namespaces/default/pods",
+            params={"watch": "1", "resourceVersion": str(future), "allowWatchBookmarks": "true"},
+        ) as response,
+    ):
+        assert response.status_code == 200
+        created = [demo_sim.store.create(pods, pod(f"later-{i}")) for i in range(6)]
+        assert [rv_of(p) for p in created] == list(range(future - 2, future + 4))
+        lines = response.aiter_lines()
+        events = [orjson.loads(await anext(lines)) for _ in range(3)]
+    assert summary(events) == [("ADDED", f"later-{i}", future + i - 2) for i in range(3, 6)]
 
 
 def _keys_and_rvs(body: dict[str, Any]) -> list[tuple[str, str, int]]:

@@ -92,12 +92,26 @@ async def test_over_http2_concurrent_watches_and_lists_share_one_connection(
     h2_server_url: str, pki: TestPKI
 ) -> None:
     connections = Connections()
-    async with build_client(UpstreamConfig(server=h2_server_url, ca_file=pki.ca_cert)) as client:
+    config = UpstreamConfig(server=h2_server_url, ca_file=pki.ca_cert)
+    async with build_client(config, http2=True) as client:
         nodes = await open_watches_and_list(client, connections)
     assert nodes == 5
     assert len(connections.seen) == 3 + 3  # three watches, three pages
     assert connections.versions == {"HTTP/2"}
     assert len(connections.sockets) == 1
+
+
+async def test_by_default_http11_even_when_the_server_offers_http2(
+    h2_server_url: str, pki: TestPKI
+) -> None:
+    # HTTP/2 is opt-in (upstream.http2): httpcore's HTTP/2 client delays events of quiet streams
+    # while another stream waits to read (see cacheproxy/upstream/client.py).
+    connections = Connections()
+    async with build_client(UpstreamConfig(server=h2_server_url, ca_file=pki.ca_cert)) as client:
+        nodes = await open_watches_and_list(client, connections)
+    assert nodes == 5
+    assert connections.versions == {"HTTP/1.1"}
+    assert len({addr for _, addr in connections.seen[:3]}) == 3
 
 
 async def test_over_http11_each_open_watch_holds_its_own_connection(
