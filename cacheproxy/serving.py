@@ -328,14 +328,15 @@ async def live_lines(
     watch: LiveWatch,
     *,
     deadline: float,
-    bookmark: Callable[[], bytes] | None,
+    bookmark: Callable[[], bytes | None] | None,
     bookmark_interval: float,
     clock: Callable[[], float],
 ) -> AsyncIterator[list[bytes]]:
     """A watch's live part: its pending lines as they come (each batch as the list of lines, to
     be written without joining) and, when ``bookmark`` is given (the client asked), a bookmark
     about every ``bookmark_interval`` while nothing else is sent and one shortly before
-    ``deadline``. Ends at the deadline, or once the watch is closed and drained."""
+    ``deadline`` — when ``bookmark()`` has one to give (None: nothing new to tell). Ends at the
+    deadline, or once the watch is closed and drained."""
     next_bookmark = clock() + bookmark_interval
     deadline_bookmark_sent = False
     while True:
@@ -357,7 +358,9 @@ async def live_lines(
         if bookmark is not None and not lines:
             due_deadline = not deadline_bookmark_sent and now >= deadline - DEADLINE_BOOKMARK_MARGIN
             if now >= next_bookmark or due_deadline:
-                yield [bookmark()]
+                line = bookmark()
+                if line is not None:
+                    yield [line]
                 next_bookmark = now + bookmark_interval
                 deadline_bookmark_sent = deadline_bookmark_sent or due_deadline
 

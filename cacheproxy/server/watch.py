@@ -201,15 +201,17 @@ async def stream(
         batch.append(bookmark_line(rtype, plan.end_bookmark_rv, initial_events_end=True))
     if batch:
         yield batch
-    bookmark = (
-        (lambda: bookmark_line(rtype, max(current_rv(), watcher.last_rv)))
-        if plan.allow_bookmarks
-        else None
-    )
+
+    def bookmark() -> bytes | None:
+        # As the API server's watch cache: only a bookmark newer than where the watch started
+        # (on a quiet resource, none at all), never one behind an event it was sent.
+        rv = max(current_rv(), watcher.last_rv)
+        return bookmark_line(rtype, rv) if rv > watcher.min_rv else None
+
     async for lines in live_lines(
         watcher,
         deadline=deadline,
-        bookmark=bookmark,
+        bookmark=bookmark if plan.allow_bookmarks else None,
         bookmark_interval=plan.bookmark_interval,
         clock=clock,
     ):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import secrets
 from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -130,3 +131,44 @@ async def converged(
         if asyncio.get_running_loop().time() > deadline:
             assert keyed(down_body["items"]) == keyed(up_body["items"])
         await asyncio.sleep(0.05)
+
+
+async def fresh_namespace(upstream: httpx.AsyncClient, prefix: str = "t") -> str:
+    """A new namespace (with its ``default`` ServiceAccount) for one test's objects."""
+    name = f"{prefix}-{secrets.token_hex(4)}"
+    for path, body in (
+        ("/api/v1/namespaces", {"metadata": {"name": name}}),
+        (f"/api/v1/namespaces/{name}/serviceaccounts", {"metadata": {"name": "default"}}),
+    ):
+        response = await upstream.post(path, json=body)
+        assert response.status_code == 201, response.text
+    return name
+
+
+async def create(upstream: httpx.AsyncClient, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    response = await upstream.post(path, json=body)
+    assert response.status_code == 201, response.text
+    created: dict[str, Any] = response.json()
+    return created
+
+
+async def merge_patch(
+    upstream: httpx.AsyncClient, path: str, patch: Mapping[str, Any]
+) -> dict[str, Any]:
+    response = await upstream.patch(
+        path, json=patch, headers={"Content-Type": "application/merge-patch+json"}
+    )
+    assert response.status_code == 200, response.text
+    patched: dict[str, Any] = response.json()
+    return patched
+
+
+async def delete(upstream: httpx.AsyncClient, path: str) -> dict[str, Any]:
+    response = await upstream.delete(path)
+    assert response.status_code == 200, response.text
+    deleted: dict[str, Any] = response.json()
+    return deleted
+
+
+def rv_of(obj: Mapping[str, Any]) -> int:
+    return int(obj["metadata"]["resourceVersion"])
