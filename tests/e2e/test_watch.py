@@ -14,6 +14,7 @@ from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.envtest import Cluster
 from tests.e2e.support import create, daemon_over, delete, fresh_namespace, merge_patch, rv_of
 from tests.e2e.watch_support import GUARD, watching
+from tests.support import until
 
 CMS = "/api/v1/configmaps"
 
@@ -255,9 +256,7 @@ async def test_a_client_that_reads_nothing_is_dropped_and_counted(
                 )
                 if _evicted(daemon):
                     break
-            async with asyncio.timeout(GUARD):
-                while not _evicted(daemon):
-                    await asyncio.sleep(0.05)
+            await until(lambda: _evicted(daemon) == 1, "the client is dropped", within=GUARD)
             async with httpx.AsyncClient(base_url=daemon.url) as http:
                 metrics = (await http.get("/metrics")).text
             assert 'cacheproxy_watch_evicted_total{resource="configmaps"} 1.0' in metrics

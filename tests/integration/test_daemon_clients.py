@@ -32,21 +32,13 @@ from cacheproxy.sim.churn import ChurnDriver
 from cacheproxy.upstream import ApiListerWatcher, UpstreamConfig, build_client
 from tests.integration.clients import KUBECTL_VERSIONS, kubectl_binary, run_kubectl, start_kubectl
 from tests.integration.daemon_support import daemon_for
+from tests.support import until
 
 PODS = builtin("pods")
 GUARD = 10.0
 """Seconds a single wait may take before the test fails (a guard, never an assertion)."""
 
 Key = tuple[str, str, int]
-
-
-async def until(predicate: Callable[[], bool], what: str, *, within: float = GUARD) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not predicate():
-        if loop.time() > deadline:
-            pytest.fail(f"timed out waiting until {what}")
-        await asyncio.sleep(0.01)
 
 
 def rv_of(obj: dict[str, Any]) -> int:

@@ -4,7 +4,6 @@ relist and a watch, the numbers are the ones the cache and the simulator agree o
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -13,6 +12,7 @@ from cacheproxy.daemon.config import CachedResource
 from cacheproxy.kube.resources import builtin
 from cacheproxy.sim import SimServer, Simulator
 from tests.integration.daemon_support import daemon_for
+from tests.support import until
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -29,15 +29,6 @@ def parse(text: str) -> Samples:
 
 def value(samples: Samples, name: str, **labels: str) -> float | None:
     return samples.get((name, frozenset(labels.items())))
-
-
-async def until(condition: Callable[[], bool], within: float = 10.0) -> None:
-    """Poll: the conditions are on state that announces nothing."""
-    deadline = asyncio.get_running_loop().time() + within
-    while not condition():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("the condition never held")
-        await asyncio.sleep(0.01)
 
 
 async def test_metrics_and_status_after_a_list_a_relist_and_a_watch(

@@ -13,7 +13,7 @@ import contextlib
 import random
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -27,6 +27,7 @@ from cacheproxy.sim import SimServer, Simulator
 from cacheproxy.sim.churn import ChurnDriver
 from cacheproxy.upstream import UpstreamConfig
 from tests.integration.daemon_support import daemon_for, default_resources
+from tests.support import until
 
 PODS = builtin("pods")
 CONFIGMAPS = builtin("configmaps")
@@ -38,15 +39,6 @@ Json = dict[str, Any]
 
 
 # ---------------------------------------------------------------------------------- helpers
-
-
-async def until(predicate: Callable[[], bool], what: str, *, within: float = GUARD) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not predicate():
-        if loop.time() > deadline:
-            pytest.fail(f"timed out waiting until {what}")
-        await asyncio.sleep(0.005)
 
 
 def cache_rv(daemon: Daemon, rtype: ResourceType) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -23,6 +23,7 @@ from cacheproxy.server.app import CacheServer
 from cacheproxy.server.metrics import ServerMetrics
 from cacheproxy.server.resource import CachedResource
 from cacheproxy.server.statuspage import cache_status
+from tests.support import until
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -53,15 +54,6 @@ def samples(metrics: ServerMetrics) -> Samples:
 
 def value(all_samples: Samples, name: str, **labels: str) -> float | None:
     return all_samples.get((name, frozenset(labels.items())))
-
-
-async def until(condition: Callable[[], bool], within: float = 5.0) -> None:
-    """Poll: the conditions are on state that announces nothing."""
-    deadline = asyncio.get_running_loop().time() + within
-    while not condition():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("the condition never held")
-        await asyncio.sleep(0.005)
 
 
 async def no_sleep(_: float) -> None:
