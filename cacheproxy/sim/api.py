@@ -24,7 +24,8 @@ from cacheproxy.kube import status
 from cacheproxy.kube.listoptions import EXACT, ListOptions
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.rv import decode_continue, encode_continue, parse_resource_version
-from cacheproxy.sim.store import SimStore, StoredObject, iter_snapshot
+from cacheproxy.sim import strategy
+from cacheproxy.sim.store import BUILTIN_GROUPS, SimStore, StoredObject, iter_snapshot
 from cacheproxy.sim.watch import SimWatcher, WatchPlan
 
 __all__ = ["PATCH_TYPES", "ListResult", "SimApi", "partial_object_metadata"]
@@ -210,11 +211,20 @@ class SimApi:
         obj = _object_body(rtype, body)
         meta = obj.setdefault("metadata", {})
         _place_in_namespace(rtype, meta, namespace)
+        strategy.prepare_create(rtype, obj)
         return _with_type(rtype, self.store.create(rtype, obj))
 
     def update(
-        self, rtype: ResourceType, namespace: str | None, name: str, body: Any
+        self,
+        rtype: ResourceType,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        *,
+        subresource: str | None = None,
     ) -> dict[str, Any]:
+        """Replace an object (``subresource="status"``: its status), as the kind's strategy lets
+        a write of the main resource or of ``/status`` change it."""
         obj = _object_body(rtype, body)
         meta = obj.setdefault("metadata", {})
         if meta.get("name") and meta["name"] != name:
@@ -223,10 +233,22 @@ class SimApi:
             )
         meta["name"] = name
         _place_in_namespace(rtype, meta, namespace)
+        current = self.store.get_stored(rtype, namespace, name)
+        if subresource == "status":
+            strategy.prepare_status_update(rtype, obj, current.obj)
+        else:
+            strategy.prepare_update(rtype, obj, current.obj)
         return _with_type(rtype, self.store.update(rtype, obj))
 
     def patch(
-        self, rtype: ResourceType, namespace: str | None, name: str, patch_type: str, body: Any
+        self,
+        rtype: ResourceType,
+        namespace: str | None,
+        name: str,
+        patch_type: str,
+        body: Any,
+        *,
+        subresource: str | None = None,
     ) -> dict[str, Any]:
         current = self.store.get_stored(rtype, namespace, name)
         base = _with_type(rtype, current.obj)
@@ -257,10 +279,51 @@ class SimApi:
         meta = patched.setdefault("metadata", {})
         if meta.get("name") != name:
             raise status.bad_request("metadata.name cannot be changed by a patch")
-        return self.update(rtype, namespace, name, patched)
+        return self.update(rtype, namespace, name, patched, subresource=subresource)
+
+    def bind(
+        self, rtype: ResourceType, namespace: str | None, name: str, body: Any
+    ) -> dict[str, Any]:
+        """``pods/<name>/binding``: bind the pod to the binding's node (the scheduler's write);
+        the answer is the API server's ``Status`` of success."""
+        current = self.store.get_stored(rtype, namespace, name)
+        bound = strategy.bind(current.obj, body, name=name, now=self.store.now())
+        self.store.update(rtype, bound)
+        return {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "code": 201,
+        }
 
     def delete(self, rtype: ResourceType, namespace: str | None, name: str) -> dict[str, Any]:
         return _with_type(rtype, self.store.delete(rtype, namespace or "", name))
+
+    def delete_collection(
+        self, rtype: ResourceType, namespace: str | None, opts: ListOptions
+    ) -> bytes:
+        """Delete every object the selectors match; the answer lists them as deleted."""
+        doomed = [
+            o
+            for o in self.store.iter_range(rtype, namespace)
+            if o.matches(opts.label_selector, opts.field_selector)
+        ]
+        deleted = [
+            self.store.delete(
+                rtype, o.obj["metadata"].get("namespace", ""), o.obj["metadata"]["name"]
+            )
+            for o in doomed
+        ]
+        items = [_with_type(rtype, d) if rtype.group not in BUILTIN_GROUPS else d for d in deleted]
+        return orjson.dumps(
+            {
+                "kind": rtype.list_kind,
+                "apiVersion": rtype.api_version,
+                "metadata": {"resourceVersion": str(self.store.rv)},
+                "items": items,
+            }
+        )
 
 
 def _page(

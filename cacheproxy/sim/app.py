@@ -1,7 +1,8 @@
 """The simulator's HTTP face: a raw ASGI application on the Kubernetes API paths.
 
-Routing, content negotiation, authentication/authorization, fault injection and the wire format
-live here; the verbs themselves are :class:`~cacheproxy.sim.api.SimApi`. Every error is written
+Dispatch, authentication/authorization, fault injection and the wire format live here; which verb
+a request is, :mod:`~cacheproxy.sim.routing`; the form an answer takes (object, metadata, Table),
+:mod:`~cacheproxy.sim.render`; the verbs themselves, :class:`~cacheproxy.sim.api.SimApi`. Every error is written
 as a ``metav1.Status`` (``Retry-After`` when the Status carries ``retryAfterSeconds``), as the
 API server's ``ErrorNegotiated`` does.
 
@@ -12,7 +13,6 @@ The control path ``/_sim/…`` (faults, compaction, stats) is the simulator's ow
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gzip
 import hashlib
 import logging
@@ -39,7 +39,6 @@ from cacheproxy.kube.request import (
     check_accepts_json,
     parse_api_path,
     split_path,
-    verb_of,
     wants_pretty,
 )
 from cacheproxy.kube.resources import (
@@ -50,7 +49,8 @@ from cacheproxy.kube.resources import (
 )
 from cacheproxy.kube.watchevents import event_line
 from cacheproxy.serving import send_body, send_status
-from cacheproxy.sim.api import PATCH_TYPES, SimApi, partial_object_metadata
+from cacheproxy.sim import render, statuses
+from cacheproxy.sim.api import PATCH_TYPES, ListResult, SimApi
 from cacheproxy.sim.auth import Authenticator, Authorizer
 from cacheproxy.sim.control import control
 from cacheproxy.sim.faults import Faults, StreamFault
@@ -60,6 +60,7 @@ from cacheproxy.sim.reviews import (
     subject_access_review,
     token_review,
 )
+from cacheproxy.sim.routing import discovery_verbs, resource_verb, with_subresources
 from cacheproxy.sim.store import SimStore
 from cacheproxy.sim.watch import SimWatcher, WatchPlan, stream_watch
 from cacheproxy.tasks import cancel_and_wait
@@ -75,8 +76,6 @@ Send = Callable[[Message], Awaitable[None]]
 
 GZIP_THRESHOLD = 128 * 1024  # the API server compresses responses above 128 KiB
 JSON = b"application/json"
-READ_VERBS = ("get", "list", "watch")
-WRITE_VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
 
 # The review APIs: create-only, answered from the auth policy.
 REVIEW_TYPES = (
@@ -242,7 +241,7 @@ class Simulator:
         if not types:
             raise _page_not_found()
         if path.resource is None:
-            body = discovery.api_resource_list(gv, types, self._verbs_for)
+            body = with_subresources(discovery.api_resource_list(gv, types, self._verbs_for), types)
             await self._send_json(req, send, 200, orjson.dumps(body))
             return
         await self._resource_request(req, send, path, user)
@@ -253,13 +252,11 @@ class Simulator:
         self, req: _Request, send: Send, path: ApiPath, user: UserInfo | None
     ) -> None:
         gv = path.group_version
-        namespace, name = path.namespace, path.name
-        if path.subresource:
-            raise status.resource_not_found()
+        namespace, name, sub = path.namespace, path.name, path.subresource
         rtype = self.registry.get_gvr(gv.group, gv.version, path.resource or "")
         if rtype is None:
             review = self._review_registry.get_gvr(gv.group, gv.version, path.resource or "")
-            if review is not None and req.method == "POST" and name is None:
+            if review is not None and req.method == "POST" and name is None and sub is None:
                 await self._review(req, send, review, user)
                 return
             raise status.resource_not_found()
@@ -268,12 +265,8 @@ class Simulator:
         if name is not None and rtype.namespaced and namespace is None:
             raise status.resource_not_found()
         query = req.query
-        verb = verb_of(req.method, path, query)
-        if not verb or (verb == "create" and name) or (verb in ("update", "patch") and not name):
-            raise status.method_not_allowed(
-                verb=verb or req.method.lower(), resource=rtype.resource, group=rtype.group
-            )
-        self._authorize(user, verb, rtype, namespace or "", name or "")
+        verb = resource_verb(req.method, path, query, rtype)
+        self._authorize(user, verb, rtype, namespace or "", name or "", sub or "")
         self.requests[verb] += 1
         self.requests[f"{verb} {rtype.qualified}"] += 1
         self.request_log.append(
@@ -286,15 +279,7 @@ class Simulator:
             )
         )
         failure = self.faults.take_failure(
-            "watch"
-            if verb == "watch"
-            else "list"
-            if verb == "list"
-            else "get"
-            if verb == "get"
-            else "create"
-            if verb == "create"
-            else "any"
+            verb if verb in ("watch", "list", "get", "create") else "any"  # type: ignore[arg-type]
         )
         if failure is not None and not (verb == "watch" and failure.code == 410):
             raise failure
@@ -305,36 +290,40 @@ class Simulator:
         elif verb == "list":
             opts = self._options(rtype, query, watch=False)
             result = await self.api.list(rtype, namespace, opts)
-            meta_version = _metadata_as(req, verb)
-            body = result.encode_metadata(meta_version) if meta_version else result.encode()
-            await self._send_json(req, send, 200, body)
+            await self._send_list(req, send, result)
         elif verb == "get":
             assert name is not None
             rv = (query.get("resourceVersion") or [""])[0]
             body = await self.api.get(rtype, namespace, name, rv)
-            if meta_version := _metadata_as(req, verb):
-                body = orjson.dumps(partial_object_metadata(orjson.loads(body), meta_version))
-            await self._send_json(req, send, 200, body)
+            await self._send_object(req, send, rtype, body)
+        elif verb == "create" and sub == "binding":
+            assert name is not None
+            answer = self.api.bind(rtype, namespace, name, await req.json())
+            await self._send_json(req, send, 201, orjson.dumps(answer))
         elif verb == "create":
             obj = self.api.create(rtype, namespace, await req.json())
             await self._send_json(req, send, 201, orjson.dumps(obj))
         elif verb == "update":
             assert name is not None
-            obj = self.api.update(rtype, namespace, name, await req.json())
+            obj = self.api.update(rtype, namespace, name, await req.json(), subresource=sub)
             await self._send_json(req, send, 200, orjson.dumps(obj))
         elif verb == "patch":
             assert name is not None
             ctype = req.header("content-type").split(";")[0].strip()
             if ctype not in PATCH_TYPES:
                 raise status.unsupported_media_type(PATCH_TYPES)
-            obj = self.api.patch(rtype, namespace, name, ctype, await req.json())
+            body = await req.json()
+            obj = self.api.patch(rtype, namespace, name, ctype, body, subresource=sub)
             await self._send_json(req, send, 200, orjson.dumps(obj))
         elif verb == "delete":
             assert name is not None
             obj = self.api.delete(rtype, namespace, name)
             await self._send_json(req, send, 200, orjson.dumps(obj))
-        else:
-            raise status.method_not_allowed(verb=verb, resource=rtype.resource, group=rtype.group)
+        else:  # deletecollection
+            opts = self._options(rtype, query, watch=False)
+            await self._send_json(
+                req, send, 200, self.api.delete_collection(rtype, namespace, opts)
+            )
 
     def _options(
         self,
@@ -358,9 +347,9 @@ class Simulator:
         *,
         forced_error: ApiError | None,
     ) -> None:
-        _negotiate(req)
-        if meta_version := _metadata_as(req, "watch"):
-            send = _metadata_events(send, meta_version)
+        send = render.watch_send(
+            send, rtype, render.negotiate(req.header("accept"), req.query, verb="watch")
+        )
         if forced_error is None and opts.rv > self.store.rv:
             # A watch from a future RV waits (≤ rv_wait) for the store to reach it, then 504s
             # before the stream starts, as the watch cache's waitUntilFreshAndBlock does.
@@ -439,7 +428,13 @@ class Simulator:
         self._authz.check(user, NonResourceAttributes(verb="get", path=path))
 
     def _authorize(
-        self, user: UserInfo | None, verb: str, rtype: ResourceType, namespace: str, name: str
+        self,
+        user: UserInfo | None,
+        verb: str,
+        rtype: ResourceType,
+        namespace: str,
+        name: str,
+        subresource: str = "",
     ) -> None:
         if self._authz is None or user is None:
             return
@@ -448,7 +443,12 @@ class Simulator:
             # a namespace may let its subjects read that namespace object.
             namespace = name
         attrs = ResourceAttributes(
-            verb=verb, group=rtype.group, resource=rtype.resource, namespace=namespace, name=name
+            verb=verb,
+            group=rtype.group,
+            resource=rtype.resource,
+            namespace=namespace,
+            name=name,
+            subresource=subresource,
         )
         self._authz.check(user, attrs)
 
@@ -497,7 +497,7 @@ class Simulator:
     def _verbs_for(self, rtype: ResourceType) -> list[str]:
         if rtype in REVIEW_TYPES:
             return ["create"]
-        return list(WRITE_VERBS)
+        return discovery_verbs(rtype)
 
     def _all_gvs(self) -> list[GroupVersion]:
         gvs = self.registry.group_versions()
@@ -513,6 +513,7 @@ class Simulator:
             doc = discovery.aggregated_discovery(
                 gvs, self._types_in, self._verbs_for, version=version
             )
+            doc = with_subresources(doc, [t for gv in gvs for t in self._types_in(gv)])
             ctype = discovery.aggregated_content_type(version).encode()
             body = orjson.dumps(doc)
             # Aggregated discovery is cacheable: public, with a strong ETag (the upper-case hex
@@ -557,6 +558,16 @@ class Simulator:
     """Set by the server: drop every connection and restart listening (state kept)."""
 
     # ------------------------------------------------------------------ responses
+
+    async def _send_list(self, req: _Request, send: Send, result: ListResult) -> None:
+        form = render.negotiate(req.header("accept"), req.query, verb="list")
+        await self._send_json(req, send, 200, render.list_body(result, form))
+
+    async def _send_object(
+        self, req: _Request, send: Send, rtype: ResourceType, full: bytes
+    ) -> None:
+        form = render.negotiate(req.header("accept"), req.query, verb="get")
+        await self._send_json(req, send, 200, render.object_body(rtype, full, form))
 
     async def _send_json(
         self,
@@ -644,45 +655,10 @@ def _is_resource_path(parts: list[str]) -> bool:
 
 def _negotiate(req: _Request) -> None:
     """406 unless the client accepts JSON (Table and protobuf askers fall back to JSON)."""
-    check_accepts_json(req.header("accept"))
-
-
-def _metadata_as(req: _Request, verb: str) -> str | None:
-    """The ``meta.k8s.io`` version to answer in when the client's first usable ``Accept`` clause
-    asks for ``PartialObjectMetadata`` (``…List`` for a list), as client-go's metadata client
-    does; None for a full answer. Table clauses are skipped: the simulator prints no tables."""
-    wanted = "PartialObjectMetadataList" if verb == "list" else "PartialObjectMetadata"
-    for clause in req.header("accept").split(","):
-        media, *params = (p.strip() for p in clause.split(";"))
-        if media.lower() not in ("application/json", "application/*", "*/*"):
-            continue
-        kv = dict(p.split("=", 1) for p in params if "=" in p)
-        if "as" not in kv:
-            return None
-        if kv["as"] == wanted and kv.get("g") == "meta.k8s.io" and kv.get("v") in ("v1", "v1beta1"):
-            return f"meta.k8s.io/{kv['v']}"
-    return None
-
-
-def _metadata_events(send: Send, api_version: str) -> Send:
-    """``send`` for a metadata-only watch: every event object but a Status becomes its
-    ``PartialObjectMetadata``; a line that does not parse (an injected fault) passes as is."""
-
-    async def send_metadata(message: Message) -> None:
-        body = message.get("body", b"")
-        if message["type"] == "http.response.body" and body:
-            lines = []
-            for line in body.split(b"\n"):
-                with contextlib.suppress(orjson.JSONDecodeError, KeyError, TypeError):
-                    event = orjson.loads(line)
-                    if event["object"].get("kind") != "Status":
-                        event["object"] = partial_object_metadata(event["object"], api_version)
-                        line = orjson.dumps(event)
-                lines.append(line)
-            message = {**message, "body": b"\n".join(lines)}
-        await send(message)
-
-    return send_metadata
+    try:
+        check_accepts_json(req.header("accept"))
+    except ApiError:
+        raise statuses.not_acceptable() from None
 
 
 def _page_not_found() -> ApiError:

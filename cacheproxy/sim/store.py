@@ -34,7 +34,7 @@ from cacheproxy.kube.keys import object_key
 from cacheproxy.kube.labels import LabelSelector
 from cacheproxy.kube.resources import ResourceRegistry, ResourceType
 
-__all__ = ["Event", "SimStore", "StoredObject", "WatchSink", "iter_snapshot"]
+__all__ = ["BUILTIN_GROUPS", "Event", "SimStore", "StoredObject", "WatchSink", "iter_snapshot"]
 
 # Metadata keys in the order the API server serialises ObjectMeta.
 _META_ORDER = (
@@ -79,7 +79,7 @@ class StoredObject:
     @property
     def list_item(self) -> bytes:
         """Typed built-in lists omit ``kind``/``apiVersion`` per item; custom resources keep them."""
-        return self.full if self.rtype.group not in _BUILTIN_GROUPS else self.body
+        return self.full if self.rtype.group not in BUILTIN_GROUPS else self.body
 
     @property
     def labels(self) -> dict[str, str]:
@@ -110,7 +110,7 @@ _NO_GENERATION = frozenset(
     }
 )
 
-_BUILTIN_GROUPS = frozenset(
+BUILTIN_GROUPS = frozenset(
     {
         "",
         "apps",
@@ -181,6 +181,10 @@ class SimStore:
         self.writes = 0
 
     # ------------------------------------------------------------------ reads
+
+    def now(self) -> str:
+        """The server's time, as it stamps objects (``creationTimestamp``)."""
+        return self._clock()
 
     def collection(self, rtype: ResourceType) -> _Collection:
         return self._collections[rtype]

@@ -8,10 +8,9 @@ server picks per run (uid, resourceVersion, creationTimestamp, audit ids, dates)
 presence and position only; everything else must be equal, keys in the same order.
 
 Where the real 1.28 answer differs from current Kubernetes (``k8s-samples/README.md``), the tests
-assert the current behaviour and say so. Not covered: Table rendering (``table_limit2_kubectl_
-accept.http``, ``watch_table_format_kubectl_accept.jsonl``, the tables kubectl prints): the
-simulator answers Table askers with the plain list, which kubectl accepts (its ``Accept`` ends
-with ``application/json``); its requests and paging are covered below.
+assert the current behaviour and say so. Tables (``table_limit2_kubectl_accept.http``,
+``watch_table_format_kubectl_accept.jsonl``) are compared by columns, rows and row objects; the
+cells of every kind are the printers' business (``tests/unit/kube``).
 """
 
 from __future__ import annotations
@@ -312,6 +311,14 @@ def names(items: list[dict[str, Any]]) -> list[str]:
     return [f"{i['metadata']['namespace']}/{i['metadata']['name']}" for i in items]
 
 
+def listed(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """A list's items, or a Table's row objects (kubectl's ``Accept`` gets a Table)."""
+    if body["kind"] == "Table":
+        return [row["object"] for row in body["rows"]]
+    items: list[dict[str, Any]] = body["items"]
+    return items
+
+
 # ---------------------------------------------------------------------------- lists and pages
 
 
@@ -507,13 +514,9 @@ async def test_a_metadata_only_watch_sends_partial_object_metadata_events(
     }
 
 
-async def test_a_table_request_gets_the_plain_list_and_events_of_the_same_rows(
+async def test_a_table_request_gets_the_api_servers_table_and_table_events(
     cluster: httpx.AsyncClient, cluster_sim: Simulator, samples_dir: Path
 ) -> None:
-    # The simulator prints no tables (module docstring): kubectl's Table Accept ends with
-    # application/json, and kubectl then prints by itself ("Falling back to hardcoded types" in
-    # kubectl_get_pods_watch_oname_v8_stderr.txt). What must still match: status, Content-Type,
-    # the list metadata and token, and which objects come, in which order.
     table = sample(samples_dir, "table_limit2_kubectl_accept.http")
     want = table.json()
     r = await cluster.get(
@@ -524,15 +527,19 @@ async def test_a_table_request_gets_the_plain_list_and_events_of_the_same_rows(
         table.headers["content-type"],
     )
     body = r.json()
-    assert body["kind"] == "PodList" and want["kind"] == "Table"
+    assert list(body) == list(want)
+    assert (body["kind"], body["apiVersion"]) == ("Table", "meta.k8s.io/v1")
     assert list(body["metadata"]) == list(want["metadata"])
     assert decode_token(body["metadata"]["continue"]) == {
         **decode_token(want["metadata"]["continue"]),
         "rv": cluster_sim.store.rv,
     }
-    assert names(body["items"]) == names([row["object"] for row in want["rows"]])
-    for item, row in zip(body["items"], want["rows"], strict=True):
-        assert current(item)["metadata"] == comparable(row["object"])["metadata"]
+    assert body["columnDefinitions"] == want["columnDefinitions"]
+    assert names(listed(body)) == names(listed(want))
+    for row, real in zip(body["rows"], want["rows"], strict=True):
+        assert list(row) == list(real)
+        assert current(row["object"]) == comparable(real["object"])
+        assert len(row["cells"]) == len(real["cells"])
 
     (event,) = load_watch(
         samples_dir / "protocol" / "watch_table_format_kubectl_accept.jsonl"
@@ -547,7 +554,10 @@ async def test_a_table_request_gets_the_plain_list_and_events_of_the_same_rows(
         apply(cluster_sim, pod)
         got = await events.next()
     assert got["type"] == event["type"] == "MODIFIED"
-    assert current(got["object"])["metadata"] == comparable(row["object"])["metadata"]
+    assert list(got["object"]) == list(event["object"])
+    assert got["object"]["columnDefinitions"] == event["object"]["columnDefinitions"]
+    (got_row,) = got["object"]["rows"]
+    assert current(got_row["object"])["metadata"] == comparable(row["object"])["metadata"]
 
 
 async def test_a_list_in_a_missing_namespace_is_an_empty_list(
@@ -1086,9 +1096,11 @@ async def test_the_core_resource_list_describes_each_resource_as_the_api_server_
     for resource in body["resources"]:
         real = theirs[resource["name"]]
         assert list(resource) == list(real), resource["name"]
-        # We serve no deletecollection (and so do not list it); every verb we list is real.
-        assert set(resource["verbs"]) <= set(real["verbs"]), resource["name"]
-        assert resource == {**real, "verbs": resource["verbs"]}
+        assert resource == real
+    # Of the subresources, we serve (and list) status and binding.
+    ours = {r["name"] for r in body["resources"]}
+    assert {"pods/status", "pods/binding", "nodes/status"} <= ours
+    assert not {"pods/log", "pods/exec", "pods/eviction"} & ours
 
 
 async def test_the_legacy_group_list_names_each_group_as_the_api_server_does(
@@ -1106,11 +1118,13 @@ async def test_the_legacy_group_list_names_each_group_as_the_api_server_does(
 
 
 def _aggregated_resource_matches(ours: dict[str, Any], real: dict[str, Any], where: str) -> None:
-    # We serve no subresources (and so do not list them), nor deletecollection.
+    # We serve only the status and binding subresources (and so list only those).
+    served = [s for s in real.get("subresources", []) if s["subresource"] in ("status", "binding")]
     real = {k: v for k, v in real.items() if k != "subresources"}
+    if served:
+        real["subresources"] = served
     assert list(ours) == list(real), where
-    assert set(ours["verbs"]) <= set(real["verbs"]), where
-    assert ours == {**real, "verbs": ours["verbs"]}, where
+    assert ours == real, where
 
 
 @pytest.mark.parametrize(
@@ -1253,12 +1267,12 @@ async def test_kubectl_discovery_with_a_fresh_cache_gets_what_the_trace_shows(
             if header in exchange.response_headers:
                 assert r.headers[header] == exchange.response_headers[header], header
         if exchange.path_and_query.startswith("/api/v1/"):
-            # The answer is a Table there; ours the plain list (see the module docstring), with
-            # the same list metadata: one page, so no continue.
+            # A Table, with the same list metadata: one page, so no continue.
+            assert r.json()["kind"] == parse_prefix(exchange.response_body)["kind"] == "Table"
             assert list(r.json()["metadata"]) == list(
                 parse_prefix(exchange.response_body)["metadata"]
             )
-            assert len(r.json()["items"]) == len(
+            assert len(listed(r.json())) == len(
                 sample_cluster(samples_dir).pods_of("ns-1", "app-3")
             )
 
@@ -1302,16 +1316,16 @@ async def test_kubectl_get_pods_across_namespaces_pages_by_500_at_one_resource_v
     pages = await _page_like_kubectl(client, "/api/v1/pods", headers)
     total = sim.store.count(sim.resource("pods"))
     assert len(pages) == -(-total // 500)
-    assert [len(p["items"]) for p in pages[:-1]] == [500] * (len(pages) - 1)
+    assert [len(listed(p)) for p in pages[:-1]] == [500] * (len(pages) - 1)
     assert {p["metadata"]["resourceVersion"] for p in pages} == {str(sim.store.rv)}
     for page in pages[:-1]:
         token = decode_token(page["metadata"]["continue"])
         assert token == {
             "v": "meta.k8s.io/v1",
             "rv": sim.store.rv,
-            "start": names(page["items"])[-1] + "\x00",
+            "start": names(listed(page))[-1] + "\x00",
         }
-    every = [key for page in pages for key in names(page["items"])]
+    every = [key for page in pages for key in names(listed(page))]
     assert every == sorted(every) and len(every) == total
 
 
@@ -1327,9 +1341,9 @@ async def test_kubectl_get_pods_in_a_namespace_pages_with_namespace_relative_tok
     headers = {k: v for k, v in exchanges[0].request_headers.items() if k != "Authorization"}
     pages = await _page_like_kubectl(client, collection, headers)
     assert len(pages) == 2
-    assert len(pages[0]["items"]) == 500
+    assert len(listed(pages[0])) == 500
     token = decode_token(pages[0]["metadata"]["continue"])
-    assert token["start"] == pages[0]["items"][-1]["metadata"]["name"] + "\x00"
+    assert token["start"] == listed(pages[0])[-1]["metadata"]["name"] + "\x00"
     assert pages[1]["metadata"]["resourceVersion"] == pages[0]["metadata"]["resourceVersion"]
 
 
@@ -1367,9 +1381,9 @@ async def test_kubectl_get_pods_watch_lists_then_watches_from_the_list_resource_
         list_call.response_headers["content-type"],
     )
     body = r.json()
-    listed = [i["metadata"]["name"] for i in body["items"]]
+    in_list = [i["metadata"]["name"] for i in listed(body)]
     # kubectl prints the list in the server's order, then one line per watch event.
-    assert listed == printed[: len(listed)]
+    assert in_list == printed[: len(in_list)]
     url = watch_call.path_and_query.replace(
         listed_rv.group(0), f"resourceVersion={body['metadata']['resourceVersion']}"
     )
@@ -1378,10 +1392,13 @@ async def test_kubectl_get_pods_watch_lists_then_watches_from_the_list_resource_
         assert (
             events.response.headers["content-type"] == watch_call.response_headers["content-type"]
         )
-        for name in printed[len(listed) :] or ["app-3-backend-1c1606674d-4n9np"]:
+        for name in printed[len(in_list) :] or ["app-3-backend-1c1606674d-4n9np"]:
             apply(cluster_sim, sample_cluster(samples_dir).pods[f"ns-1/{name}"])
             event = await events.next()
-            assert (event["type"], event["object"]["metadata"]["name"]) == ("MODIFIED", name)
+            (obj,) = (
+                listed(event["object"]) if event["object"]["kind"] == "Table" else [event["object"]]
+            )
+            assert (event["type"], obj["metadata"]["name"]) == ("MODIFIED", name)
 
 
 async def test_kubectl_get_ns_lists_the_namespaces_in_the_api_servers_order(
@@ -1389,7 +1406,10 @@ async def test_kubectl_get_ns_lists_the_namespaces_in_the_api_servers_order(
 ) -> None:
     printed = (samples_dir / "protocol" / "kubectl_get_ns.txt").read_text().splitlines()
     r = await cluster.get("/api/v1/namespaces?limit=500", headers={"Accept": KUBECTL_TABLE_ACCEPT})
-    items = r.json()["items"]
+    rows = r.json()["rows"]
+    assert [row["cells"][0] for row in rows] == [line.split()[0] for line in printed[1:]]
+    assert [row["cells"][1] for row in rows] == [line.split()[1] for line in printed[1:]]
+    items = (await cluster.get("/api/v1/namespaces?limit=500")).json()["items"]
     assert [i["metadata"]["name"] for i in items] == [line.split()[0] for line in printed[1:]]
     # The namespaces loaded from the real list come back as it shows them (no generation: the
     # namespace strategy sets none).

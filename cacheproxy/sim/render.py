@@ -1,0 +1,164 @@
+"""The forms a read is answered in: the object as stored, its ``PartialObjectMetadata``, or a
+``meta.k8s.io`` Table, as the first usable clause of the client's ``Accept`` asks.
+
+kube-apiserver's content negotiation, for the forms a client of lists and watches asks for:
+``kubectl get`` asks for a Table (``as=Table;g=meta.k8s.io;v=v1``, then ``v1beta1``, then plain
+JSON); client-go's metadata client for ``PartialObjectMetadata`` (``…List`` for lists). A clause
+naming a form or a media type the simulator does not serve (protobuf, YAML) is skipped; when none
+is usable the answer is the API server's 406. Tables use the API server's printers
+(:mod:`cacheproxy.kube.table`; the default Table for custom resources), ages relative to now.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import orjson
+
+from cacheproxy.kube import status
+from cacheproxy.kube.resources import ResourceType
+from cacheproxy.kube.table import WatchTables, printer_for, table
+from cacheproxy.sim import statuses
+from cacheproxy.sim.api import ListResult, partial_object_metadata
+
+__all__ = ["PLAIN", "Form", "list_body", "negotiate", "object_body", "watch_send"]
+
+Message = MutableMapping[str, Any]
+Send = Callable[[Message], Awaitable[None]]
+
+_META_VERSIONS = ("v1", "v1beta1")
+_INCLUDE = ("Metadata", "Object", "None")
+
+
+@dataclass(frozen=True, slots=True)
+class Form:
+    """How to answer: ``object`` (as stored), ``metadata`` or ``table``, in ``meta.k8s.io/<version>``;
+    ``include`` is a Table's ``includeObject``."""
+
+    kind: Literal["object", "metadata", "table"] = "object"
+    version: str = "v1"
+    include: str = "Metadata"
+
+    @property
+    def api_version(self) -> str:
+        return f"meta.k8s.io/{self.version}"
+
+
+PLAIN = Form()
+
+
+def negotiate(accept: str, query: Mapping[str, Sequence[str]], *, verb: str) -> Form:
+    """The form of a ``verb`` (get, list, watch) answer, or a 406 / 400 as the API server gives."""
+    if not accept:
+        return PLAIN
+    metadata_kind = "PartialObjectMetadataList" if verb == "list" else "PartialObjectMetadata"
+    for clause in accept.split(","):
+        media, *raw = (p.strip() for p in clause.split(";"))
+        if media.lower() not in (
+            "application/json",
+            "application/*",
+            "*/*",
+            "application/json-seq",
+        ):
+            continue
+        params = dict(p.split("=", 1) for p in raw if "=" in p)
+        as_kind = params.get("as")
+        if as_kind is None:
+            return PLAIN
+        if params.get("g") != "meta.k8s.io" or params.get("v") not in _META_VERSIONS:
+            continue
+        if as_kind == "Table":
+            return Form("table", params["v"], _include_object(query))
+        if as_kind == metadata_kind:
+            return Form("metadata", params["v"])
+    raise statuses.not_acceptable()
+
+
+def _include_object(query: Mapping[str, Sequence[str]]) -> str:
+    value = (query.get("includeObject") or [""])[0]
+    if not value:
+        return "Metadata"
+    if value not in _INCLUDE:
+        raise status.bad_request(
+            "Unable to convert to Table as requested: includeObject: Invalid value: "
+            f"\"{value}\": must be 'Metadata', 'Object', 'None', or empty"
+        )
+    return value
+
+
+def list_body(result: ListResult, form: Form) -> bytes:
+    if form.kind == "metadata":
+        return result.encode_metadata(form.api_version)
+    if form.kind == "table":
+        return orjson.dumps(
+            table(
+                printer_for(result.rtype.group, result.rtype.resource),
+                [orjson.loads(o.full) for o in result.items],
+                now=datetime.now(UTC),
+                version=form.version,
+                include=form.include,
+                resource_version=str(result.resource_version),
+                continue_token=result.continue_token,
+                remaining=result.remaining,
+            )
+        )
+    return result.encode()
+
+
+def object_body(rtype: ResourceType, full: bytes, form: Form) -> bytes:
+    if form.kind == "object":
+        return full
+    obj = orjson.loads(full)
+    if form.kind == "metadata":
+        return orjson.dumps(partial_object_metadata(obj, form.api_version))
+    return orjson.dumps(
+        table(
+            printer_for(rtype.group, rtype.resource),
+            [obj],
+            now=datetime.now(UTC),
+            version=form.version,
+            include=form.include,
+            resource_version=str(obj["metadata"].get("resourceVersion", "")),
+        )
+    )
+
+
+def watch_send(send: Send, rtype: ResourceType, form: Form) -> Send:
+    """``send`` for a watch answered in ``form``: each event's object rewritten (a Status or a
+    line that does not parse, as an injected fault, passes as is)."""
+    if form.kind == "object":
+        return send
+    if form.kind == "table":
+        tables = WatchTables(
+            printer_for(rtype.group, rtype.resource), version=form.version, include=form.include
+        )
+
+        def convert(body: bytes) -> bytes:
+            with contextlib.suppress(orjson.JSONDecodeError, KeyError, TypeError):
+                return tables.convert(body)
+            return body
+
+    else:
+
+        def convert(body: bytes) -> bytes:
+            lines = []
+            for line in body.split(b"\n"):
+                with contextlib.suppress(orjson.JSONDecodeError, KeyError, TypeError):
+                    event = orjson.loads(line)
+                    if event["object"].get("kind") != "Status":
+                        event["object"] = partial_object_metadata(event["object"], form.api_version)
+                        line = orjson.dumps(event)
+                lines.append(line)
+            return b"\n".join(lines)
+
+    async def send_converted(message: Message) -> None:
+        body = message.get("body", b"")
+        if message["type"] == "http.response.body" and body:
+            message = {**message, "body": convert(body)}
+        await send(message)
+
+    return send_converted
