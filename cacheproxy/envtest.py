@@ -260,22 +260,22 @@ class Cluster:
     def admin(self) -> User:
         return self.users["admin"]
 
-    def client(self, user: str = "admin", **kwargs: Any) -> httpx.Client:
-        """A synchronous HTTP/1.1 client for the API server, as ``user``."""
+    def client(self, user: str | None = "admin", **kwargs: Any) -> httpx.Client:
+        """A synchronous HTTP/1.1 client for the API server, as ``user`` (None: anonymous)."""
         return httpx.Client(
             base_url=self.url,
             verify=self.ssl_context(),
-            headers=self.users[user].headers,
+            headers={**(self.users[user].headers if user else {}), **kwargs.pop("headers", {})},
             timeout=kwargs.pop("timeout", 30.0),
             **kwargs,
         )
 
-    def async_client(self, user: str = "admin", **kwargs: Any) -> httpx.AsyncClient:
-        """An asynchronous HTTP/1.1 client for the API server, as ``user``."""
+    def async_client(self, user: str | None = "admin", **kwargs: Any) -> httpx.AsyncClient:
+        """An asynchronous HTTP/1.1 client for the API server, as ``user`` (None: anonymous)."""
         return httpx.AsyncClient(
             base_url=self.url,
             verify=self.ssl_context(),
-            headers=self.users[user].headers,
+            headers={**(self.users[user].headers if user else {}), **kwargs.pop("headers", {})},
             timeout=kwargs.pop("timeout", 30.0),
             **kwargs,
         )
