@@ -81,9 +81,11 @@ class Assets:
 
 
 def find_assets(*fallbacks: Path) -> Assets | None:
-    """The assets under ``$KUBEBUILDER_ASSETS``, else under the first of ``fallbacks`` that holds
-    a ``kube-apiserver``; None when there is none (or no etcd anywhere)."""
-    dirs = [Path(d) for d in (os.environ.get(ASSETS_ENV, ""),) if d] + list(fallbacks)
+    """The assets under ``$KUBEBUILDER_ASSETS`` when it is set, else under the first of
+    ``fallbacks`` that holds a ``kube-apiserver``; None when there is none (or no etcd
+    anywhere). Setting ``KUBEBUILDER_ASSETS`` to an empty directory turns the real cluster off."""
+    named = os.environ.get(ASSETS_ENV)
+    dirs = [Path(named)] if named is not None else list(fallbacks)
     for directory in dirs:
         apiserver = directory / "kube-apiserver"
         if not os.access(apiserver, os.X_OK):

@@ -9,11 +9,14 @@ from pathlib import Path
 import httpx
 import pytest
 
+from cacheproxy.envtest import ASSETS_HINT, find_assets
 from cacheproxy.sim import SimServer, Simulator
 from cacheproxy.sim.workload import DemoSpec, demo_objects
 from tests.support import serving
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "k8s-samples"
+ENVTEST_ASSETS = find_assets(Path(__file__).resolve().parents[2] / "shared" / "envtest")
+"""The real kube-apiserver of tests/e2e ($KUBEBUILDER_ASSETS, else ../shared/envtest)."""
 
 
 @pytest.fixture
@@ -88,7 +91,6 @@ async def _no_leaked_tasks() -> AsyncIterator[None]:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """One line saying how many tests ran against a real kube-apiserver (or why none did)."""
     counts: dict[str, int] = {}
-    hint = ""
     for outcome in ("passed", "failed", "error", "skipped"):
         for report in terminalreporter.stats.get(outcome, []):
             if "envtest" not in getattr(report, "keywords", {}):
@@ -96,12 +98,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             if report.when != "call" and outcome == "passed":
                 continue
             counts[outcome] = counts.get(outcome, 0) + 1
-            if outcome == "skipped" and isinstance(report.longrepr, tuple):
-                hint = str(report.longrepr[2]).removeprefix("Skipped: ")
-    if not counts:
-        return
-    summary = ", ".join(f"{n} {outcome}" for outcome, n in counts.items())
-    line = f"real kube-apiserver tests: {summary}"
-    if hint:
-        line += f" ({hint})"
-    terminalreporter.write_line(line, bold=True)
+    if counts:
+        summary = ", ".join(f"{n} {outcome}" for outcome, n in counts.items())
+        terminalreporter.write_line(f"real kube-apiserver tests: {summary}", bold=True)
+    elif ENVTEST_ASSETS is None:
+        terminalreporter.write_line(
+            f"real kube-apiserver tests: none ran: {ASSETS_HINT}", bold=True, yellow=True
+        )
