@@ -1,0 +1,379 @@
+"""Benchmark against a real kube-apiserver: first sync, memory, event delivery lag (DESIGN §6).
+
+``python -m loadtest.realserver --out DIR [--pods 10000] [--writes 500]`` starts etcd and
+kube-apiserver v1.28.7 on loopback (:mod:`cacheproxy.envtest`; the assets from
+``$KUBEBUILDER_ASSETS`` or ``../shared/envtest`` beside the repository), creates N pods of ~7 KB
+and some ConfigMaps, Secrets, ServiceAccounts, Deployments and Events (:mod:`loadtest.realcluster`),
+then, each daemon a ``cacheproxy serve --config FILE`` process caching pods, configmaps,
+namespaces, serviceaccounts, secrets, apps/v1/deployments and events, default settings:
+
+1. **First sync**, ``--repeat`` times: one ``curl`` of the very request the daemon makes for pods
+   (with its headers), and a new daemon from start to ready; the ratio of the medians (budget
+   at most 1.5 times). The daemon's RSS after sync, less an empty daemon's, per stored JSON byte; the API
+   server's and etcd's RSS. The client's steps on the same body (gunzip, parse with and without
+   the cyclic GC), timed here, show where the daemon's time goes.
+2. **Event delivery lag** (:mod:`loadtest.lagprobe`), with the upstream over HTTP/1.1 (the
+   default) and then HTTP/2 (``upstream.http2: true``): ``--writes`` writes at ``--rate``/s, each
+   timed from its response to its event on a watch through the daemon, to a GET through the
+   daemon returning it, and to its event on a watch on the API server (the baseline). Budget:
+   p99 ≤ 50 ms through the daemon.
+
+Writes ``realserver.md`` (the budget table is also printed), ``realserver.json`` and ``lag.png``
+to ``--out``. Budgets are judged in the report, never asserted. Without the assets it exits 2
+with a hint, or 0 after saying it skipped with ``--skip-without-assets`` (``make bench``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import datetime as dt
+import gc
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from cacheproxy.envtest import ASSETS_HINT, Assets, Cluster, find_assets
+from loadtest.httpclient import fetch
+from loadtest.ingest import _loop_factory, _python_command
+from loadtest.lagprobe import LagRun, measure_lag
+from loadtest.processes import Service, rss_bytes, start_daemon
+from loadtest.realcluster import (
+    NAMESPACES,
+    POD_LIST,
+    build_objects,
+    curl,
+    daemon_headers,
+    load,
+    port_of,
+    upstream_connections,
+    write_config,
+)
+from loadtest.realserver_report import (
+    DaemonRun,
+    ParseSteps,
+    RealServerResult,
+    SyncRep,
+    SyncResult,
+    render_report,
+    render_summary,
+    write_chart,
+)
+from loadtest.report import collect_machine_info
+
+__all__ = ["DEFAULT_ASSETS", "main"]
+
+DEFAULT_ASSETS = Path(__file__).resolve().parents[2] / "shared" / "envtest"
+"""``../shared/envtest`` beside the repository, where the tests find it too."""
+_NOTHING = "loadtest/none=1"
+_SYNCED = re.compile(r"pods: synced (\d+) objects by (.+?) in ([\d.]+) s")
+_RESPONSES = re.compile(r"^cacheproxy_upstream_responses_total\{([^}]*)\} (\S+)", re.MULTILINE)
+
+
+def _progress(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------- one daemon
+
+
+def _run_daemon(
+    workdir: Path, config: Path, name: str, timeout: float
+) -> tuple[DaemonRun, Service]:
+    """Start a daemon, wait until ready; its timings and memory, and the running service."""
+    started = time.monotonic()
+    service = start_daemon(workdir, config, name=name)
+    listening = time.monotonic() - started
+    try:
+        service.wait_ready(timeout)
+        ready = time.monotonic() - started
+        cpu = service.cpu()
+        time.sleep(0.5)  # the post-sync gc.freeze and frees settle before memory is read
+        synced = _SYNCED.search(service.log.read_text(errors="replace"))
+    except BaseException:
+        service.stop()
+        raise
+    run = DaemonRun(
+        ready_s=ready,
+        listening_s=listening,
+        pods_list_s=float(synced.group(3)) if synced else float("nan"),
+        pods_sync_how=synced.group(2) if synced else "n/a",
+        cpu_s=cpu,
+        rss=service.rss(),
+        hwm=rss_bytes(service.pid, "VmHWM"),
+    )
+    return run, service
+
+
+def _get(runner: asyncio.Runner, url: str, target: str) -> bytes:
+    status, body = runner.run(fetch(url, target))
+    if status != 200:
+        raise RuntimeError(f"GET {url}{target}: {status}")
+    return body
+
+
+def _pods_responses(metrics: bytes) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for labels, value in _RESPONSES.findall(metrics.decode()):
+        found = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+        if found.get("resource") == "pods":
+            out[f"{found.get('verb')} {found.get('code')}"] = int(float(value))
+    return out
+
+
+# ---------------------------------------------------------------------- first sync
+
+
+def _parse_steps(cluster: Cluster, headers: dict[str, str], workdir: Path, runs: int) -> ParseSteps:
+    """The client's work on the pod list body, timed in this process."""
+    path = workdir / "pods-list.body"
+    curl(cluster, POD_LIST, headers, workdir=workdir, decode=False, out=path)
+    wire = path.read_bytes()
+    path.unlink()
+    gunzip: list[float] = []
+    loads: list[float] = []
+    loads_no_gc: list[float] = []
+    raw, items = wire, 0
+    for _ in range(runs):
+        started = time.perf_counter()
+        if wire[:2] == b"\x1f\x8b":
+            raw = zlib.decompress(wire, wbits=31)
+        gunzip.append(time.perf_counter() - started)
+        for enabled, times in ((True, loads), (False, loads_no_gc)):
+            gc.collect()
+            if not enabled:
+                gc.disable()
+            try:
+                started = time.perf_counter()
+                doc = orjson.loads(raw)
+                times.append(time.perf_counter() - started)
+            finally:
+                gc.enable()
+            items = len(doc["items"])
+            del doc
+    gc.collect()
+    return ParseSteps(
+        gzip_bytes=len(wire) if wire is not raw else 0,
+        json_bytes=len(raw),
+        items=items,
+        gunzip_s=statistics.median(gunzip) if wire is not raw else 0.0,
+        loads_s=statistics.median(loads),
+        loads_no_gc_s=statistics.median(loads_no_gc),
+    )
+
+
+def _first_sync(
+    cluster: Cluster, workdir: Path, args: argparse.Namespace, runner: asyncio.Runner
+) -> SyncResult:
+    timeout = 120 + args.pods / 500
+    config = write_config(workdir, cluster, name="daemon")
+    headers = daemon_headers(config)
+    _progress("first sync: an empty daemon (its RSS is the baseline of memory)")
+    empty_config = write_config(workdir, cluster, name="daemon-empty", label_selector=_NOTHING)
+    _, empty = _run_daemon(workdir, empty_config, "daemon-empty", timeout)
+    empty_rss = empty.rss()
+    empty.stop()
+    identity = {**headers, "Accept-Encoding": "identity"}
+    reps: list[SyncRep] = []
+    status: dict[str, Any] = {}
+    responses: dict[str, int] = {}
+    for rep in range(args.repeat):
+        _progress(f"first sync: run {rep + 1} of {args.repeat}")
+        curl_first = rep % 2 == 0  # alternated: neither always sees the other's aftermath
+        if curl_first:
+            gzip_run = curl(cluster, POD_LIST, headers, workdir=workdir, decode=True)
+            identity_run = curl(cluster, POD_LIST, identity, workdir=workdir, decode=True)
+        daemon, service = _run_daemon(workdir, config, f"daemon-sync-{rep}", timeout)
+        try:
+            status = orjson.loads(_get(runner, service.url, "/status"))["resources"]
+            responses = _pods_responses(_get(runner, service.url, "/metrics"))
+        finally:
+            service.stop()
+        if not curl_first:
+            gzip_run = curl(cluster, POD_LIST, headers, workdir=workdir, decode=True)
+            identity_run = curl(cluster, POD_LIST, identity, workdir=workdir, decode=True)
+        reps.append(SyncRep(curl=gzip_run, curl_identity=identity_run, daemon=daemon))
+    _progress("first sync: the client's steps on the same body, in this process")
+    parse = _parse_steps(cluster, headers, workdir, min(args.repeat, 3))
+    return SyncResult(
+        reps=reps,
+        headers=headers,
+        pods_responses=responses,
+        objects={k: int(v["objects"]) for k, v in status.items()},
+        stored_bytes=sum(int(v["bytes"]) for v in status.values()),
+        empty_rss=empty_rss,
+        apiserver_rss=rss_bytes(cluster.apiserver_pid),
+        etcd_rss=rss_bytes(cluster.etcd_pid),
+        parse=parse,
+    )
+
+
+# ---------------------------------------------------------------------- event delivery
+
+
+def _lag(
+    cluster: Cluster,
+    workdir: Path,
+    args: argparse.Namespace,
+    runner: asyncio.Runner,
+    *,
+    pods: Sequence[tuple[str, str]],
+    http2: bool,
+) -> tuple[LagRun, dict[str, float]]:
+    transport = "HTTP/2" if http2 else "HTTP/1.1"
+    name = f"daemon-lag-{'h2' if http2 else 'h1'}"
+    _progress(f"event delivery, {transport} upstream: starting the daemon")
+    config = write_config(workdir, cluster, name=name, http2=http2)
+    daemon, service = _run_daemon(workdir, config, name, 120 + args.pods / 500)
+    try:
+        connections = upstream_connections(service.pid, port_of(cluster.url))
+        run = runner.run(
+            measure_lag(
+                cluster,
+                service.url,
+                transport=transport,
+                pods=pods,
+                namespaces=NAMESPACES,
+                writes=args.writes,
+                rate=args.rate,
+                daemon_pid=service.pid,
+                deadline=args.deadline,
+                progress=_progress,
+            )
+        )
+    finally:
+        service.stop()
+    return run, {"ready_s": daemon.ready_s, "connections": float(connections)}
+
+
+# ---------------------------------------------------------------------- the run
+
+
+def _upstream(cluster: Cluster, assets: Assets) -> dict[str, str]:
+    with cluster.client() as client:
+        version = client.get("/version").json()
+        one = client.get("/api/v1/pods", params={"limit": "50"}, headers={"User-Agent": "bench"})
+    items = one.json()["items"]
+    pod_bytes = sum(len(orjson.dumps(i)) for i in items) / len(items) if items else float("nan")
+    etcd = subprocess.run(
+        [str(assets.etcd), "--version"], capture_output=True, text=True, check=False
+    ).stdout
+    found = re.search(r"etcd Version: (\S+)", etcd)
+    return {
+        "gitVersion": str(version.get("gitVersion", "?")),
+        "goVersion": str(version.get("goVersion", "?")),
+        "etcd": found.group(1) if found else "?",
+        "podBytes": f"{pod_bytes:,.0f}".replace(",", " "),
+    }
+
+
+def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m loadtest.realserver", description=__doc__)
+    parser.add_argument("--out", type=Path, help="default loadtest/results/<YYYY-MM-DD>-real")
+    parser.add_argument("--pods", type=int, default=10_000)
+    parser.add_argument("--writes", type=int, default=500, help="timed writes per transport")
+    parser.add_argument("--rate", type=float, default=20.0, help="writes/s")
+    parser.add_argument("--repeat", type=int, default=5, help="first-sync runs (medians)")
+    parser.add_argument("--deadline", type=float, default=5.0, help="a lag beyond is 'not seen'")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--skip-without-assets",
+        action="store_true",
+        help="without a kube-apiserver, say so and exit 0 (for make bench)",
+    )
+    parser.add_argument("--keep-logs", action="store_true", help="keep the processes' logs")
+    args = parser.parse_args(argv)
+    if args.pods < 1 or args.writes < 1 or args.repeat < 1 or args.rate <= 0:
+        parser.error("--pods, --writes, --repeat and --rate must be positive")
+    args.out = args.out or Path("loadtest/results") / f"{dt.date.today().isoformat()}-real"
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _parse_args(argv)
+    assets = find_assets(DEFAULT_ASSETS)
+    if assets is None:
+        if args.skip_without_assets:
+            print(f"loadtest.realserver skipped: {ASSETS_HINT}", flush=True)
+            return 0
+        print(f"loadtest.realserver: {ASSETS_HINT}", file=sys.stderr)
+        return 2
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    command = " ".join([_python_command(), "-m", "loadtest.realserver", *argv])
+    machine = collect_machine_info(command=command, loop="uvloop (every process)", cpu=None)
+    workdir = Path(tempfile.mkdtemp(prefix="loadtest-real-"))
+    ok = False
+    cluster = Cluster(assets, workdir=workdir / "cluster")
+    try:
+        _progress("starting etcd and kube-apiserver")
+        cluster.start()
+        objects, pods = build_objects(args.pods, seed=args.seed)
+        created: dict[str, int] = {}
+        for resource, _ in objects:
+            created[resource] = created.get(resource, 0) + 1
+        with asyncio.Runner(loop_factory=_loop_factory("uvloop")) as runner:
+            load_s = runner.run(load(cluster, objects, progress=_progress))
+            del objects
+            gc.collect()
+            upstream = _upstream(cluster, assets)
+            sync = _first_sync(cluster, workdir, args, runner)
+            lag: list[LagRun] = []
+            lag_daemons: dict[str, dict[str, float]] = {}
+            for http2 in (False, True):
+                run, daemon = _lag(cluster, workdir, args, runner, pods=pods, http2=http2)
+                lag.append(run)
+                lag_daemons[run.transport] = daemon
+        ok = True
+    finally:
+        cluster.stop()
+        if ok and not args.keep_logs:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            _progress(f"logs kept in {workdir}")
+    result = RealServerResult(
+        machine=machine,
+        upstream=upstream,
+        pods=args.pods,
+        created=created,
+        load_s=load_s,
+        sync=sync,
+        lag=lag,
+        lag_daemons=lag_daemons,
+        settings={
+            k: str(v)
+            for k, v in vars(args).items()
+            if k not in ("out", "keep_logs", "skip_without_assets")
+        },
+        load_average_end=" ".join(f"{x:.2f}" for x in os.getloadavg()),
+    )
+    _write(result, out)
+    print(render_summary(result), flush=True)
+    _progress(f"report written to {out / 'realserver.md'}")
+    return 0
+
+
+def _write(result: RealServerResult, out: Path) -> None:
+    charts = write_chart(result, out)
+    (out / "realserver.md").write_text(render_report(result, charts=charts))
+    doc = dataclasses.asdict(result)
+    (out / "realserver.json").write_bytes(
+        orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

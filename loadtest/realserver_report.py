@@ -1,0 +1,466 @@
+"""What :mod:`loadtest.realserver` measures, and its Markdown report and chart.
+
+Every figure is shown beside its baseline, as a ratio: the daemon's first sync against one
+``curl`` of the same request; its memory against the JSON it stores; each event-delivery lag
+through the daemon against the same event on a watch opened directly on the API server.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loadtest.lagprobe import SOURCES, LagRun
+from loadtest.realcluster import POD_LIST, CurlRun
+from loadtest.report import MEMORY_BUDGET, MachineInfo, _markdown, _num
+from loadtest.serve_report import _ms
+
+__all__ = [
+    "LAG_BUDGET",
+    "SYNC_BUDGET",
+    "DaemonRun",
+    "ParseSteps",
+    "RealServerResult",
+    "SyncRep",
+    "SyncResult",
+    "render_report",
+    "render_summary",
+    "write_chart",
+]
+
+SYNC_BUDGET = 1.5
+"""The daemon's start → ready ÷ one curl of the same pod list, at most."""
+LAG_BUDGET = 0.050
+"""p99 of an event through the daemon's watch, and of a GET seeing a write (seconds), at most."""
+_X = "\N{MULTIPLICATION SIGN}"
+_MIB = 1 << 20
+_TITLES = {
+    "watch": "(a) event on a watch through the daemon",
+    "get": "(b) GET through the daemon returns the write",
+    "direct": "(c) event on a watch on the API server (baseline)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonRun:
+    """One daemon from ``cacheproxy serve`` to ready, with its own log's view of the sync."""
+
+    ready_s: float
+    """Process start → ``/readyz`` answers 200."""
+    listening_s: float
+    """Process start → its URL logged (imports, config, kubeconfig, server bound)."""
+    pods_list_s: float
+    """The daemon's log: the pods list, from its request to its objects prepared."""
+    pods_sync_how: str
+    cpu_s: float
+    """The daemon's CPU seconds when ready."""
+    rss: int
+    hwm: int
+
+
+@dataclass(frozen=True, slots=True)
+class SyncRep:
+    curl: CurlRun
+    """The daemon's request with its headers (gzip accepted), decoded as it arrives."""
+    curl_identity: CurlRun
+    """The same without compression (for comparison)."""
+    daemon: DaemonRun
+
+
+@dataclass(frozen=True, slots=True)
+class ParseSteps:
+    """The client's side of the pod list, done in the benchmark process on the same body:
+    medians of a few runs (seconds)."""
+
+    gzip_bytes: int
+    json_bytes: int
+    items: int
+    gunzip_s: float
+    loads_s: float
+    """``orjson.loads`` of the whole body with the cyclic GC enabled (as the daemon runs)."""
+    loads_no_gc_s: float
+    """The same with the GC disabled."""
+
+
+@dataclass(frozen=True, slots=True)
+class SyncResult:
+    reps: list[SyncRep]
+    headers: dict[str, str]
+    pods_responses: dict[str, int]
+    """The daemon's upstream answers for pods during its sync (``verb code`` → count)."""
+    objects: dict[str, int]
+    stored_bytes: int
+    empty_rss: int
+    """RSS of the same daemon caching nothing (every resource selects no object)."""
+    apiserver_rss: int
+    etcd_rss: int
+    parse: ParseSteps
+
+    def median(self, value: Callable[[SyncRep], float]) -> float:
+        return statistics.median(value(r) for r in self.reps) if self.reps else math.nan
+
+
+@dataclass
+class RealServerResult:
+    machine: MachineInfo
+    upstream: dict[str, str]
+    pods: int
+    created: dict[str, int]
+    load_s: float
+    sync: SyncResult
+    lag: list[LagRun]
+    lag_daemons: dict[str, dict[str, float]]
+    """Per transport: its daemon's start → ready (s) and upstream TCP connections."""
+    settings: dict[str, Any]
+    load_average_end: str = ""
+
+
+# ---------------------------------------------------------------------- numbers
+
+
+def _s(seconds: float) -> str:
+    return f"{seconds:.3f}" if math.isfinite(seconds) else "n/a"
+
+
+def _x(value: float) -> str:
+    return f"{value:.2f}{_X}" if math.isfinite(value) else "n/a"
+
+
+def _div(a: float, b: float) -> float:
+    return a / b if b > 0 and math.isfinite(a) and math.isfinite(b) else math.nan
+
+
+def _mb(value: float) -> str:
+    return f"{value / _MIB:,.1f} MiB".replace(",", " ")
+
+
+def _verdict(value: float, budget: float) -> str:
+    return "n/a" if math.isnan(value) else "PASS" if value <= budget else "FAIL"
+
+
+# ---------------------------------------------------------------------- the budgets
+
+
+def _memory_ratio(sync: SyncResult) -> float:
+    rss = sync.median(lambda r: r.daemon.rss)
+    return _div(rss - sync.empty_rss, sync.stored_bytes)
+
+
+def render_summary(result: RealServerResult) -> str:
+    sync = result.sync
+    ready, curl = sync.median(lambda r: r.daemon.ready_s), sync.median(lambda r: r.curl.seconds)
+    ratio = _div(ready, curl)
+    memory = _memory_ratio(sync)
+    rows = [
+        (
+            f"first sync: daemon start → ready ÷ one curl of the pod list (medians of "
+            f"{len(sync.reps)})",
+            f"{_s(ready)} s ÷ {_s(curl)} s = {_x(ratio)}",
+            f"≤ {SYNC_BUDGET}{_X}",
+            _verdict(ratio, SYNC_BUDGET),
+        ),
+        (
+            "memory: (daemon RSS - empty daemon) ÷ stored JSON",
+            f"{_x(memory)}",
+            f"≤ {MEMORY_BUDGET}{_X}",
+            _verdict(memory, MEMORY_BUDGET),
+        ),
+    ]
+    for run in result.lag:
+        base = run.stats["direct"]
+        for source in ("watch", "get"):
+            stats = run.stats[source]
+            rows.append(
+                (
+                    f"{run.transport} upstream: {_TITLES[source]}, p99 (÷ direct watch p99)",
+                    f"{_ms(stats.p99)} ms ({_x(_div(stats.p99, base.p99))}), "
+                    f"{stats.missed} of {stats.writes} not seen in time",
+                    f"≤ {_ms(LAG_BUDGET)} ms",
+                    _verdict(stats.p99, LAG_BUDGET),
+                )
+            )
+    return _markdown(("budget (DESIGN §6 and the brief)", "measured", "budget", "verdict"), rows)
+
+
+# ---------------------------------------------------------------------- sections
+
+
+def _sync_section(result: RealServerResult) -> str:
+    sync = result.sync
+    rows: list[tuple[str, ...]] = []
+    for i, r in enumerate(sync.reps, 1):
+        d = r.daemon
+        rows.append(
+            (
+                str(i),
+                _s(r.curl.seconds),
+                _s(r.curl.first_byte_s),
+                _s(r.curl_identity.seconds),
+                _s(d.listening_s),
+                _s(d.pods_list_s),
+                _s(d.ready_s),
+                _s(d.cpu_s),
+                _x(_div(d.ready_s, r.curl.seconds)),
+            )
+        )
+    med = sync.median
+    curl = med(lambda r: r.curl.seconds)
+    medians = {
+        "first byte": med(lambda r: r.curl.first_byte_s),
+        "identity": med(lambda r: r.curl_identity.seconds),
+        "listening": med(lambda r: r.daemon.listening_s),
+        "pods list": med(lambda r: r.daemon.pods_list_s),
+        "ready": med(lambda r: r.daemon.ready_s),
+        "cpu": med(lambda r: r.daemon.cpu_s),
+    }
+    rows.append(
+        (
+            "**median**",
+            _s(curl),
+            *(_s(v) for v in medians.values()),
+            _x(_div(medians["ready"], curl)),
+        )
+    )
+    rows.append(("÷ curl", "1", *(_x(_div(v, curl)) for v in medians.values()), ""))
+    table = _markdown(
+        (
+            "run",
+            "curl s",
+            "curl first byte s",
+            "curl, no gzip s",
+            "daemon start → listening s",
+            "daemon pods list s (its log)",
+            "daemon start → ready s",
+            "daemon CPU s",
+            "ready ÷ curl",
+        ),
+        rows,
+    )
+    first = sync.reps[0] if sync.reps else None
+    responses = ", ".join(f"{k}: {v}" for k, v in sorted(sync.pods_responses.items()))
+    headers = "; ".join(f"`{k}: {v}`" for k, v in sync.headers.items())
+    lists = sum(v for k, v in sync.pods_responses.items() if k.startswith("list "))
+    how = first.daemon.pods_sync_how if first else "n/a"
+    wire = (
+        f"{_mb(first.curl.wire_bytes)} on the wire with gzip, "
+        f"{_mb(first.curl_identity.wire_bytes)} without"
+        if first
+        else "n/a"
+    )
+    p = sync.parse
+    steps = _markdown(
+        ("the client's side of the list, in this process on the same body", "s", "÷ curl"),
+        [
+            (f"gunzip {_mb(p.gzip_bytes)} → {_mb(p.json_bytes)}", _s(p.gunzip_s), _x(_div(p.gunzip_s, curl))),
+            (f"`orjson.loads` of {_num(p.items)} items, GC enabled (as in the daemon)", _s(p.loads_s), _x(_div(p.loads_s, curl))),
+            ("`orjson.loads`, GC disabled", _s(p.loads_no_gc_s), _x(_div(p.loads_no_gc_s, curl))),
+        ],
+    )  # fmt: skip
+    return f"""\
+## First sync
+
+The daemon's upstream answers for pods during a sync (its `/metrics`): {responses or "n/a"}. Its
+watch-list is refused (no WatchList gate), then it lists `GET {POD_LIST}`: {lists} list
+request(s), synced by **{how}** (its log); the answer is {wire}. The baseline is
+`curl --http1.1 --compressed` of that request with the daemon's own headers ({headers}), timed
+by curl (`time_total`); the daemon is timed from `cacheproxy serve` starting to `/readyz`
+answering 200 (polled every 50 ms), its 7 resources synced.
+
+{table}
+
+{steps}
+"""
+
+
+def _memory_section(result: RealServerResult) -> str:
+    sync = result.sync
+    rss = sync.median(lambda r: r.daemon.rss)
+    hwm = sync.median(lambda r: r.daemon.hwm)
+    stored = sync.stored_bytes
+    objects = ", ".join(f"{k} {_num(v)}" for k, v in sync.objects.items())
+    rows = [
+        ("daemon RSS after sync (median)", _mb(rss), _x(_div(rss, stored))),
+        ("daemon peak RSS during sync (VmHWM, median)", _mb(hwm), _x(_div(hwm, stored))),
+        ("empty daemon RSS (same config, nothing selected)", _mb(sync.empty_rss), ""),
+        ("daemon RSS - empty daemon", _mb(rss - sync.empty_rss), _x(_memory_ratio(sync))),
+        ("stored JSON (`/status` bytes)", _mb(stored), "1"),
+        ("kube-apiserver RSS", _mb(sync.apiserver_rss), _x(_div(sync.apiserver_rss, stored))),
+        ("etcd RSS", _mb(sync.etcd_rss), _x(_div(sync.etcd_rss, stored))),
+    ]
+    table = _markdown(("memory", "bytes", "÷ stored JSON"), rows)
+    return f"## Memory\n\nObjects cached: {objects}.\n\n{table}\n"
+
+
+def _lag_section(result: RealServerResult) -> str:
+    rows: list[tuple[str, ...]] = []
+    for run in result.lag:
+        base = run.stats["direct"]
+        for source in SOURCES:
+            s = run.stats[source]
+            added = run.added.get(source)
+            rows.append(
+                (
+                    run.transport,
+                    _TITLES[source],
+                    _ms(s.p50),
+                    _ms(s.p99),
+                    _ms(s.max),
+                    str(s.missed),
+                    _x(_div(s.p99, base.p99)),
+                    _x(_div(s.max, base.max)),
+                    f"{_ms(added.p50)} / {_ms(added.p99)}" if added else "",
+                )
+            )
+    table = _markdown(
+        (
+            "upstream",
+            "from the write's response to",
+            "p50 ms",
+            "p99 ms",
+            "max ms",
+            "not seen in 5 s",
+            "p99 ÷ (c)",
+            "max ÷ (c)",
+            "added to (c), per write: p50 / p99 ms",
+        ),
+        rows,
+    )
+    runs = []
+    for run in result.lag:
+        daemon = result.lag_daemons.get(run.transport, {})
+        verbs = ", ".join(f"{v} {k}" for k, v in run.by_verb.items())
+        runs.append(
+            (
+                run.transport,
+                f"{run.writes} ({verbs})",
+                f"{run.write_rate:.1f}",
+                f"{daemon.get('connections', math.nan):.0f}",
+                _s(daemon.get("ready_s", math.nan)),
+                _s(run.daemon_cpu_s),
+                _s(run.apiserver_cpu_s),
+                _num(run.polls),
+            )
+        )
+    context = _markdown(
+        (
+            "upstream",
+            "writes",
+            "writes/s",
+            "daemon's TCP connections to the API server",
+            "its start → ready s",
+            "daemon CPU s",
+            "kube-apiserver CPU s",
+            "GETs polled",
+        ),
+        runs,
+    )
+    errors = "".join(f"- {run.transport}: {e}\n" for run in result.lag for e in run.errors)
+    if errors:
+        errors = f"\nWhat went wrong with the watches:\n\n{errors}"
+    return f"## Event delivery lag\n\n{_LAG_NOTE}\n\n{table}\n\n{context}\n{errors}"
+
+
+_LAG_NOTE = """\
+The direct watch often reads a write's event *before* the writer reads its response (the API
+server sends both at once; the response travels through more of it), so (c) can be ≤ 0 and a
+ratio to it says little at p50; the last column is what the daemon adds, write by write."""
+
+
+_METHOD = """\
+## Method
+
+One process (this benchmark) starts etcd and kube-apiserver with `cacheproxy.envtest`, creates
+the objects with their statuses (`Cluster.load`), then runs each daemon as `cacheproxy serve
+--config FILE` in its own process (the config: the 7 resources, the admin kubeconfig, port 0,
+every other setting its default; `upstream.http2: true` for the HTTP/2 row). Memory is read
+from `/proc/PID/status` half a second after the daemon is ready (after its post-sync GC work).
+
+**First sync.** Each run times a `curl` of the pod list (gzip, decoded, and without gzip) and
+a new daemon from start to ready, alternating which goes first. The ratio is the ratio of the
+medians. The client-side steps are timed in this process on the same gzip body fetched once
+more (medians of up to 3 runs).
+
+**Event delivery.** With the daemon synced, one watch of ConfigMaps and one of Pods are opened
+through it and the same two directly on the API server (from each one's current
+resourceVersion, httpx over HTTP/1.1, the same code reading both). Writes go to the API server
+at a steady rate from one connection: ConfigMap creates and merge patches, and every fifth a
+merge patch of a pod's annotation (a whole pod event). A write's lag is from its response read
+here to (a) its event (same object, same resourceVersion) read on the daemon's watch, (b) a
+GET through the daemon, polled every 2 ms on keep-alive connections from the response, first
+answering that resourceVersion or newer, (c) its event read on the API server's watch. Two
+writes (one of each kind) first warm every path up. Missing after 5 s counts as not seen (an
+infinite lag in the percentiles). Everything is timed on one clock in one event loop, so a
+baseline lag near zero makes a ratio large; the absolute milliseconds are beside it.
+"""
+
+
+def render_report(result: RealServerResult, *, charts: Sequence[str] = ()) -> str:
+    m = result.machine
+    up = result.upstream
+    created = ", ".join(f"{k} {_num(v)}" for k, v in result.created.items())
+    settings = ", ".join(f"{k}={v}" for k, v in result.settings.items())
+    header = f"""\
+# Real API server benchmark: first sync, memory, event delivery (DESIGN §6)
+
+- command: `{m.command}`
+- date: {m.date}
+- upstream: **a real kube-apiserver {up.get("gitVersion", "?")}** ({up.get("goVersion", "?")}),
+  etcd {up.get("etcd", "?")}, both on 127.0.0.1 (TLS, bearer token, RBAC; no WatchList gate),
+  started by `cacheproxy.envtest`; nothing else runs (no controllers, no kubelets)
+- workload: {created}; pods spread over 10 namespaces, `app=app-0..19`, `spec.nodeName`
+  `node-0..99`; the API server returns {up.get("podBytes", "?")} bytes of JSON per pod
+  (managedFields included); loaded in {result.load_s:.0f} s
+- Python: {m.python}; event loop: {m.loop}; orjson {m.orjson}
+- machine: nproc {m.nproc}, {m.cpu_model}, {m.memory} RAM; load average at start
+  {m.load_average}, at the end {result.load_average_end or "n/a"} (the machine is shared: the
+  runs are repeated and medians kept; every ratio compares figures of the same run)
+- settings: {settings}
+"""
+    parts = [
+        header,
+        "## Budgets\n\n" + render_summary(result) + "\n",
+        _sync_section(result),
+        _memory_section(result),
+        _lag_section(result),
+    ]
+    parts += [f"![{c}]({c})\n" for c in charts]
+    parts.append(_METHOD)
+    return "\n".join(parts)
+
+
+def write_chart(result: RealServerResult, out: Path) -> list[str]:
+    """``lag.png``: the distribution of each lag (ms, log scale above 1 ms), one panel per transport;
+    nothing without matplotlib."""
+    if not result.lag:
+        return []
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    fig, axes = plt.subplots(
+        1, len(result.lag), figsize=(6 * len(result.lag), 4.5), squeeze=False, sharey=True
+    )
+    for ax, run in zip(axes[0], result.lag, strict=True):
+        for i, source in enumerate(SOURCES):
+            lags = sorted(x * 1000 for x in run.lags[source] if x is not None)
+            if lags:
+                ys = [(k + 1) / len(run.lags[source]) for k in range(len(lags))]
+                ax.step(lags, ys, where="post", color=f"C{i}", label=_TITLES[source])
+        ax.axvline(LAG_BUDGET * 1000, color="grey", linestyle=":", label="50 ms budget")
+        ax.set_xscale("symlog", linthresh=1.0)  # a lag may be slightly negative
+        ax.set_xlabel("lag from the write's response, ms (linear below 1 ms)")
+        ax.set_title(f"{run.transport} upstream, {run.writes} writes")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].set_ylabel("fraction of writes seen")
+    axes[0][0].legend(fontsize="small", loc="lower right")
+    fig.tight_layout()
+    fig.savefig(out / "lag.png", dpi=90)
+    plt.close(fig)
+    return ["lag.png"]
