@@ -1,0 +1,161 @@
+"""The real API server benchmark runs end to end on 50 pods and reports sane figures.
+
+One run of ``python -m loadtest.realserver`` at a tiny size (a real kube-apiserver, 50 pods, 20
+writes per upstream transport, 2 first-sync runs) is shared by the tests below. No assertion is
+about speed — the budgets are judged in the report, on the machine and size they are for: they
+check that every figure is there and plausible, that the baseline saw every write, and that the
+report judges every budget. Without the envtest assets they are skipped with the hint.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+import loadtest.realserver
+from cacheproxy.envtest import ASSETS_HINT, find_assets
+from loadtest.lagprobe import lag_stats
+from loadtest.realcluster import RESOURCES
+from loadtest.realserver import DEFAULT_ASSETS, main
+
+PODS = 50
+WRITES = 20
+ARGS = ("--pods", str(PODS), "--writes", str(WRITES), "--repeat", "2")
+TRANSPORTS = ("HTTP/1.1", "HTTP/2")
+
+Run = tuple[Path, dict[str, Any], str]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    if find_assets(DEFAULT_ASSETS) is None:
+        if os.environ.get("CACHEPROXY_REQUIRE_ENVTEST"):
+            pytest.fail(f"CACHEPROXY_REQUIRE_ENVTEST is set but {ASSETS_HINT}")
+        pytest.skip(ASSETS_HINT)
+    out = tmp_path_factory.mktemp("realserver")
+    assert main([*ARGS, "--out", str(out)]) == 0
+    doc = orjson.loads((out / "realserver.json").read_bytes())
+    return out, doc, (out / "realserver.md").read_text()
+
+
+def _finite(*values: float) -> bool:
+    return all(isinstance(v, int | float) and math.isfinite(v) for v in values)
+
+
+@pytest.mark.envtest
+@pytest.mark.timeout(300)
+def test_the_daemon_caches_what_the_cluster_was_given(run: Run) -> None:
+    doc = run[1]
+    assert doc["upstream"]["gitVersion"].startswith("v1.")
+    assert doc["created"]["pods"] == PODS
+    objects = doc["sync"]["objects"]
+    assert set(objects) == set(RESOURCES)
+    assert objects["pods"] == PODS
+    for resource, count in doc["created"].items():
+        assert objects[resource] >= count, resource  # the API server adds some of its own
+    assert doc["load_s"] > 0
+
+
+@pytest.mark.envtest
+@pytest.mark.timeout(300)
+def test_every_first_sync_figure_is_present_and_plausible(run: Run) -> None:
+    sync = run[1]["sync"]
+    assert len(sync["reps"]) == 2
+    for rep in sync["reps"]:
+        for curl in (rep["curl"], rep["curl_identity"]):
+            assert curl["status"] == 200
+            assert 0 < curl["first_byte_s"] <= curl["seconds"] < 60
+        assert 0 < rep["curl"]["wire_bytes"] < rep["curl_identity"]["wire_bytes"]  # gzip
+        daemon = rep["daemon"]
+        assert 0 < daemon["listening_s"] < daemon["ready_s"] < 60
+        assert 0 <= daemon["pods_list_s"] < daemon["ready_s"]
+        assert daemon["pods_sync_how"] == "list"  # one response: the watch cache ignores limit
+        assert daemon["cpu_s"] > 0
+        assert 0 < daemon["rss"] <= daemon["hwm"]
+    assert sync["headers"]["User-Agent"].startswith("cacheproxy/")
+    assert "gzip" in sync["headers"]["Accept-Encoding"]
+    assert sync["pods_responses"]["list 200"] >= 1
+    assert sync["pods_responses"]["watch 422"] >= 1  # the refused watch-list
+    assert 0 < sync["empty_rss"] < max(r["daemon"]["rss"] for r in sync["reps"])
+    assert sync["stored_bytes"] > 2_000 * PODS
+    assert sync["apiserver_rss"] > 0 and sync["etcd_rss"] > 0
+    parse = sync["parse"]
+    assert parse["items"] == PODS
+    assert 0 < parse["gzip_bytes"] < parse["json_bytes"]
+    assert _finite(parse["gunzip_s"], parse["loads_s"], parse["loads_no_gc_s"])
+
+
+@pytest.mark.envtest
+@pytest.mark.timeout(300)
+def test_every_write_is_timed_three_ways_over_both_transports(run: Run) -> None:
+    doc = run[1]
+    assert [r["transport"] for r in doc["lag"]] == list(TRANSPORTS)
+    for r in doc["lag"]:
+        assert r["writes"] == WRITES
+        assert sum(r["by_verb"].values()) == WRITES
+        assert set(r["by_verb"]) == {"create configmap", "patch configmap", "patch pod"}
+        assert r["write_rate"] > 0
+        for source, lags in r["lags"].items():
+            stats = r["stats"][source]
+            assert len(lags) == WRITES
+            assert stats["seen"] == sum(x is not None for x in lags) <= WRITES
+            assert all(x is None or -1 < x <= 5 for x in lags), source
+        direct = r["stats"]["direct"]
+        assert direct["seen"] == WRITES, r["errors"]  # the baseline sees every write
+        assert direct["p50"] <= direct["p99"] <= direct["max"]
+        assert r["polls"] >= r["stats"]["get"]["seen"]
+    h1 = doc["lag"][0]
+    for source in ("watch", "get"):
+        assert h1["stats"][source]["seen"] == WRITES, (source, h1["errors"])
+    connections = {t: d["connections"] for t, d in doc["lag_daemons"].items()}
+    assert connections["HTTP/1.1"] >= len(RESOURCES)  # a connection per watch
+    assert 1 <= connections["HTTP/2"] < connections["HTTP/1.1"]  # streams on one connection
+
+
+@pytest.mark.envtest
+@pytest.mark.timeout(300)
+def test_the_report_judges_every_budget(run: Run) -> None:
+    out, _, report = run
+    for heading in (
+        "# Real API server benchmark",
+        "## Budgets",
+        "## First sync",
+        "## Memory",
+        "## Event delivery lag",
+        "## Method",
+    ):
+        assert heading in report
+    assert "a real kube-apiserver v1." in report
+    budgets = report.split("## Budgets", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in budgets.splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(rows) == 1 + 2 + 2 * len(TRANSPORTS)  # the header, sync, memory, lags
+    for row in rows[1:]:
+        assert row.rstrip(" |").rsplit("|", 1)[1].strip() in ("PASS", "FAIL"), row
+    if (out / "lag.png").exists():
+        assert (out / "lag.png").read_bytes().startswith(b"\x89PNG")
+        assert "![lag.png](lag.png)" in report
+
+
+def test_without_a_kube_apiserver_it_says_why_and_skips_only_when_asked(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setattr(loadtest.realserver, "find_assets", lambda *_: None)
+    assert main(["--out", str(tmp_path), "--skip-without-assets"]) == 0
+    assert f"loadtest.realserver skipped: {ASSETS_HINT}" in capsys.readouterr().out
+    assert main(["--out", str(tmp_path)]) == 2
+    assert ASSETS_HINT in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+def test_lags_not_seen_count_as_infinite() -> None:
+    stats = lag_stats([0.002, None, 0.001, 0.004])
+    assert (stats.writes, stats.seen, stats.missed) == (4, 3, 1)
+    assert stats.p50 == 0.002
+    assert stats.p99 == stats.max == math.inf
+    every = lag_stats([0.003, -0.001, 0.002])
+    assert (every.p50, every.max, every.missed) == (0.002, 0.003, 0)
