@@ -24,7 +24,14 @@ from typing import Any
 
 import orjson
 
-from cacheproxy.informer.listwatch import ListPage, ListRequest, WatchEvent, WatchRequest
+from cacheproxy.informer.listwatch import (
+    Decode,
+    ListPage,
+    ListRequest,
+    WatchEvent,
+    WatchRequest,
+    as_parsed,
+)
 
 __all__ = ["LineListerWatcher"]
 
@@ -63,11 +70,11 @@ class LineListerWatcher:
 
     # ------------------------------------------------------------------ ListerWatcher
 
-    async def list(self, request: ListRequest) -> ListPage:
+    async def list(self, request: ListRequest, *, decode: Decode = as_parsed) -> ListPage:
         self.lists += 1
         start = int(request.continue_token or 0)
         stop = len(self.initial) if request.limit <= 0 else start + request.limit
-        items = [self._parse(line).object for line in self.initial[start:stop]]
+        items = [decode(self._parse(line).object) for line in self.initial[start:stop]]
         more = str(stop) if stop < len(self.initial) else ""
         rv = self._parse(self.initial_end).resource_version
         return ListPage(items=items, resource_version=rv, continue_token=more)

@@ -15,12 +15,14 @@ from contextlib import asynccontextmanager
 
 from cacheproxy.errors import ApiError, TransportError
 from cacheproxy.informer.listwatch import (
+    Decode,
     ListerWatcher,
     ListPage,
     ListRequest,
     WatchEvent,
     WatchRequest,
     WatchStream,
+    as_parsed,
 )
 from cacheproxy.server.metrics import ServerMetrics
 
@@ -40,9 +42,9 @@ class MeteredListerWatcher:
     def __repr__(self) -> str:
         return f"MeteredListerWatcher({self.inner!r})"
 
-    async def list(self, request: ListRequest) -> ListPage:
+    async def list(self, request: ListRequest, *, decode: Decode = as_parsed) -> ListPage:
         try:
-            page = await self.inner.list(request)
+            page = await self.inner.list(request, decode=decode)
         except asyncio.CancelledError:
             raise
         except BaseException as err:

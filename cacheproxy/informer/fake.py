@@ -16,11 +16,13 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from cacheproxy.informer.listwatch import (
+    Decode,
     ListPage,
     ListRequest,
     WatchEvent,
     WatchRequest,
     WatchStream,
+    as_parsed,
 )
 from cacheproxy.kube import status
 from cacheproxy.kube.keys import object_key, object_namespace_name
@@ -111,7 +113,7 @@ class FakeListerWatcher:
 
     # ------------------------------------------------------------------ the protocol
 
-    async def list(self, request: ListRequest) -> ListPage:
+    async def list(self, request: ListRequest, *, decode: Decode = as_parsed) -> ListPage:
         self.requests.append(request)
         await asyncio.sleep(0)
         if self._list_failures:
@@ -121,7 +123,7 @@ class FakeListerWatcher:
         if request.continue_token:
             start = int(request.continue_token)
         end = start + request.limit if request.limit else len(keys)
-        items = [copy.deepcopy(self.objects[k]) for k in keys[start:end]]
+        items = [decode(copy.deepcopy(self.objects[k])) for k in keys[start:end]]
         token = str(end) if end < len(keys) else ""
         return ListPage(items=items, resource_version=str(self.rv), continue_token=token)
 

@@ -13,18 +13,20 @@ broke (reset, truncated chunk, a line that is not JSON).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 __all__ = [
+    "Decode",
     "ListPage",
     "ListRequest",
     "ListerWatcher",
     "WatchEvent",
     "WatchRequest",
     "WatchStream",
+    "as_parsed",
 ]
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
@@ -40,9 +42,10 @@ class ListRequest:
 
 @dataclass(frozen=True, slots=True)
 class ListPage:
-    """One page of a list: parsed items (``kind``/``apiVersion`` may be absent on typed lists)."""
+    """One page of a list: its items as ``decode`` made them (parsed objects by default;
+    ``kind``/``apiVersion`` may be absent on typed lists)."""
 
-    items: list[dict[str, Any]]
+    items: list[Any]
     resource_version: str
     continue_token: str = ""
 
@@ -73,13 +76,24 @@ class WatchEvent:
 
 
 WatchStream = AbstractAsyncContextManager[AsyncIterator[WatchEvent]]
+Decode = Callable[[dict[str, Any]], Any]
+"""What becomes of each listed item as it is read (see :meth:`ListerWatcher.list`)."""
+
+
+def as_parsed(item: dict[str, Any]) -> Any:
+    """The default :data:`Decode`: the item as parsed."""
+    return item
 
 
 class ListerWatcher(Protocol):
     """One collection of one API server (resource + namespace + selectors)."""
 
-    async def list(self, request: ListRequest) -> ListPage:
-        """One page; raise ApiError (e.g. 410 for an expired continue token) or TransportError."""
+    async def list(self, request: ListRequest, *, decode: Decode = ...) -> ListPage:
+        """One page; raise ApiError (e.g. 410 for an expired continue token) or TransportError.
+
+        Each item goes through ``decode`` (default: kept as parsed) as soon as it is read, and
+        the page holds what ``decode`` returned: an implementation reading a large response
+        should not hold all its items parsed at once."""
         ...
 
     def watch(self, request: WatchRequest) -> WatchStream:

@@ -270,16 +270,16 @@ class Reflector:
         while True:
             self.metrics.request(self.name, "list")
             try:
-                page = await self.lw.list(request)
+                page = await self.lw.list(request, decode=prepare)
             except ApiError as err:
                 if not (is_expired(err) and request.continue_token):
                     raise
                 # The continue token expired mid-list: one full list at the same RV (the pager's
                 # FullListIfExpired), rather than stitching pages of different snapshots.
                 self.metrics.request(self.name, "list")
-                page = await self.lw.list(ListRequest(resource_version=rv))
-                return [prepare(obj) for obj in page.items], page.resource_version, paged
-            items.extend([prepare(obj) for obj in page.items])
+                page = await self.lw.list(ListRequest(resource_version=rv), decode=prepare)
+                return page.items, page.resource_version, paged
+            items.extend(page.items)
             self._progress.tick(len(items))
             if not page.continue_token:
                 return items, page.resource_version, paged

@@ -3,7 +3,9 @@
 :class:`ApiListerWatcher` lists and watches one collection (resource, optional namespace, label
 and field selectors) through a shared ``httpx.AsyncClient`` (see :mod:`.client`):
 
-- ``list`` is one ``GET`` of the collection: one page, parsed with orjson.
+- ``list`` is one ``GET`` of the collection: one page, its items split out of the body as it
+  arrives and handed to ``decode`` one at a time (the informer makes its compact entries there),
+  so a 70 MB list is never a 70 MB string nor half a gigabyte of dicts.
 - ``watch`` is a ``GET …?watch=1`` read as newline-framed JSON ``WatchEvent`` lines (the API
   server flushes whole lines; a line may still arrive split across chunks). The stream ends
   normally when the server closes it (timeout, shutdown, a slow watcher dropped) — never with a
@@ -27,13 +29,16 @@ import orjson
 
 from cacheproxy.errors import ApiError, TransportError
 from cacheproxy.informer.listwatch import (
+    Decode,
     ListerWatcher,
     ListPage,
     ListRequest,
     WatchEvent,
     WatchRequest,
     WatchStream,
+    as_parsed,
 )
+from cacheproxy.kube.liststream import ListSplitter, NotAList
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.upstream.client import LIST_TIMEOUT, WATCH_TIMEOUT
 from cacheproxy.upstream.errors import (
@@ -100,7 +105,7 @@ class ApiListerWatcher:
             params.append(("fieldSelector", self.field_selector))
         return params
 
-    async def list(self, request: ListRequest) -> ListPage:
+    async def list(self, request: ListRequest, *, decode: Decode = as_parsed) -> ListPage:
         params = self._selectors()
         if request.resource_version:
             params.append(("resourceVersion", request.resource_version))
@@ -113,7 +118,20 @@ class ApiListerWatcher:
         http_request = self.client.build_request(
             "GET", self.path, params=params, timeout=LIST_TIMEOUT
         )
-        return _list_page(await send_for_json(self.client, http_request), http_request)
+        try:
+            response = await self.client.send(http_request, stream=True)
+        except httpx.HTTPError as exc:
+            raise transport_error(exc) from exc
+        try:
+            if not response.is_success:
+                try:
+                    await response.aread()
+                except httpx.HTTPError as exc:
+                    raise transport_error(exc) from exc
+                raise api_error_from_response(response)
+            return await _read_list(response, decode)
+        finally:
+            await response.aclose()
 
     def watch(self, request: WatchRequest) -> WatchStream:
         return self._watch(request)
@@ -255,17 +273,28 @@ async def send_for_json(client: httpx.AsyncClient, request: httpx.Request) -> An
         ) from exc
 
 
-def _list_page(body: Any, request: httpx.Request) -> ListPage:
-    if not isinstance(body, dict) or body.get("kind") == "Table":
+async def _read_list(response: httpx.Response, decode: Decode) -> ListPage:
+    """A list response's items, each decoded as soon as its bytes are in (a large list is never
+    held whole, neither as bytes nor as dicts: see :class:`~cacheproxy.kube.liststream.
+    ListSplitter`), and its RV and continue token."""
+    where = describe_request(response.request)
+    splitter = ListSplitter()
+    items: list[Any] = []
+    try:
+        async for chunk in response.aiter_bytes():
+            items.extend([decode(item) for item in splitter.feed(chunk)])
+        last, shell = splitter.close()
+    except httpx.HTTPError as exc:
+        raise transport_error(exc, during="the list") from exc
+    except NotAList as exc:
+        raise TransportError(f"{where}: expected a list: {exc}") from exc
+    if shell.get("kind") == "Table":
         # client-go's reflector refuses a Table too (kubernetes#132926): it is no list.
-        kind = body.get("kind") if isinstance(body, dict) else type(body).__name__
-        raise TransportError(f"{describe_request(request)}: expected a list, got {kind}")
-    items = body.get("items") or []
-    metadata = body.get("metadata") or {}
-    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
-        raise TransportError(f"{describe_request(request)}: the list's items are not objects")
+        raise TransportError(f"{where}: expected a list, got Table")
+    items.extend([decode(item) for item in last])
+    metadata = shell.get("metadata") or {}
     if not isinstance(metadata, dict):
-        raise TransportError(f"{describe_request(request)}: the list's metadata is not an object")
+        raise TransportError(f"{where}: the list's metadata is not an object")
     return ListPage(
         items=items,
         resource_version=str(metadata.get("resourceVersion") or ""),

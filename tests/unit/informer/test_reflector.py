@@ -188,11 +188,11 @@ async def test_an_expired_continue_token_means_one_full_list_at_the_same_rv(
         # Fail the second page only.
         original = fake.list
 
-        async def list_with_expiry(request: ListRequest) -> Any:
+        async def list_with_expiry(request: ListRequest, **options: Any) -> Any:
             if request.continue_token:
                 fake.requests.append(request)
                 raise status.expired(status.CONTINUE_EXPIRED_MESSAGE)
-            return await original(request)
+            return await original(request, **options)
 
         fake.list = list_with_expiry  # type: ignore[method-assign]
         await h.until(lambda: fake.open_watches == 1)

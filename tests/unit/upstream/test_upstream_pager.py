@@ -7,7 +7,14 @@ from typing import Any
 import pytest
 
 from cacheproxy.errors import ApiError
-from cacheproxy.informer.listwatch import ListPage, ListRequest, WatchRequest, WatchStream
+from cacheproxy.informer.listwatch import (
+    Decode,
+    ListPage,
+    ListRequest,
+    WatchRequest,
+    WatchStream,
+    as_parsed,
+)
 from cacheproxy.kube import status
 from cacheproxy.upstream import list_all
 
@@ -22,7 +29,7 @@ class PagedLister:
         self.fail = fail or {}
         self.requests: list[ListRequest] = []
 
-    async def list(self, request: ListRequest) -> ListPage:
+    async def list(self, request: ListRequest, *, decode: Decode = as_parsed) -> ListPage:
         call = len(self.requests)
         self.requests.append(request)
         if call in self.fail:
@@ -30,7 +37,7 @@ class PagedLister:
         start = int(request.continue_token or 0)
         end = len(self.items) if request.limit == 0 else min(start + request.limit, len(self.items))
         token = str(end) if end < len(self.items) else ""
-        return ListPage(self.items[start:end], self.rv, token)
+        return ListPage([decode(i) for i in self.items[start:end]], self.rv, token)
 
     def watch(self, request: WatchRequest) -> WatchStream:
         raise NotImplementedError
