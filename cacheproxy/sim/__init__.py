@@ -5,7 +5,8 @@ testing Kubernetes clients. See :class:`Simulator` (the ASGI app and Python API)
 :class:`SimServer` (serving it on a port, optionally over TLS).
 """
 
-from cacheproxy.sim.app import SimConfig, Simulator
+from cacheproxy.sim.app import Simulator
+from cacheproxy.sim.config import SimConfig
 from cacheproxy.sim.faults import Faults
 from cacheproxy.sim.server import SimServer
 

@@ -5,12 +5,20 @@ versions"): unset → latest; "0" → any (we answer latest); N → not older th
 ``rv_wait`` seconds and then 504 ``ResourceVersionTooLarge``; ``limit`` + RV=N or
 ``resourceVersionMatch=Exact`` → the exact snapshot at N, 410 once compacted. Pages are cut in key
 order from one snapshot and continue tokens carry it.
+
+Who answers a read is the API server's split between its watch caches and etcd. By default every
+cache is at the global RV. With ``per_resource_cache`` (:class:`~cacheproxy.sim.config.SimConfig`)
+each resource's cache is at the RV of its own last write or progress notification, and the reads
+the 1.28 cacher hands to etcd (RV unset, exact RVs, ``limit`` with an RV other than 0) are at the
+global RV, with etcd's answers to RVs it has not reached (a 500 for an exact one, an immediate 504
+otherwise). Resources without a watch cache (``uncached_resources``) are always etcd's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,11 +29,12 @@ import orjson
 
 from cacheproxy.errors import ApiError
 from cacheproxy.kube import status
-from cacheproxy.kube.listoptions import EXACT, ListOptions
+from cacheproxy.kube.listoptions import EXACT, NOT_OLDER_THAN, ListOptions
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.rv import decode_continue, encode_continue, parse_resource_version
-from cacheproxy.sim import strategy
-from cacheproxy.sim.store import BUILTIN_GROUPS, SimStore, StoredObject, iter_snapshot
+from cacheproxy.sim import statuses, strategy
+from cacheproxy.sim.config import SimConfig
+from cacheproxy.sim.store import BUILTIN_GROUPS, Event, SimStore, StoredObject, iter_snapshot
 from cacheproxy.sim.watch import SimWatcher, WatchPlan
 
 __all__ = ["PATCH_TYPES", "ListResult", "SimApi", "partial_object_metadata"]
@@ -94,32 +103,59 @@ class SimApi:
     def __init__(
         self,
         store: SimStore,
+        config: SimConfig | None = None,
         *,
-        rv_wait: float = 3.0,
-        bookmark_interval: float = 60.0,
-        watch_buffer: int = 10_000,
         default_watch_timeout: Callable[[], float] = lambda: random.uniform(1800, 3600),
     ) -> None:
         self.store = store
-        self.rv_wait = rv_wait
-        self.bookmark_interval = bookmark_interval
-        self.watch_buffer = watch_buffer
+        self.config = config or SimConfig()
         self.default_watch_timeout = default_watch_timeout
+
+    # ------------------------------------------------------------------ the watch caches
+
+    def cached(self, rtype: ResourceType) -> bool:
+        """Whether ``rtype`` has a watch cache (else etcd serves its reads and watches)."""
+        return rtype.qualified not in self.config.uncached_resources
+
+    def cache_rv(self, rtype: ResourceType) -> int:
+        """The RV ``rtype``'s reads from the cache are at: its own cache's, or the global one."""
+        if self.config.per_resource_cache and self.cached(rtype):
+            return self.store.cache_rv(rtype)
+        return self.store.rv
+
+    async def wait_for_rv(self, rv: int, rtype: ResourceType | None = None) -> None:
+        """Wait until the cache of ``rtype`` (default: the store) reached ``rv`` (≤ ``rv_wait``
+        s), else 504 too large RV; at once when etcd serves ``rtype``."""
+
+        def current() -> int:
+            return self.cache_rv(rtype) if rtype is not None else self.store.rv
+
+        if current() >= rv:
+            return
+        if rtype is not None and not self.cached(rtype):
+            raise statuses.too_large_resource_version_now(rv, self.store.rv)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.rv_wait
+        while current() < rv:
+            if loop.time() >= deadline:
+                raise status.too_large_resource_version(rv, current())
+            await asyncio.sleep(0.02)
+
+    def _from_cache(self, rtype: ResourceType, opts: ListOptions) -> bool:
+        """Whether the 1.28 cacher serves a list itself (``shouldDelegateList``): not an RV unset,
+        an exact RV, ``limit`` with an RV other than 0, nor a resource it does not cache."""
+        return (
+            self.cached(rtype)
+            and opts.resource_version != ""
+            and not (opts.limit > 0 and opts.resource_version != "0")
+            and opts.resource_version_match != EXACT
+        )
 
     # ------------------------------------------------------------------ reads
 
-    async def wait_for_rv(self, rv: int) -> None:
-        """Wait until the store reached ``rv`` (≤ ``rv_wait`` s), else 504 too large RV."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.rv_wait
-        while self.store.rv < rv:
-            if loop.time() >= deadline:
-                raise status.too_large_resource_version(rv, self.store.rv)
-            await asyncio.sleep(0.02)
-
     async def get(self, rtype: ResourceType, namespace: str | None, name: str, rv: str) -> bytes:
         if rv not in ("", "0"):
-            await self.wait_for_rv(parse_resource_version(rv))
+            await self.wait_for_rv(parse_resource_version(rv), rtype)
         return self.store.get_stored(rtype, namespace, name).full
 
     async def list(
@@ -127,15 +163,20 @@ class SimApi:
     ) -> ListResult:
         store = self.store
         start = ""
+        limit = opts.limit
         # Token keys are relative to the listed collection, as etcd3's ``encodeContinue`` strips
         # the key prefix: "ns-1/name\x00" across namespaces, "name\x00" within ns-1.
         prefix = f"{namespace}/" if namespace else ""
+        requested = opts.rv
+        exact = opts.resource_version_match == EXACT or (
+            opts.limit > 0 and requested > 0 and not opts.resource_version_match
+        )
         if opts.continue_token:
+            token = decode_continue(opts.continue_token)
             if opts.resource_version not in ("", "0"):
                 raise status.bad_request(
                     "specifying resource version is not allowed when using continue"
                 )
-            token = decode_continue(opts.continue_token)
             start = prefix + token.key
             if token.resource_version == -1:
                 rv, source = store.rv, None
@@ -147,23 +188,65 @@ class SimApi:
                         continue_token=encode_continue(-1, token.start_key),
                     )
                 source = None if rv == store.rv else store.snapshot(rtype, rv)
-        else:
-            requested = opts.rv
-            exact = opts.resource_version_match == EXACT or (
-                opts.limit > 0 and requested > 0 and not opts.resource_version_match
-            )
+        elif self.cached(rtype) and not self.config.per_resource_cache:
+            # One RV for every cache: every read waits for it, and serves its snapshot.
             if requested > 0:
                 await self.wait_for_rv(requested)
             if exact and requested != store.rv:
                 rv, source = requested, store.snapshot(rtype, requested)
             else:
                 rv, source = store.rv, None
+            if opts.resource_version == "0" and self.config.rv0_list_ignores_limit:
+                limit = 0
+        elif self._from_cache(rtype, opts):
+            # The resource's own cache: its state is the latest of its objects, at its RV.
+            if requested > 0:
+                await self.wait_for_rv(requested, rtype)
+            rv, source = store.cache_rv(rtype), None
+            if opts.resource_version == "0" and self.config.rv0_list_ignores_limit:
+                limit = 0
+        elif exact:
+            if requested > store.rv:
+                raise statuses.future_revision()
+            rv = requested
+            source = None if requested == store.rv else store.snapshot(rtype, requested)
+        else:
+            # etcd, not older than the RV asked for (RV unset: the latest).
+            if requested > store.rv:
+                raise statuses.too_large_resource_version_now(requested, store.rv)
+            rv, source = store.rv, None
         objects = (
             store.iter_range(rtype, namespace, start=start)
             if source is None
             else iter_snapshot(source, namespace, start=start)
         )
-        return _page(rtype, objects, opts, rv, key_prefix=prefix)
+        return _page(rtype, objects, opts, rv, limit=limit, key_prefix=prefix)
+
+    def watch_options(self, rtype: ResourceType, opts: ListOptions) -> ListOptions:
+        """A watch's options as the API server takes them (before its response starts): with
+        ``WatchList`` on, a watch from RV "" or "0" with bookmarks and no ``sendInitialEvents``
+        is a watch-list; a watch-list of a resource without a watch cache is a 422."""
+        if (
+            self.config.watch_list
+            and opts.send_initial_events is None
+            and not opts.resource_version_match
+            and opts.allow_watch_bookmarks
+            and opts.resource_version in ("", "0")
+        ):
+            opts = dataclasses.replace(
+                opts, send_initial_events=True, resource_version_match=NOT_OLDER_THAN
+            )
+        if opts.send_initial_events is not None and not self.cached(rtype):
+            raise statuses.unsupported_by_etcd(rtype.resource)
+        return opts
+
+    async def wait_for_watch(self, rtype: ResourceType, opts: ListOptions) -> None:
+        """Before a watch starts: a watch from an RV the cache has not reached waits for it (and
+        504s) when ``future_watch_waits``, and a watch-list always does."""
+        if opts.rv > self.cache_rv(rtype) and (
+            self.config.future_watch_waits or opts.send_initial_events
+        ):
+            await self.wait_for_rv(opts.rv, rtype)
 
     def open_watch(
         self, rtype: ResourceType, namespace: str | None, opts: ListOptions
@@ -171,26 +254,39 @@ class SimApi:
         """Register a watcher and plan what it sends first. Synchronous: nothing can be written
         between computing the initial state and registering, so no event is lost or doubled.
         A too-old RV raises 410 (the caller sends it as an in-stream ERROR event)."""
-        store = self.store
+        store, config = self.store, self.config
+        cached = self.cached(rtype)
+        per_resource = config.per_resource_cache and cached
+        requested = opts.rv
+        initial: list[StoredObject] = []
+        replay: list[Event] = []
+        end_after: int | None = None
+        if opts.send_initial_events and per_resource and not config.late_initial_events_end:
+            # Current servers make the cache fresh first (a progress request to etcd).
+            store.progress_notify(rtype)
+        cache_rv = self.cache_rv(rtype)
+        start_rv = requested
+        if opts.send_initial_events or (
+            opts.send_initial_events is None and opts.resource_version in ("", "0")
+        ):
+            initial = list(store.iter_range(rtype, namespace))
+            start_rv = cache_rv
+            if opts.send_initial_events and opts.allow_watch_bookmarks:
+                # The RV the end bookmark waits for (getCommonResourceVersionLockedFunc).
+                end_after = store.rv if opts.resource_version == "" else max(requested, cache_rv)
+        elif opts.resource_version in ("", "0"):
+            start_rv = cache_rv
+        elif requested < store.rv:
+            replay = store.events_since(rtype, requested, from_storage=not cached)
         watcher = SimWatcher(
             rtype=rtype,
             namespace=namespace,
             labels=opts.label_selector,
             fields=opts.field_selector,
-            buffer=self.watch_buffer,
+            buffer=config.watch_buffer,
+            start_rv=start_rv,
         )
-        initial: list[StoredObject] = []
-        replay = []
-        end_bookmark: int | None = None
-        requested = opts.rv
-        if opts.send_initial_events or (
-            opts.send_initial_events is None and opts.resource_version in ("", "0")
-        ):
-            initial = [o for o in store.iter_range(rtype, namespace) if watcher.visible(o)]
-            if opts.send_initial_events and opts.allow_watch_bookmarks:
-                end_bookmark = store.rv
-        elif opts.resource_version not in ("", "0") and requested < store.rv:
-            replay = store.events_since(rtype, requested)
+        initial = [o for o in initial if watcher.visible(o)]
         store.add_watcher(watcher)
         timeout = (
             float(opts.timeout_seconds) if opts.timeout_seconds else self.default_watch_timeout()
@@ -198,10 +294,12 @@ class SimApi:
         plan = WatchPlan(
             initial=initial,
             replay=replay,
-            end_bookmark_rv=end_bookmark,
-            allow_bookmarks=opts.allow_watch_bookmarks,
+            end_bookmark_after=end_after,
+            # etcd's own watches send no bookmarks.
+            allow_bookmarks=opts.allow_watch_bookmarks and cached,
             timeout=timeout,
-            bookmark_interval=self.bookmark_interval,
+            bookmark_interval=config.bookmark_interval,
+            only_newer_bookmarks=per_resource,
         )
         return watcher, plan
 
@@ -332,12 +430,12 @@ def _page(
     opts: ListOptions,
     rv: int,
     *,
+    limit: int,
     key_prefix: str = "",
 ) -> ListResult:
     labels, fields = opts.label_selector, opts.field_selector
     filtered = labels.empty and fields.empty
     items: list[StoredObject] = []
-    limit = opts.limit
     token = ""
     remaining: int | None = None
     for stored in objects:

@@ -16,6 +16,7 @@ import asyncio
 import gzip
 import hashlib
 import logging
+import math
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ from cacheproxy.serving import send_body, send_status
 from cacheproxy.sim import render, statuses
 from cacheproxy.sim.api import PATCH_TYPES, ListResult, SimApi
 from cacheproxy.sim.auth import Authenticator, Authorizer
+from cacheproxy.sim.config import SimConfig
 from cacheproxy.sim.control import control
 from cacheproxy.sim.faults import Faults, StreamFault
 from cacheproxy.sim.policy import Policy
@@ -108,19 +110,6 @@ class RequestRecord:
     params: dict[str, str]
 
 
-@dataclass
-class SimConfig:
-    """Knobs of the simulator; every one has a command-line flag."""
-
-    git_version: str = "v1.33.0"
-    history_limit: int = 10_000
-    bookmark_interval: float = 60.0
-    rv_wait: float = 3.0
-    watch_buffer: int = 10_000
-    policy: Policy | None = None
-    """Auth policy; None = no authentication, everything allowed."""
-
-
 class Simulator:
     """An in-memory Kubernetes API server. ``Simulator(...)`` is an ASGI application; serve it
     with :class:`cacheproxy.sim.server.SimServer`. ``store``, ``faults`` and the methods below
@@ -134,13 +123,12 @@ class Simulator:
     ) -> None:
         self.config = config or SimConfig()
         self.registry = ResourceRegistry([*BUILTIN_RESOURCES, *custom_resources])
-        self.store = SimStore(self.registry, history_limit=self.config.history_limit)
-        self.api = SimApi(
-            self.store,
-            rv_wait=self.config.rv_wait,
-            bookmark_interval=self.config.bookmark_interval,
-            watch_buffer=self.config.watch_buffer,
+        self.store = SimStore(
+            self.registry,
+            history_limit=self.config.history_limit,
+            pod_generation=self.config.pod_generation,
         )
+        self.api = SimApi(self.store, self.config)
         self.faults = Faults()
         self.requests: Counter[str] = Counter()
         """Requests served, by ``verb`` and by ``verb resource`` (the offload measure)."""
@@ -191,6 +179,47 @@ class Simulator:
     def compact(self) -> None:
         """Compact all history now: every watch or exact list at an older RV gets 410."""
         self.store.compact()
+
+    def compact_storage(self, rv: int | None = None) -> None:
+        """etcd's compaction up to ``rv`` (default: now): exact lists and continue tokens at
+        older RVs get 410, as do watches of resources without a watch cache; cached watches
+        still resume from their history."""
+        self.store.compact_storage(rv)
+
+    def reset_watch_caches(self) -> None:
+        """The watch caches start anew, as after an API server restart: each at the current RV,
+        watches from older RVs get 410 (the storage keeps its history)."""
+        self.store.reset_watch_caches()
+
+    def progress_notify(self) -> None:
+        """Every watch cache learns the current RV now, as from an etcd progress notification
+        (what ``progress_notify_interval`` does periodically)."""
+        self.store.progress_notify()
+
+    async def maintain(self) -> None:
+        """Run the storage's periodic work until cancelled: progress notifications every
+        ``progress_notify_interval`` (with ``per_resource_cache``) and compaction every
+        ``compaction_interval`` up to the RV of the round before, as kube-apiserver's compactor."""
+        config = self.config
+        progress = config.progress_notify_interval if config.per_resource_cache else None
+        compaction = config.compaction_interval
+        if progress is None and compaction is None:
+            return
+        loop = asyncio.get_running_loop()
+        next_progress = loop.time() + progress if progress else math.inf
+        next_compaction = loop.time() + compaction if compaction else math.inf
+        compact_to: int | None = None
+        while True:
+            await asyncio.sleep(max(0.0, min(next_progress, next_compaction) - loop.time()))
+            now = loop.time()
+            if progress and now >= next_progress:
+                self.store.progress_notify()
+                next_progress = now + progress
+            if compaction and now >= next_compaction:
+                if compact_to is not None:
+                    self.store.compact_storage(compact_to)
+                compact_to = self.store.rv
+                next_compaction = now + compaction
 
     # ------------------------------------------------------------------ ASGI
 
@@ -333,7 +362,14 @@ class Simulator:
         watch: bool,
         name: str | None = None,
     ) -> ListOptions:
-        opts = parse_list_options(query, watch=watch, name=name)
+        try:
+            opts = parse_list_options(query, watch=watch, name=name)
+        except ApiError as err:
+            if err.code == 422 and watch and not self.config.watch_list:
+                raise _without_watch_list(err) from None
+            raise
+        if opts.watch and opts.send_initial_events is not None and not self.config.watch_list:
+            raise _without_watch_list(None)
         validate_field_selector(rtype, opts.field_selector)
         return opts
 
@@ -350,10 +386,9 @@ class Simulator:
         send = render.watch_send(
             send, rtype, render.negotiate(req.header("accept"), req.query, verb="watch")
         )
-        if forced_error is None and opts.rv > self.store.rv:
-            # A watch from a future RV waits (≤ rv_wait) for the store to reach it, then 504s
-            # before the stream starts, as the watch cache's waitUntilFreshAndBlock does.
-            await self.api.wait_for_rv(opts.rv)
+        opts = self.api.watch_options(rtype, opts)
+        if forced_error is None:
+            await self.api.wait_for_watch(rtype, opts)
         if self.stopping:
             # The server is going away: a watch opened now would outlive it.
             raise status.service_unavailable("the server is shutting down", retry_after=1)
@@ -378,7 +413,7 @@ class Simulator:
         disconnect = asyncio.create_task(req.wait_disconnect(), name="sim-watch-disconnect")
         disconnect.add_done_callback(lambda _: watcher.close("client disconnected"))
         try:
-            await self._stream(send, watcher, plan, stream_fault)
+            await self._stream(send, watcher, plan, stream_fault, lambda: self.api.cache_rv(rtype))
         finally:
             self.store.remove_watcher(watcher)
             watcher.close()
@@ -386,7 +421,12 @@ class Simulator:
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _stream(
-        self, send: Send, watcher: SimWatcher, plan: WatchPlan, fault: StreamFault | None
+        self,
+        send: Send,
+        watcher: SimWatcher,
+        plan: WatchPlan,
+        fault: StreamFault | None,
+        cache_rv: Callable[[], int],
     ) -> None:
         if fault == "silent":
             # Neither events nor bookmarks until the deadline: a stalled watch.
@@ -397,7 +437,7 @@ class Simulator:
                 watcher.drain()
             return
         first = True
-        async for chunk in stream_watch(watcher, plan, current_rv=lambda: self.store.rv):
+        async for chunk in stream_watch(watcher, plan, current_rv=cache_rv):
             if fault == "garbage" and first:
                 chunk = b"{this is not json\n" + chunk
             elif fault == "truncate":
@@ -659,6 +699,19 @@ def _negotiate(req: _Request) -> None:
         check_accepts_json(req.header("accept"))
     except ApiError:
         raise statuses.not_acceptable() from None
+
+
+def _without_watch_list(invalid: ApiError | None) -> ApiError:
+    """The 422 of a watch-list when the ``WatchList`` feature gate is off: the options' other
+    violations, then this one (apimachinery's ``ValidateListOptions``)."""
+    causes = list((invalid.status.get("details") or {}).get("causes") or []) if invalid else []
+    causes.append(
+        status.forbidden_cause(
+            "sendInitialEvents",
+            "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
+        )
+    )
+    return status.invalid_list_options(causes)
 
 
 def _page_not_found() -> ApiError:

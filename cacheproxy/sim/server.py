@@ -20,6 +20,7 @@ import uvicorn
 from cacheproxy.serving import ServingProtocol, UvicornRunner
 from cacheproxy.sim.app import Simulator
 from cacheproxy.sim.tls import TestPKI
+from cacheproxy.tasks import cancel_and_wait
 
 __all__ = ["SimServer"]
 
@@ -45,6 +46,7 @@ class SimServer:
         self.require_client_cert = require_client_cert
         self._runner: UvicornRunner | None = None
         self._restarting: asyncio.Task[None] | None = None
+        self._maintenance: asyncio.Task[None] | None = None
         self.restarts = 0
         sim.on_restart = self.request_restart
 
@@ -84,6 +86,9 @@ class SimServer:
         await runner.start()
         self.port = runner.port
         self.sim.server_address = f"{self.host}:{self.port}"
+        self._maintenance = asyncio.get_running_loop().create_task(
+            self.sim.maintain(), name="sim-maintenance"
+        )
 
     @property
     def started(self) -> bool:
@@ -99,12 +104,16 @@ class SimServer:
         if self._runner is not None:
             await self._runner.stop()
         self._runner = None
+        if self._maintenance is not None:
+            await cancel_and_wait(self._maintenance)
+            self._maintenance = None
 
     async def restart(self) -> None:
-        """Like an API server restart: all connections dropped, the watch cache's history lost
-        (old RVs → 410), objects and RVs kept; listening again on the same port."""
+        """Like an API server restart: all connections dropped, the watch caches' history lost
+        (watches from old RVs → 410), objects, RVs and the storage's history kept; listening
+        again on the same port."""
         await self.stop()
-        self.sim.compact()
+        self.sim.reset_watch_caches()
         self.restarts += 1
         await self.start()
 

@@ -15,6 +15,7 @@ __all__ = [
     "future_revision",
     "method_not_supported",
     "not_acceptable",
+    "too_large_resource_version_now",
     "unsupported_by_etcd",
     "validation_failure",
     "watch_too_old",
@@ -90,4 +91,21 @@ def unsupported_by_etcd(resource: str) -> ApiError:
                 "sendInitialEvents", "for watch is unsupported by an etcd cluster"
             )
         ],
+    )
+
+
+def too_large_resource_version_now(requested: int, current: int) -> ApiError:
+    """504 for a read etcd serves at an RV it has not reached: at once, without ``Retry-After``
+    (the watch cache's version waits and asks to retry)."""
+    return ApiError(
+        status.status_body(
+            code=504,
+            reason="Timeout",
+            message=f"Timeout: Too large resource version: {requested}, current: {current}",
+            details={
+                "causes": [
+                    {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
+                ]
+            },
+        )
     )

@@ -5,10 +5,14 @@ This plays etcd plus the API server's registry for the simulator. It owns:
 - the objects, per resource, in key order (``namespace/name``), each kept as its dict and its
   compact JSON encoding (built once per write, so lists and watches only join bytes);
 - one global, monotonically increasing resource version, bumped by every write;
-- the history of writes (bounded; the oldest events are *compacted* away). A watch or an exact
-  list at an RV older than the history is answered 410, as etcd's compaction makes the API
-  server do;
-- the watchers, to which every write is dispatched synchronously, in RV order.
+- the history of writes (bounded; the oldest events are *compacted* away). An exact list or a
+  continue token at an RV older than the storage's compaction is answered 410, as etcd's
+  compaction makes the API server do;
+- per resource, what its watch cache has seen: the RV it has reached (its own writes, and etcd's
+  progress notifications, :meth:`SimStore.progress_notify`) and the oldest RV a watch may resume
+  from (the start of its history: a restarted API server's caches start at the current RV);
+- the watchers, to which every write of their resource (and every progress notification) is
+  dispatched synchronously, in RV order.
 
 All methods are synchronous and never await: a write and its dispatch to every watcher happen in
 one step of the event loop, so a watcher registered between two writes sees exactly the writes
@@ -33,8 +37,17 @@ from cacheproxy.kube.fields import FieldSelector, object_fields
 from cacheproxy.kube.keys import object_key
 from cacheproxy.kube.labels import LabelSelector
 from cacheproxy.kube.resources import ResourceRegistry, ResourceType
+from cacheproxy.sim import statuses
 
-__all__ = ["BUILTIN_GROUPS", "Event", "SimStore", "StoredObject", "WatchSink", "iter_snapshot"]
+__all__ = [
+    "BUILTIN_GROUPS",
+    "Event",
+    "Progress",
+    "SimStore",
+    "StoredObject",
+    "WatchSink",
+    "iter_snapshot",
+]
 
 # Metadata keys in the order the API server serialises ObjectMeta.
 _META_ORDER = (
@@ -99,7 +112,7 @@ class StoredObject:
 
 
 # Kinds with a spec whose registry strategy sets no ``metadata.generation`` (the tables samples:
-# namespaces, services, PVCs, nodes). Pods have one on current servers (1.28 set none).
+# namespaces, services, PVCs, nodes). Pods have one on current servers (1.28 set none): a switch.
 _NO_GENERATION = frozenset(
     {
         ("", "Namespace"),
@@ -133,13 +146,20 @@ class Event:
     prev: StoredObject | None
 
 
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """etcd's progress notification: the storage has reached ``rv`` (no object changed)."""
+
+    rv: int
+
+
 class WatchSink:
     """What the store needs of a watcher: its filter and a non-blocking ``offer``."""
 
     rtype: ResourceType
     namespace: str | None
 
-    def offer(self, event: Event) -> None:  # pragma: no cover - interface
+    def offer(self, event: Event | Progress) -> None:  # pragma: no cover - interface
         raise NotImplementedError
 
 
@@ -149,6 +169,10 @@ class _Collection:
     objects: dict[str, StoredObject] = field(default_factory=dict)
     keys: list[str] = field(default_factory=list)
     watchers: set[WatchSink] = field(default_factory=set)
+    cache_rv: int = 0
+    """The RV this resource's watch cache has reached: its last write or progress notification."""
+    watch_horizon: int = 0
+    """The oldest RV a watch of this resource may resume from (its cache's history starts after)."""
 
 
 def _now() -> str:
@@ -166,18 +190,23 @@ class SimStore:
         clock: Callable[[], str] = _now,
         uid: Callable[[], str] = lambda: str(uuid.uuid4()),
         start_rv: int = 1,
+        pod_generation: bool = True,
     ) -> None:
         self.registry = registry
         self.history_limit = history_limit
         self._clock = clock
         self._uid = uid
         self._collections: dict[ResourceType, _Collection] = {
-            t: _Collection(t) for t in registry.values()
+            t: _Collection(t, cache_rv=start_rv, watch_horizon=start_rv) for t in registry.values()
         }
         self.rv = start_rv
         self._history: deque[Event] = deque()
         self.compacted_rv = start_rv
-        """Oldest RV a watch may resume from: every event after it is still in the history."""
+        """The storage's compaction: exact reads need an RV from here on (and the history after it)."""
+        self._trimmed_rv = start_rv
+        """The RV of the last event dropped from the history: nothing older can be replayed."""
+        self.pod_generation = pod_generation
+        """Pods get ``metadata.generation`` (current servers; 1.28 set none)."""
         self.writes = 0
 
     # ------------------------------------------------------------------ reads
@@ -218,6 +247,10 @@ class SimStore:
         coll = self._collections[rtype]
         return _iter_sorted(coll.keys, coll.objects.__getitem__, namespace, start)
 
+    def cache_rv(self, rtype: ResourceType) -> int:
+        """The RV ``rtype``'s watch cache has reached (never past :attr:`rv`)."""
+        return self._collections[rtype].cache_rv
+
     def snapshot(self, rtype: ResourceType, rv: int) -> dict[str, StoredObject]:
         """The collection as it was at ``rv`` (undoing later writes). 410 if compacted."""
         if rv < self.compacted_rv:
@@ -234,12 +267,20 @@ class SimStore:
                 state[event.obj.key] = event.prev
         return state
 
-    def events_since(self, rtype: ResourceType, rv: int) -> list[Event]:
-        """Events of ``rtype`` with RV > ``rv``; 410 when some were compacted away."""
-        if rv < self.compacted_rv:
-            # The watch cache names the oldest servable RV minus one: after a restart, the RV of
-            # its initial list (err_watch_too_old_rv_after_apiserver_restart.http).
-            raise status.too_old_resource_version(rv, self.compacted_rv)
+    def events_since(
+        self, rtype: ResourceType, rv: int, *, from_storage: bool = False
+    ) -> list[Event]:
+        """Events of ``rtype`` with RV > ``rv``: from its watch cache, 410 when they are older than
+        its history; ``from_storage``, as etcd serves a watch, 410 when compacted away."""
+        if from_storage:
+            if rv < self.compacted_rv:
+                raise statuses.watch_too_old()
+        else:
+            horizon = max(self._collections[rtype].watch_horizon, self._trimmed_rv)
+            if rv < horizon:
+                # The watch cache names the oldest servable RV minus one: after a restart, the RV
+                # of its initial list (err_watch_too_old_rv_after_apiserver_restart.http).
+                raise status.too_old_resource_version(rv, horizon)
         out: list[Event] = []
         for event in reversed(self._history):
             if event.rv <= rv:
@@ -290,7 +331,7 @@ class SimStore:
         meta["uid"] = self._uid()
         meta["creationTimestamp"] = created or self._clock()
         meta.pop("deletionTimestamp", None)
-        if "spec" in obj and (rtype.group, rtype.kind) not in _NO_GENERATION:
+        if "spec" in obj and self._has_generation(rtype):
             meta["generation"] = 1
         if (rtype.group, rtype.kind) == ("", "Namespace"):
             _default_namespace(obj)
@@ -330,13 +371,43 @@ class SimStore:
         return self._commit(rtype, key, obj, prev=prev, event_type="DELETED").obj
 
     def compact(self, rv: int | None = None) -> None:
-        """Forget history up to ``rv`` (default: everything); watches from older RVs get 410."""
+        """Forget history up to ``rv`` (default: everything): watches, exact lists and continue
+        tokens from older RVs get 410."""
         target = self.rv if rv is None else min(rv, self.rv)
         while self._history and self._history[0].rv <= target:
             self._history.popleft()
         self.compacted_rv = max(self.compacted_rv, target)
+        self._trimmed_rv = max(self._trimmed_rv, target)
+
+    def compact_storage(self, rv: int | None = None) -> None:
+        """etcd's compaction up to ``rv`` (default: now): exact lists, continue tokens and watches
+        served by the storage from older RVs get 410; the watch caches keep their history."""
+        target = self.rv if rv is None else min(rv, self.rv)
+        self.compacted_rv = max(self.compacted_rv, target)
+
+    def reset_watch_caches(self) -> None:
+        """The watch caches start anew (an API server restart): each has reached the current RV
+        and keeps no history before it."""
+        for coll in self._collections.values():
+            coll.watch_horizon = coll.cache_rv = self.rv
+
+    def progress_notify(self, rtype: ResourceType | None = None) -> None:
+        """etcd's progress notification to every watch cache (or ``rtype``'s): each learns the
+        current RV and tells its watchers (a watch-list waiting for it ends its initial events)."""
+        progress = Progress(self.rv)
+        chosen = self._collections.values() if rtype is None else [self._collections[rtype]]
+        for coll in chosen:
+            if coll.cache_rv < self.rv:
+                coll.cache_rv = self.rv
+                for sink in list(coll.watchers):
+                    sink.offer(progress)
 
     # ------------------------------------------------------------------ internals
+
+    def _has_generation(self, rtype: ResourceType) -> bool:
+        if (rtype.group, rtype.kind) == ("", "Pod"):
+            return self.pod_generation
+        return (rtype.group, rtype.kind) not in _NO_GENERATION
 
     def _require_namespace(self, namespace: str) -> None:
         ns_type = self.registry.get_gvr("", "v1", "namespaces")
@@ -370,10 +441,12 @@ class SimStore:
                 bisect.insort(coll.keys, key)
             coll.objects[key] = stored
         event = Event(rv=self.rv, type=event_type, obj=stored, prev=prev)
+        coll.cache_rv = self.rv
         self._history.append(event)
         if len(self._history) > self.history_limit:
             dropped = self._history.popleft()
-            self.compacted_rv = dropped.rv
+            self.compacted_rv = max(self.compacted_rv, dropped.rv)
+            self._trimmed_rv = dropped.rv
         for sink in list(coll.watchers):
             sink.offer(event)
         return stored

@@ -4,12 +4,18 @@ Mirrors the API server's ``cacheWatcher``:
 
 - every write of the watched resource is *offered* synchronously by the store; a watcher whose
   buffer is full is closed (the API server terminates slow watchers rather than block writes);
+- only events newer than the watch's starting RV are sent (``cacheWatcher.process``), so a watch
+  from an RV its cache has not reached yet starts quietly;
 - selectors follow the transition rule (``convertToWatchEvent``): an object that stops matching
   is sent as DELETED, one that starts matching as ADDED;
 - bookmarks, only when asked, every ``bookmark_interval`` and ~2 s before the deadline; their
-  object is the kind's empty object with only ``metadata.resourceVersion`` set;
-- a watch-list (``sendInitialEvents=true``) ends its initial events with a bookmark annotated
-  ``k8s.io/initial-events-end: "true"`` (sent right away, as current servers do).
+  object is the kind's empty object with only ``metadata.resourceVersion`` set, the RV the
+  resource's cache has reached. With per-resource caches a bookmark that would not be newer than
+  the watch's RV is not sent, as the watch cache skips it;
+- a watch-list (``sendInitialEvents=true`` with bookmarks) ends its initial events with a bookmark
+  annotated ``k8s.io/initial-events-end: "true"``, once its resource's cache has reached the RV
+  the watch-list asked for: at once, or (1.27-1.30, a quiet resource) with the next write of the
+  resource or the next progress notification.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from cacheproxy.kube.labels import LabelSelector
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.watchevents import bookmark_line, event_line
 from cacheproxy.serving import Mailbox, live_lines
-from cacheproxy.sim.store import Event, StoredObject, WatchSink
+from cacheproxy.sim.store import Event, Progress, StoredObject, WatchSink
 
 __all__ = ["SimWatcher", "WatchPlan", "stream_watch"]
 
@@ -38,7 +44,7 @@ def _as_deleted_at(stored: StoredObject, rv: int) -> bytes:
     return moved.full
 
 
-class SimWatcher(WatchSink, Mailbox[Event]):
+class SimWatcher(WatchSink, Mailbox[Event | Progress]):
     """One watch: filter, bounded buffer of pending events, closed on overflow or on demand."""
 
     def __init__(
@@ -49,11 +55,16 @@ class SimWatcher(WatchSink, Mailbox[Event]):
         labels: LabelSelector,
         fields: FieldSelector,
         buffer: int = 10_000,
+        start_rv: int = 0,
     ) -> None:
         self.rtype = rtype
         self.namespace = namespace
         self.labels = labels
         self.fields = fields
+        self.start_rv = start_rv
+        """Events at or before this RV are not sent (the watch started after them)."""
+        self.end_bookmark_after: int | None = None
+        """While set: the RV the cache must reach before the initial-events-end bookmark."""
         Mailbox.__init__(self, buffer)
 
     def visible(self, stored: StoredObject) -> bool:
@@ -61,11 +72,13 @@ class SimWatcher(WatchSink, Mailbox[Event]):
             return False
         return stored.matches(self.labels, self.fields)
 
-    def offer(self, event: Event) -> None:
+    def offer(self, event: Event | Progress) -> None:
         self.put(event)
 
     def line_for(self, event: Event) -> bytes | None:
         """The event as this watcher sees it, or None when it does not concern it."""
+        if event.rv <= self.start_rv:
+            return None
         new_visible = event.type != "DELETED" and self.visible(event.obj)
         old_visible = event.prev is not None and self.visible(event.prev)
         if event.type == "DELETED":
@@ -78,9 +91,27 @@ class SimWatcher(WatchSink, Mailbox[Event]):
             return event_line("DELETED", _as_deleted_at(event.prev, event.rv))
         return None
 
+    def end_line(self, cache_rv: int) -> bytes | None:
+        """The initial-events-end bookmark, once the cache has reached ``cache_rv`` and it is
+        owed; None otherwise."""
+        if self.end_bookmark_after is None or cache_rv < self.end_bookmark_after:
+            return None
+        self.end_bookmark_after = None
+        return bookmark_line(self.rtype, cache_rv, initial_events_end=True)
+
     def take(self) -> list[bytes]:
-        """The pending events as this watcher's lines (those that concern it)."""
-        return [line for event in self.drain() if (line := self.line_for(event)) is not None]
+        """The pending events as this watcher's lines (those that concern it), with the
+        initial-events-end bookmark where its cache reached the RV it waits for."""
+        lines = []
+        for item in self.drain():
+            if isinstance(item, Event):
+                line = self.line_for(item)
+                if line is not None:
+                    lines.append(line)
+            end = self.end_line(item.rv)
+            if end is not None:
+                lines.append(end)
+        return lines
 
 
 @dataclass(slots=True)
@@ -91,11 +122,14 @@ class WatchPlan:
     """Synthetic ADDED events (current state), key order."""
     replay: Sequence[Event]
     """History after the requested RV."""
-    end_bookmark_rv: int | None
-    """RV of the initial-events-end bookmark, when a watch-list asked for one."""
+    end_bookmark_after: int | None
+    """For a watch-list that asked for bookmarks: the RV its resource's cache must reach before
+    the initial-events-end bookmark."""
     allow_bookmarks: bool
     timeout: float
     bookmark_interval: float
+    only_newer_bookmarks: bool = False
+    """Send a bookmark only when its RV is newer than the watch's (per-resource caches)."""
 
 
 async def stream_watch(
@@ -105,7 +139,8 @@ async def stream_watch(
     current_rv: Callable[[], int],
     clock: Callable[[], float] = time.monotonic,
 ) -> AsyncIterator[bytes]:
-    """The bytes of a watch response, chunk by chunk, until the deadline or the watcher closes."""
+    """The bytes of a watch response, chunk by chunk, until the deadline or the watcher closes.
+    ``current_rv`` is the RV the watched resource's cache has reached."""
     deadline = clock() + plan.timeout
     batch: list[bytes] = []
     for stored in plan.initial:
@@ -117,20 +152,29 @@ async def stream_watch(
         line = watcher.line_for(event)
         if line is not None:
             batch.append(line)
-    if plan.end_bookmark_rv is not None:
-        batch.append(bookmark_line(watcher.rtype, plan.end_bookmark_rv, initial_events_end=True))
+    watcher.end_bookmark_after = plan.end_bookmark_after
+    end = watcher.end_line(current_rv())
+    if end is not None:
+        batch.append(end)
     if batch:
         yield b"".join(batch)
         batch.clear()
 
-    bookmark = (
-        (lambda: bookmark_line(watcher.rtype, current_rv())) if plan.allow_bookmarks else None
-    )
+    def bookmark() -> bytes:
+        rv = current_rv()
+        if watcher.end_bookmark_after is not None:
+            return b""  # the initial events have not ended yet
+        if plan.only_newer_bookmarks and rv <= watcher.start_rv:
+            return b""
+        return bookmark_line(watcher.rtype, rv)
+
     async for chunk in live_lines(
         watcher,
         deadline=deadline,
-        bookmark=bookmark,
+        bookmark=bookmark if plan.allow_bookmarks else None,
         bookmark_interval=plan.bookmark_interval,
         clock=clock,
     ):
-        yield b"".join(chunk)
+        data = b"".join(chunk)
+        if data:
+            yield data

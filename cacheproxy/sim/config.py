@@ -1,0 +1,96 @@
+"""The simulator's settings, and the switches for the behaviours that differ between Kubernetes
+versions (or that the simulator long simplified).
+
+Every switch defaults to what the simulator always did, which is current Kubernetes where the two
+differ; :meth:`SimConfig.kube_1_28` sets them all as kube-apiserver 1.28 behaves (the version the
+project's real-server tests run). ``docs/simulator.md`` describes each one for users.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from cacheproxy.sim.policy import Policy
+
+__all__ = ["SimConfig"]
+
+
+@dataclass
+class SimConfig:
+    """Settings of one :class:`~cacheproxy.sim.Simulator`."""
+
+    git_version: str = "v1.33.0"
+    """What ``/version`` reports."""
+    history_limit: int = 10_000
+    """Writes kept for watches to resume from; older ones are compacted away (→ 410)."""
+    bookmark_interval: float = 60.0
+    """Seconds between the bookmarks of a watch that asked for them."""
+    rv_wait: float = 3.0
+    """How long a read at an RV not yet reached waits before its 504 (the watch cache's 3 s)."""
+    watch_buffer: int = 10_000
+    """Events a watcher may have pending before it is closed as too slow."""
+    policy: Policy | None = None
+    """Auth policy; None = no authentication, everything allowed."""
+
+    # ---------------------------------------------------------------- version switches
+
+    watch_list: bool = True
+    """The ``WatchList`` feature gate (on in current servers, off by default in 1.28). Off, a watch
+    with ``sendInitialEvents`` is a 422. On, a watch from RV "" or "0" that sets neither
+    ``sendInitialEvents`` nor ``resourceVersionMatch`` is served as a watch-list (its initial
+    events end with the ``k8s.io/initial-events-end`` bookmark when it allows bookmarks), as the
+    API server defaults it."""
+    per_resource_cache: bool = False
+    """Each resource's watch cache knows only the RVs of its own writes and of etcd's progress
+    notifications, as in kube-apiserver; lists at RV 0 carry that RV, reads at a newer RV wait for
+    it (and 504 after ``rv_wait``), bookmarks carry it and come only once it moved past the
+    watch's RV. Reads the 1.28 cacher hands to etcd (RV unset, exact RVs, ``limit`` with an RV
+    other than 0, continue tokens) are answered at the global RV. Off: one RV for every cache."""
+    progress_notify_interval: float | None = 600.0
+    """With ``per_resource_cache``: how often every cache learns the current RV from etcd (etcd's
+    ``--experimental-watch-progress-notify-interval``, 10 min). None: only when asked
+    (:meth:`Simulator.progress_notify`)."""
+    late_initial_events_end: bool = False
+    """With ``per_resource_cache`` (1.27-1.30): a watch-list's end bookmark waits until the
+    resource's cache reaches the RV the watch-list asked for (for RV "": the current RV), which on
+    a quiet resource takes until its next write or progress notification. Off: the cache catches
+    up first and the bookmark follows the initial events at once."""
+    rv0_list_ignores_limit: bool = False
+    """A list at RV "0" served from the watch cache is the whole collection whatever its
+    ``limit`` (1.28; current servers until ~1.33). Off: ``limit`` is honoured (as cacheproxy
+    does), so pages and continue tokens are exercised."""
+    uncached_resources: frozenset[str] = field(default_factory=frozenset)
+    """Resources without a watch cache (kube-apiserver: ``events``, in every version): their
+    reads and watches are etcd's (a future RV is a 504 at once, a compacted one "too old" in
+    etcd's words) and a watch-list of them is a 422."""
+    future_watch_waits: bool = True
+    """A watch from an RV the cache has not reached waits ``rv_wait``, then 504s. Off (1.28): it
+    starts at once and sends the events after that RV as they come."""
+    pod_generation: bool = True
+    """Pods get ``metadata.generation`` (current servers; 1.28 set none)."""
+    compaction_interval: float | None = None
+    """Compact the storage every so many seconds up to the RV of the previous round, as
+    kube-apiserver's ``--etcd-compaction-interval`` (5 min) has etcd do: exact lists and continue
+    tokens then expire. None: only by ``history_limit`` and on request."""
+
+    @classmethod
+    def kube_1_28(cls, **overrides: Any) -> SimConfig:
+        """Every switch as kube-apiserver v1.28.7 behaves (``WatchList`` off, as by default), with
+        ``overrides`` on top (``watch_list=True`` for a server started with the gate)."""
+        settings: dict[str, Any] = {
+            "git_version": "v1.28.7",
+            "watch_list": False,
+            "per_resource_cache": True,
+            "late_initial_events_end": True,
+            "rv0_list_ignores_limit": True,
+            "uncached_resources": frozenset({"events"}),
+            "future_watch_waits": False,
+            "pod_generation": False,
+            "compaction_interval": 300.0,
+        }
+        return cls(**{**settings, **overrides})
+
+    def replace(self, **changes: Any) -> SimConfig:
+        return dataclasses.replace(self, **changes)
