@@ -33,12 +33,10 @@ import gc
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -63,7 +61,6 @@ from loadtest.realcluster import (
 )
 from loadtest.realserver_report import (
     DaemonRun,
-    ParseSteps,
     RealServerResult,
     SyncRep,
     SyncResult,
@@ -136,44 +133,6 @@ def _pods_responses(metrics: bytes) -> dict[str, int]:
 # ---------------------------------------------------------------------- first sync
 
 
-def _parse_steps(cluster: Cluster, headers: dict[str, str], workdir: Path, runs: int) -> ParseSteps:
-    """The client's work on the pod list body, timed in this process."""
-    path = workdir / "pods-list.body"
-    curl(cluster, POD_LIST, headers, workdir=workdir, decode=False, out=path)
-    wire = path.read_bytes()
-    path.unlink()
-    gunzip: list[float] = []
-    loads: list[float] = []
-    loads_no_gc: list[float] = []
-    raw, items = wire, 0
-    for _ in range(runs):
-        started = time.perf_counter()
-        if wire[:2] == b"\x1f\x8b":
-            raw = zlib.decompress(wire, wbits=31)
-        gunzip.append(time.perf_counter() - started)
-        for enabled, times in ((True, loads), (False, loads_no_gc)):
-            gc.collect()
-            if not enabled:
-                gc.disable()
-            try:
-                started = time.perf_counter()
-                doc = orjson.loads(raw)
-                times.append(time.perf_counter() - started)
-            finally:
-                gc.enable()
-            items = len(doc["items"])
-            del doc
-    gc.collect()
-    return ParseSteps(
-        gzip_bytes=len(wire) if wire is not raw else 0,
-        json_bytes=len(raw),
-        items=items,
-        gunzip_s=statistics.median(gunzip) if wire is not raw else 0.0,
-        loads_s=statistics.median(loads),
-        loads_no_gc_s=statistics.median(loads_no_gc),
-    )
-
-
 def _first_sync(
     cluster: Cluster, workdir: Path, args: argparse.Namespace, runner: asyncio.Runner
 ) -> SyncResult:
@@ -205,8 +164,6 @@ def _first_sync(
             gzip_run = curl(cluster, POD_LIST, headers, workdir=workdir, decode=True)
             identity_run = curl(cluster, POD_LIST, identity, workdir=workdir, decode=True)
         reps.append(SyncRep(curl=gzip_run, curl_identity=identity_run, daemon=daemon))
-    _progress("first sync: the client's steps on the same body, in this process")
-    parse = _parse_steps(cluster, headers, workdir, min(args.repeat, 3))
     return SyncResult(
         reps=reps,
         headers=headers,
@@ -216,7 +173,6 @@ def _first_sync(
         empty_rss=empty_rss,
         apiserver_rss=rss_bytes(cluster.apiserver_pid),
         etcd_rss=rss_bytes(cluster.etcd_pid),
-        parse=parse,
     )
 
 
@@ -279,6 +235,30 @@ def _upstream(cluster: Cluster, assets: Assets) -> dict[str, str]:
     }
 
 
+def _source() -> str:
+    """The cacheproxy the daemons run: its commit, and any uncommitted change to ``cacheproxy/``
+    (the tree may be shared with other work in progress)."""
+    root = Path(__file__).resolve().parents[1]
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+        if done.returncode:
+            raise OSError(done.stderr)
+        return done.stdout
+
+    try:
+        commit = git("rev-parse", "--short", "HEAD").strip()
+        changed = [
+            line[3:] for line in git("status", "--porcelain", "--", "cacheproxy").splitlines()
+        ]
+    except OSError:
+        return "unknown (not a git checkout)"
+    if not changed:
+        return f"commit {commit}"
+    more = f" and {len(changed) - 6} more" if len(changed) > 6 else ""
+    return f"commit {commit} with uncommitted changes to {', '.join(changed[:6])}{more}"
+
+
 def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m loadtest.realserver", description=__doc__)
     parser.add_argument("--out", type=Path, help="default loadtest/results/<YYYY-MM-DD>-real")
@@ -315,6 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     command = " ".join([_python_command(), "-m", "loadtest.realserver", *argv])
     machine = collect_machine_info(command=command, loop="uvloop (every process)", cpu=None)
+    source = _source()
     workdir = Path(tempfile.mkdtemp(prefix="loadtest-real-"))
     ok = False
     cluster = Cluster(assets, workdir=workdir / "cluster")
@@ -344,8 +325,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
         else:
             _progress(f"logs kept in {workdir}")
+    if _source() != source:
+        source += f"; at the end: {_source()}"
     result = RealServerResult(
         machine=machine,
+        source=source,
         upstream=upstream,
         pods=args.pods,
         created=created,

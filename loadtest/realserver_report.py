@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.lagprobe import SOURCES, LagRun
-from loadtest.realcluster import POD_LIST, CurlRun
+from loadtest.realcluster import APPS, NAMESPACES, NODES, POD_LIST, CurlRun
 from loadtest.report import MEMORY_BUDGET, MachineInfo, _markdown, _num
 from loadtest.serve_report import _ms
 
@@ -23,7 +23,6 @@ __all__ = [
     "LAG_BUDGET",
     "SYNC_BUDGET",
     "DaemonRun",
-    "ParseSteps",
     "RealServerResult",
     "SyncRep",
     "SyncResult",
@@ -72,21 +71,6 @@ class SyncRep:
 
 
 @dataclass(frozen=True, slots=True)
-class ParseSteps:
-    """The client's side of the pod list, done in the benchmark process on the same body:
-    medians of a few runs (seconds)."""
-
-    gzip_bytes: int
-    json_bytes: int
-    items: int
-    gunzip_s: float
-    loads_s: float
-    """``orjson.loads`` of the whole body with the cyclic GC enabled (as the daemon runs)."""
-    loads_no_gc_s: float
-    """The same with the GC disabled."""
-
-
-@dataclass(frozen=True, slots=True)
 class SyncResult:
     reps: list[SyncRep]
     headers: dict[str, str]
@@ -98,7 +82,6 @@ class SyncResult:
     """RSS of the same daemon caching nothing (every resource selects no object)."""
     apiserver_rss: int
     etcd_rss: int
-    parse: ParseSteps
 
     def median(self, value: Callable[[SyncRep], float]) -> float:
         return statistics.median(value(r) for r in self.reps) if self.reps else math.nan
@@ -107,6 +90,8 @@ class SyncResult:
 @dataclass
 class RealServerResult:
     machine: MachineInfo
+    source: str
+    """The cacheproxy the daemons ran (commit, uncommitted changes)."""
     upstream: dict[str, str]
     pods: int
     created: dict[str, int]
@@ -189,57 +174,34 @@ def render_summary(result: RealServerResult) -> str:
 # ---------------------------------------------------------------------- sections
 
 
+_SYNC_COLUMNS: tuple[tuple[str, Callable[[SyncRep], float]], ...] = (
+    ("curl s", lambda r: r.curl.seconds),
+    ("curl first byte s", lambda r: r.curl.first_byte_s),
+    ("curl, no gzip s", lambda r: r.curl_identity.seconds),
+    ("daemon start → listening s", lambda r: r.daemon.listening_s),
+    ("listening → ready s", lambda r: r.daemon.ready_s - r.daemon.listening_s),
+    ("pods list s (the daemon's log)", lambda r: r.daemon.pods_list_s),
+    ("daemon start → ready s", lambda r: r.daemon.ready_s),
+    ("daemon CPU s", lambda r: r.daemon.cpu_s),
+)
+"""The first-sync table's columns; the first is the baseline of the "÷ curl" row."""
+
+
 def _sync_section(result: RealServerResult) -> str:
     sync = result.sync
-    rows: list[tuple[str, ...]] = []
-    for i, r in enumerate(sync.reps, 1):
-        d = r.daemon
-        rows.append(
-            (
-                str(i),
-                _s(r.curl.seconds),
-                _s(r.curl.first_byte_s),
-                _s(r.curl_identity.seconds),
-                _s(d.listening_s),
-                _s(d.pods_list_s),
-                _s(d.ready_s),
-                _s(d.cpu_s),
-                _x(_div(d.ready_s, r.curl.seconds)),
-            )
-        )
-    med = sync.median
-    curl = med(lambda r: r.curl.seconds)
-    medians = {
-        "first byte": med(lambda r: r.curl.first_byte_s),
-        "identity": med(lambda r: r.curl_identity.seconds),
-        "listening": med(lambda r: r.daemon.listening_s),
-        "pods list": med(lambda r: r.daemon.pods_list_s),
-        "ready": med(lambda r: r.daemon.ready_s),
-        "cpu": med(lambda r: r.daemon.cpu_s),
-    }
-    rows.append(
+    rows: list[tuple[str, ...]] = [
         (
-            "**median**",
-            _s(curl),
-            *(_s(v) for v in medians.values()),
-            _x(_div(medians["ready"], curl)),
+            str(i),
+            *(_s(value(r)) for _, value in _SYNC_COLUMNS),
+            _x(_div(r.daemon.ready_s, r.curl.seconds)),
         )
-    )
-    rows.append(("÷ curl", "1", *(_x(_div(v, curl)) for v in medians.values()), ""))
-    table = _markdown(
-        (
-            "run",
-            "curl s",
-            "curl first byte s",
-            "curl, no gzip s",
-            "daemon start → listening s",
-            "daemon pods list s (its log)",
-            "daemon start → ready s",
-            "daemon CPU s",
-            "ready ÷ curl",
-        ),
-        rows,
-    )
+        for i, r in enumerate(sync.reps, 1)
+    ]
+    medians = [sync.median(value) for _, value in _SYNC_COLUMNS]
+    curl, ready = medians[0], sync.median(lambda r: r.daemon.ready_s)
+    rows.append(("**median**", *(_s(m) for m in medians), _x(_div(ready, curl))))
+    rows.append(("÷ curl", *(_x(_div(m, curl)) for m in medians), ""))
+    table = _markdown(("run", *(title for title, _ in _SYNC_COLUMNS), "ready ÷ curl"), rows)
     first = sync.reps[0] if sync.reps else None
     responses = ", ".join(f"{k}: {v}" for k, v in sorted(sync.pods_responses.items()))
     headers = "; ".join(f"`{k}: {v}`" for k, v in sync.headers.items())
@@ -251,15 +213,6 @@ def _sync_section(result: RealServerResult) -> str:
         if first
         else "n/a"
     )
-    p = sync.parse
-    steps = _markdown(
-        ("the client's side of the list, in this process on the same body", "s", "÷ curl"),
-        [
-            (f"gunzip {_mb(p.gzip_bytes)} → {_mb(p.json_bytes)}", _s(p.gunzip_s), _x(_div(p.gunzip_s, curl))),
-            (f"`orjson.loads` of {_num(p.items)} items, GC enabled (as in the daemon)", _s(p.loads_s), _x(_div(p.loads_s, curl))),
-            ("`orjson.loads`, GC disabled", _s(p.loads_no_gc_s), _x(_div(p.loads_no_gc_s, curl))),
-        ],
-    )  # fmt: skip
     return f"""\
 ## First sync
 
@@ -271,8 +224,6 @@ by curl (`time_total`); the daemon is timed from `cacheproxy serve` starting to 
 answering 200 (polled every 50 ms), its 7 resources synced.
 
 {table}
-
-{steps}
 """
 
 
@@ -381,8 +332,7 @@ from `/proc/PID/status` half a second after the daemon is ready (after its post-
 
 **First sync.** Each run times a `curl` of the pod list (gzip, decoded, and without gzip) and
 a new daemon from start to ready, alternating which goes first. The ratio is the ratio of the
-medians. The client-side steps are timed in this process on the same gzip body fetched once
-more (medians of up to 3 runs).
+medians.
 
 **Event delivery.** With the daemon synced, one watch of ConfigMaps and one of Pods are opened
 through it and the same two directly on the API server (from each one's current
@@ -407,12 +357,12 @@ def render_report(result: RealServerResult, *, charts: Sequence[str] = ()) -> st
 # Real API server benchmark: first sync, memory, event delivery (DESIGN §6)
 
 - command: `{m.command}`
-- date: {m.date}
+- date: {m.date}; cacheproxy: {result.source}
 - upstream: **a real kube-apiserver {up.get("gitVersion", "?")}** ({up.get("goVersion", "?")}),
   etcd {up.get("etcd", "?")}, both on 127.0.0.1 (TLS, bearer token, RBAC; no WatchList gate),
   started by `cacheproxy.envtest`; nothing else runs (no controllers, no kubelets)
-- workload: {created}; pods spread over 10 namespaces, `app=app-0..19`, `spec.nodeName`
-  `node-0..99`; the API server returns {up.get("podBytes", "?")} bytes of JSON per pod
+- workload: {created}; pods spread over {len(NAMESPACES)} namespaces,
+  `app=app-0..{len(APPS) - 1}`, `spec.nodeName` `node-0..{NODES - 1}`; the API server returns {up.get("podBytes", "?")} bytes of JSON per pod
   (managedFields included); loaded in {result.load_s:.0f} s
 - Python: {m.python}; event loop: {m.loop}; orjson {m.orjson}
 - machine: nproc {m.nproc}, {m.cpu_model}, {m.memory} RAM; load average at start

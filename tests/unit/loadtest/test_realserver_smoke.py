@@ -43,15 +43,12 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     return out, doc, (out / "realserver.md").read_text()
 
 
-def _finite(*values: float) -> bool:
-    return all(isinstance(v, int | float) and math.isfinite(v) for v in values)
-
-
 @pytest.mark.envtest
 @pytest.mark.timeout(300)
 def test_the_daemon_caches_what_the_cluster_was_given(run: Run) -> None:
     doc = run[1]
     assert doc["upstream"]["gitVersion"].startswith("v1.")
+    assert doc["source"]
     assert doc["created"]["pods"] == PODS
     objects = doc["sync"]["objects"]
     assert set(objects) == set(RESOURCES)
@@ -84,10 +81,6 @@ def test_every_first_sync_figure_is_present_and_plausible(run: Run) -> None:
     assert 0 < sync["empty_rss"] < max(r["daemon"]["rss"] for r in sync["reps"])
     assert sync["stored_bytes"] > 2_000 * PODS
     assert sync["apiserver_rss"] > 0 and sync["etcd_rss"] > 0
-    parse = sync["parse"]
-    assert parse["items"] == PODS
-    assert 0 < parse["gzip_bytes"] < parse["json_bytes"]
-    assert _finite(parse["gunzip_s"], parse["loads_s"], parse["loads_no_gc_s"])
 
 
 @pytest.mark.envtest
