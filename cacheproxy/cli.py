@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from cacheproxy import __version__
-from cacheproxy.errors import ConfigError
+from cacheproxy.errors import ConfigError, ListenError
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.tasks import cancel_and_wait
 
@@ -231,7 +231,13 @@ async def _serve_main(args: argparse.Namespace) -> int:
     reloader = ConfigReloader(
         args.config, lambda: load_config(args.config, overrides=_overrides(args)), daemon.reload
     )
-    await _run_daemon(daemon, asyncio.Event(), reloader)
+    try:
+        await _run_daemon(daemon, asyncio.Event(), reloader)
+    except ListenError as err:
+        raise err.with_hint(
+            "choose another with --port, --set server.port=PORT, CACHEPROXY_SERVER_PORT or "
+            "server.port in the config file"
+        ) from None
     return 0
 
 
@@ -249,7 +255,12 @@ async def _demo_main(args: argparse.Namespace) -> int:
     sim = Simulator()
     sim.load(demo_objects(DemoSpec(pods=args.pods, seed=args.seed)))
     sim_server = SimServer(sim, port=args.sim_port)
-    await sim_server.start()
+    try:
+        await sim_server.start()
+    except ListenError as err:
+        raise err.with_hint(
+            "the simulator's port: choose another with --sim-port or CACHEPROXY_DEMO_SIM_PORT"
+        ) from None
     resources = (
         CachedResource(
             rtype=builtin("pods"), indexes=("spec.nodeName", "metadata.ownerReferences[*].uid")
@@ -278,24 +289,25 @@ async def _demo_main(args: argparse.Namespace) -> int:
         apps=[f"app-{i}" for i in range(4)],
         max_pods=max(args.pods * 2, 10),
     )
-    churn = asyncio.create_task(driver.run(), name="demo-churn")
 
     async def announce() -> None:
         await daemon.wait_ready()
         _print_demo_banner(daemon.url, sim_server.url)
 
     banner: asyncio.Task[None] | None = None
-
-    async def serve() -> None:
-        nonlocal banner
-        await daemon.start()
-        banner = asyncio.create_task(announce(), name="demo-banner")
-
+    churn: asyncio.Task[Any] | None = None
     try:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await serve()
+        try:
+            await daemon.start()
+        except ListenError as err:
+            raise err.with_hint(
+                "the proxy's port: choose another with --port or CACHEPROXY_DEMO_PORT"
+            ) from None
+        churn = asyncio.create_task(driver.run(), name="demo-churn")
+        banner = asyncio.create_task(announce(), name="demo-banner")
         await stop.wait()
     finally:
         await cancel_and_wait(banner, churn)
@@ -397,7 +409,10 @@ async def _sim_main(args: argparse.Namespace) -> int:
         tls_dir = args.tls_dir or Path(tempfile.mkdtemp(prefix="cacheproxy-sim-tls-"))
         pki = generate_pki(tls_dir, hosts=(args.host, "localhost"))
     server = SimServer(sim, host=args.host, port=args.port, pki=pki)
-    await server.start()
+    try:
+        await server.start()
+    except ListenError as err:
+        raise err.with_hint("choose another with --port or CACHEPROXY_SIM_PORT") from None
     _print_banner(server, demo=spec is not None, token_hint=policy is not None)
 
     stop = asyncio.Event()

@@ -8,6 +8,7 @@ Every error the project raises on purpose is one of these::
      │                       Built by ``cacheproxy.kube.status``; ``server/`` and ``sim/`` write
      │                       it out unchanged; ``upstream/`` builds it from upstream Status bodies.
      ├── ConfigError         a configuration or command-line mistake a person must fix.
+     │    └── ListenError    the address to listen on is taken (or not ours to take).
      └── TransportError      the upstream could not be reached or dropped the connection
                              (refused, reset, TLS failure, truncated or garbage stream).
 
@@ -25,6 +26,7 @@ __all__ = [
     "ApiError",
     "CacheProxyError",
     "ConfigError",
+    "ListenError",
     "Status",
     "StatusCause",
     "StatusDetails",
@@ -108,3 +110,17 @@ class TransportError(CacheProxyError):
     def __init__(self, message: str, *, connection_refused: bool = False) -> None:
         super().__init__(message)
         self.connection_refused = connection_refused
+
+
+class ListenError(ConfigError):
+    """Cannot listen on ``host:port`` (in use, or not permitted): say which, and what changes it."""
+
+    def __init__(self, host: str, port: int, reason: str) -> None:
+        super().__init__(f"cannot listen on {host}:{port}: {reason}")
+        self.host = host
+        self.port = port
+        self.reason = reason
+
+    def with_hint(self, hint: str) -> ConfigError:
+        """The same complaint, naming the flag or variable that sets this port."""
+        return ConfigError(f"{self}; {hint}")

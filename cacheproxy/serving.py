@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import socket
 import ssl
@@ -29,7 +30,7 @@ import orjson
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
-from cacheproxy.errors import ApiError
+from cacheproxy.errors import ApiError, ListenError
 from cacheproxy.tasks import cancel_and_wait
 
 log = logging.getLogger("cacheproxy.serving")
@@ -62,7 +63,16 @@ def bind(host: str, port: int) -> socket.socket:
     # connection waited ~40 ms for a delayed ACK.
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        reason = {
+            errno.EADDRINUSE: "the address is already in use (another process listens there)",
+            errno.EACCES: "permission denied (ports below 1024 need privileges)",
+            errno.EADDRNOTAVAIL: "no interface of this machine has that address",
+        }.get(exc.errno or 0, exc.strerror or str(exc))
+        raise ListenError(host, port, reason) from exc
     sock.listen(1024)
     sock.setblocking(False)
     return sock
