@@ -17,6 +17,7 @@ otherwise). Resources without a watch cache (``uncached_resources``) are always 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import dataclasses
 import random
@@ -353,16 +354,19 @@ class SimApi:
         if patch_type == JSON_PATCH:
             if not isinstance(body, list):
                 raise status.bad_request(
-                    "json: cannot unmarshal object into Go value of type jsonpatch.Patch"
+                    "error decoding patch: json: cannot unmarshal object into Go value of type "
+                    "[]handlers.jsonPatchOp"
                 )
             try:
-                patched = jsonpatch.apply_patch(base, body)
-            except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
+                patched = jsonpatch.apply_patch(base, _replace_adds(base, body))
+            except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException):
+                # The API server words every failed operation the same way.
                 raise ApiError(
                     status.status_body(
                         code=422,
                         reason="Invalid",
-                        message=f"the server rejected our request due to an error in our request: {exc}",
+                        message="the server rejected our request due to an error in our request",
+                        details={},
                     )
                 ) from None
         elif patch_type in (MERGE_PATCH, STRATEGIC_MERGE_PATCH):
@@ -371,7 +375,7 @@ class SimApi:
                 raise status.bad_request("the patch must be a JSON object")
             patched = merge_patch(base, body)
         else:
-            raise status.unsupported_media_type(PATCH_TYPES)
+            raise statuses.unsupported_media_type()
         if not isinstance(patched, dict):
             raise status.bad_request("the patched object is not a JSON object")
         meta = patched.setdefault("metadata", {})
@@ -462,11 +466,34 @@ def _place_in_namespace(rtype: ResourceType, meta: dict[str, Any], namespace: st
         meta["namespace"] = namespace
 
 
+def _replace_adds(doc: Any, patch: list[Any]) -> list[Any]:
+    """The JSON patch as the API server's library applies it: ``replace`` of a key an object
+    lacks adds it (evanphx/json-patch finds no error in the missing key), where RFC 6902 fails."""
+    out = []
+    for op in patch:
+        if isinstance(op, dict) and op.get("op") == "replace" and isinstance(op.get("path"), str):
+            with contextlib.suppress(jsonpatch.JsonPointerException):
+                pointer = jsonpatch.JsonPointer(op["path"])
+                parent, last = pointer.to_last(doc)
+                if isinstance(parent, dict) and last not in parent:
+                    op = {**op, "op": "add"}
+        out.append(op)
+    return out
+
+
 def _object_body(rtype: ResourceType, body: Any) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise status.bad_request("the request body must be a JSON object")
     kind = body.get("kind")
     if kind and kind != rtype.kind:
+        if rtype.builtin:
+            # The built-in types' decoder: another kind is a failed conversion to this one.
+            version = str(body.get("apiVersion") or rtype.version).rpartition("/")[2]
+            internal = rtype.group.split(".")[0] if rtype.group else "core"
+            raise status.bad_request(
+                f'{kind} in version "{version}" cannot be handled as a {rtype.kind}: converting '
+                f"({version}.{kind}) to ({internal}.{rtype.kind}): unknown conversion"
+            )
         raise status.bad_request(
             f"the kind in the data ({kind}) does not match the expected kind ({rtype.kind})"
         )

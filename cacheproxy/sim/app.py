@@ -340,7 +340,7 @@ class Simulator:
             assert name is not None
             ctype = req.header("content-type").split(";")[0].strip()
             if ctype not in PATCH_TYPES:
-                raise status.unsupported_media_type(PATCH_TYPES)
+                raise statuses.unsupported_media_type()
             body = await req.json()
             obj = self.api.patch(rtype, namespace, name, ctype, body, subresource=sub)
             await self._send_json(req, send, 200, orjson.dumps(obj))
@@ -623,7 +623,7 @@ class Simulator:
         if content_type == JSON:
             _negotiate(req)
         if req.wants_pretty():
-            body = orjson.dumps(orjson.loads(body), option=orjson.OPT_INDENT_2) + b"\n"
+            body = orjson.dumps(orjson.loads(body), option=orjson.OPT_INDENT_2)
         cache_control = b"public" if etag else b"no-cache, private"
         headers = [(b"content-type", content_type), (b"cache-control", cache_control)]
         if etag:

@@ -17,6 +17,7 @@ __all__ = [
     "not_acceptable",
     "too_large_resource_version_now",
     "unsupported_by_etcd",
+    "unsupported_media_type",
     "validation_failure",
     "watch_too_old",
 ]
@@ -48,6 +49,18 @@ def not_acceptable() -> ApiError:
             code=406,
             reason="NotAcceptable",
             message=f"406: Not Acceptable\n\nAvailable representations: {_REPRESENTATIONS}",
+            details={},
+        )
+    )
+
+
+def unsupported_media_type() -> ApiError:
+    """415 for a body type the verb does not take (a patch that is not JSON/merge/strategic)."""
+    return ApiError(
+        status.status_body(
+            code=415,
+            reason="UnsupportedMediaType",
+            message="415: Unsupported Media Type",
             details={},
         )
     )
