@@ -54,6 +54,7 @@ bench: $(TEST_STAMP)
 	$(BIN)/python -m loadtest.serve --out $(BENCH_OUT)
 	$(BIN)/python -m loadtest.authbench --out $(BENCH_OUT)
 	$(BIN)/python -m loadtest.overload --seconds 15 --out $(BENCH_OUT)
+	$(BIN)/python -m loadtest.realserver --skip-without-assets --out $(BENCH_OUT)-real
 
 .PHONY: bench-full
 bench-full: $(TEST_STAMP)
@@ -62,6 +63,7 @@ bench-full: $(TEST_STAMP)
 	$(BIN)/python -m loadtest.serve --full --out $(BENCH_OUT)
 	$(BIN)/python -m loadtest.authbench --pods 10000 --out $(BENCH_OUT)
 	$(BIN)/python -m loadtest.overload --out $(BENCH_OUT)
+	$(BIN)/python -m loadtest.realserver --skip-without-assets --pods 50000 --out $(BENCH_OUT)-real
 
 # Chaos soak (loadtest/soak.py): 10 minutes of churn, every simulator fault and daemon restarts,
 # 16 clients checked against upstream's history; fails on any invariant violation.
