@@ -1,8 +1,8 @@
 """The simulator's control path, ``/_sim/…``: faults, compaction, restart and statistics over HTTP.
 
-No real client calls it. ``GET /_sim/stats``; ``POST /_sim/{compact,end-watches,fail,
-stream-fault,latency,clear,restart}`` with a JSON body where the action takes arguments
-(README: "Faults").
+No real client calls it. ``GET /_sim/stats``; ``POST /_sim/{compact,compact-storage,
+progress-notify,end-watches,fail,stream-fault,latency,clear,restart}`` with a JSON body where the
+action takes arguments (README: "Faults"; ``docs/simulator.md``).
 """
 
 from __future__ import annotations
@@ -34,6 +34,11 @@ def control(sim: Simulator, method: str, action: str, body: dict[str, Any]) -> d
             raise status.method_not_allowed(verb=method.lower(), resource="_sim")
         if action == "compact":
             sim.compact()
+        elif action == "compact-storage":
+            rv = body.get("resourceVersion")
+            sim.compact_storage(int(rv) if rv is not None else None)
+        elif action == "progress-notify":
+            sim.progress_notify()
         elif action == "end-watches":
             result["ended"] = sim.end_watches()
         elif action == "fail":

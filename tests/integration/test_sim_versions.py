@@ -424,3 +424,15 @@ def test_the_1_28_profile_sets_every_switch_as_that_version() -> None:
     assert not config.future_watch_waits and not config.pod_generation
     assert config.compaction_interval == 300.0
     assert not SimConfig.kube_1_28().watch_list
+
+
+async def test_the_control_path_compacts_the_storage_and_notifies_progress() -> None:
+    async with simulator(per_resource_cache=True) as (sim, client):
+        latest = write_configmap(sim)
+        assert (await client.post("/_sim/progress-notify")).status_code == 200
+        assert sim.store.cache_rv(sim.resource("pods")) == latest
+        response = await client.post("/_sim/compact-storage", json={"resourceVersion": latest - 1})
+        assert response.status_code == 200
+        assert sim.store.compacted_rv == latest - 1
+        bad = await client.post("/_sim/compact-storage", json={"resourceVersion": "x"})
+        assert bad.status_code == 400
