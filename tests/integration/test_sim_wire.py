@@ -71,3 +71,11 @@ async def test_a_json_patch_replacing_a_missing_key_adds_it(client: httpx.AsyncC
         "the server rejected our request due to an error in our request",
         {},
     )
+
+
+async def test_a_continue_token_is_decoded_before_its_rv_is_checked(
+    client: httpx.AsyncClient,
+) -> None:
+    response = await client.get(CONFIGMAPS, params={"continue": "x", "resourceVersion": "5"})
+    assert response.status_code == 400
+    assert response.json()["message"].startswith("invalid continue token: ")
