@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -107,7 +108,6 @@ class _Write:
 class _Probe:
     def __init__(
         self,
-        cluster: Cluster,
         daemon_url: str,
         *,
         pods: Sequence[tuple[str, str]],
@@ -116,7 +116,6 @@ class _Probe:
         deadline: float,
         poll_interval: float,
     ) -> None:
-        self.cluster = cluster
         self.daemon_url = daemon_url
         self.pods = pods
         self.namespaces = namespaces
@@ -277,7 +276,6 @@ async def measure_lag(
 ) -> LagRun:
     """``writes`` writes at ``rate``/s, each timed three ways (see the module docstring)."""
     probe = _Probe(
-        cluster,
         daemon_url,
         pods=pods,
         namespaces=namespaces,
@@ -291,12 +289,11 @@ async def measure_lag(
         cluster.async_client() as writer,
         asyncio.TaskGroup() as group,
     ):
-        opened = [asyncio.Event() for _ in range(2 * len(_WATCHED))]
+        streams = [(s, c, r) for s, c in (("watch", through), ("direct", direct)) for r in _WATCHED]
+        opened = [asyncio.Event() for _ in streams]
         watchers = [
-            group.create_task(probe.watch(source, client, resource, opened[i]))
-            for i, (source, client, resource) in enumerate(
-                (s, c, r) for s, c in (("watch", through), ("direct", direct)) for r in _WATCHED
-            )
+            group.create_task(probe.watch(*stream, event))
+            for stream, event in zip(streams, opened, strict=True)
         ]
         try:
             async with asyncio.timeout(30):
@@ -324,9 +321,6 @@ async def measure_lag(
                 task.cancel()
     probe.close()
     lags = probe.lags(done)
-    by_verb: dict[str, int] = {}
-    for w in done:
-        by_verb[w.verb] = by_verb.get(w.verb, 0) + 1
     added = {
         source: lag_stats(
             [
@@ -342,7 +336,7 @@ async def measure_lag(
     return LagRun(
         transport=transport,
         writes=len(done),
-        by_verb=by_verb,
+        by_verb=dict(Counter(w.verb for w in done)),
         write_rate=len(done) / elapsed if elapsed > 0 else math.nan,
         stats={s: lag_stats(lags[s]) for s in SOURCES},
         daemon_cpu_s=cpu_after[0] - cpu[0],

@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import random
 import re
@@ -143,14 +142,13 @@ def write_config(
     return path
 
 
-def daemon_headers(config: Path) -> dict[str, str]:
+async def daemon_headers(config: Path) -> dict[str, str]:
     """The headers the daemon's upstream client sends on every request (its bearer token is
     added per request, so it is not among them)."""
     settings = load_config(config, env={})
     client = build_client(resolve_upstream(settings.upstream), http2=settings.upstream.http2)
-    headers = {k.title(): v for k, v in client.headers.items() if k.lower() != "connection"}
-    asyncio.run(client.aclose())
-    return headers
+    async with client:
+        return {k.title(): v for k, v in client.headers.items() if k.lower() != "connection"}
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,7 @@ from loadtest.realserver_report import (
     write_chart,
 )
 from loadtest.report import collect_machine_info
+from loadtest.serve import _progress
 
 __all__ = ["DEFAULT_ASSETS", "main"]
 
@@ -77,10 +79,6 @@ DEFAULT_ASSETS = Path(__file__).resolve().parents[2] / "shared" / "envtest"
 _NOTHING = "loadtest/none=1"
 _SYNCED = re.compile(r"pods: synced (\d+) objects by (.+?) in ([\d.]+) s")
 _RESPONSES = re.compile(r"^cacheproxy_upstream_responses_total\{([^}]*)\} (\S+)", re.MULTILINE)
-
-
-def _progress(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------------- one daemon
@@ -138,7 +136,7 @@ def _first_sync(
 ) -> SyncResult:
     timeout = 120 + args.pods / 500
     config = write_config(workdir, cluster, name="daemon")
-    headers = daemon_headers(config)
+    headers = runner.run(daemon_headers(config))
     _progress("first sync: an empty daemon (its RSS is the baseline of memory)")
     empty_config = write_config(workdir, cluster, name="daemon-empty", label_selector=_NOTHING)
     _, empty = _run_daemon(workdir, empty_config, "daemon-empty", timeout)
@@ -303,9 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _progress("starting etcd and kube-apiserver")
         cluster.start()
         objects, pods = build_objects(args.pods, seed=args.seed)
-        created: dict[str, int] = {}
-        for resource, _ in objects:
-            created[resource] = created.get(resource, 0) + 1
+        created = dict(Counter(resource for resource, _ in objects))
         with asyncio.Runner(loop_factory=_loop_factory("uvloop")) as runner:
             load_s = runner.run(load(cluster, objects, progress=_progress))
             del objects
