@@ -51,7 +51,7 @@ from cacheproxy.kube.resources import (
 from cacheproxy.kube.watchevents import event_line
 from cacheproxy.serving import send_body, send_status
 from cacheproxy.sim import render, statuses
-from cacheproxy.sim.api import PATCH_TYPES, ListResult, SimApi
+from cacheproxy.sim.api import ListResult, SimApi
 from cacheproxy.sim.auth import Authenticator, Authorizer
 from cacheproxy.sim.config import SimConfig
 from cacheproxy.sim.control import control
@@ -65,6 +65,7 @@ from cacheproxy.sim.reviews import (
 from cacheproxy.sim.routing import discovery_verbs, resource_verb, with_subresources
 from cacheproxy.sim.store import SimStore
 from cacheproxy.sim.watch import SimWatcher, WatchPlan, stream_watch
+from cacheproxy.sim.writes import PATCH_TYPES
 from cacheproxy.tasks import cancel_and_wait
 
 __all__ = ["RequestRecord", "SimConfig", "Simulator"]
