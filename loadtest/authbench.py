@@ -96,7 +96,7 @@ async def measure(
         server=ServerSettings(port=0, auth=auth),
     )
     upstream = UpstreamConfig(server=server.url, token_source=TokenSource.static("daemon-token"))
-    daemon = Daemon(config, upstream, freeze_gc_after_sync=False)
+    daemon = Daemon(config, upstream, manage_gc=False)
     async with daemon:
         assert await daemon.wait_ready(60)
         pods = sim.store.names(sim.resource("pods"))

@@ -320,7 +320,7 @@ class _Soak:
             server=ServerSettings(port=port, limits=ServerLimits(bookmark_interval_seconds=1.0)),
             source="soak",
         )
-        daemon = Daemon(config, UpstreamConfig(server=self.server.url), freeze_gc_after_sync=False)
+        daemon = Daemon(config, UpstreamConfig(server=self.server.url), manage_gc=False)
         try:
             await daemon.start()
         except BaseException:

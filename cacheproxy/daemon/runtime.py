@@ -48,11 +48,13 @@ class Daemon:
         config: DaemonConfig,
         upstream: UpstreamConfig,
         *,
-        freeze_gc_after_sync: bool = True,
+        manage_gc: bool = True,
     ) -> None:
         self.config = config
         self.upstream = upstream
-        self.freeze_gc_after_sync = freeze_gc_after_sync
+        self.manage_gc = manage_gc
+        """The daemon owns the process's garbage collector: paused while syncs decode their
+        lists, frozen after the first sync. Off for daemons sharing a process (tests)."""
         self._client: Any = None
         self.factory: InformerFactory | None = None
         self.crd_factory: InformerFactory | None = None
@@ -72,7 +74,9 @@ class Daemon:
 
     async def start(self) -> None:
         config = self.config
-        self._client = client = build_client(self.upstream, http2=config.upstream.http2)
+        self._client = client = build_client(
+            self.upstream, http2=config.upstream.http2, compression=config.upstream.compression
+        )
         version: dict[str, Any] = {}
         try:
             version.update(await get_version(client))
@@ -99,7 +103,9 @@ class Daemon:
                 metrics=metrics,
             )
 
-        reflector_options = config.upstream.reflector_options()
+        reflector_options = dataclasses.replace(
+            config.upstream.reflector_options(), pause_gc_during_sync=self.manage_gc
+        )
         self.factory = factory = InformerFactory(
             lister_watcher, reflector_options=reflector_options, metrics=metrics
         )
@@ -231,7 +237,7 @@ class Daemon:
             transform=spec.transform,
             history=spec.history,
         )
-        informer.freeze_gc_after_sync = self.freeze_gc_after_sync
+        informer.freeze_gc_after_sync = self.manage_gc
         return ServedResource(
             spec.rtype,
             informer,

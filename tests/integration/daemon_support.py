@@ -36,7 +36,7 @@ async def daemon_for(
     settings = replace(ServerSettings(port=0), **server)  # type: ignore[arg-type]
     config = DaemonConfig(resources=resources or default_resources(), server=settings)
     upstream = upstream or UpstreamConfig(server=upstream_url)
-    daemon = Daemon(config, upstream, freeze_gc_after_sync=False)
+    daemon = Daemon(config, upstream, manage_gc=False)
     async with daemon:
         assert await daemon.wait_ready(10), "the daemon never synced"
         yield daemon

@@ -109,9 +109,7 @@ async def test_a_daemon_started_while_upstream_is_down_serves_its_version_once_i
     port = probe.getsockname()[1]
     probe.close()
     config = DaemonConfig(resources=(CachedResource(rtype=PODS),), server=ServerSettings(port=0))
-    daemon = Daemon(
-        config, UpstreamConfig(server=f"http://127.0.0.1:{port}"), freeze_gc_after_sync=False
-    )
+    daemon = Daemon(config, UpstreamConfig(server=f"http://127.0.0.1:{port}"), manage_gc=False)
     async with daemon, httpx.AsyncClient(base_url=daemon.url, timeout=10) as c:
         assert (await c.get("/version")).json() == {}
         async with SimServer(Simulator(), port=port):

@@ -745,7 +745,7 @@ async def test_before_the_first_sync_lists_and_watches_are_429_with_retry_after(
 ) -> None:
     demo_sim.faults.fail_next("any", 500, count=10_000)  # the daemon cannot sync
     config = DaemonConfig(resources=default_resources(), server=ServerSettings(port=0))
-    daemon = Daemon(config, UpstreamConfig(server=demo_server.url), freeze_gc_after_sync=False)
+    daemon = Daemon(config, UpstreamConfig(server=demo_server.url), manage_gc=False)
     async with daemon, httpx.AsyncClient(base_url=daemon.url, timeout=GUARD) as http:
         for path in ("/api/v1/pods", "/api/v1/pods?watch=1", "/apis/apps/v1/deployments?watch=1"):
             r = await http.get(path)

@@ -68,7 +68,7 @@ async def test_a_client_that_resumes_from_the_rv_of_its_last_event_ends_equal_to
             upstream=_FastBackoff(),
             server=ServerSettings(port=0),
         )
-        daemon = Daemon(config, UpstreamConfig(server=server.url), freeze_gc_after_sync=False)
+        daemon = Daemon(config, UpstreamConfig(server=server.url), manage_gc=False)
         await daemon.start()
         try:
             assert await daemon.wait_ready(10)

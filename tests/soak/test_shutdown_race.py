@@ -77,7 +77,7 @@ async def test_daemon_stop_ends_a_watch_that_started_while_it_was_stopping() -> 
         config = DaemonConfig(
             resources=(CachedResource(rtype=CONFIGMAPS),), server=ServerSettings(port=0)
         )
-        daemon = Daemon(config, UpstreamConfig(server=server.url), freeze_gc_after_sync=False)
+        daemon = Daemon(config, UpstreamConfig(server=server.url), manage_gc=False)
         await daemon.start()
         try:
             assert await daemon.wait_ready(10)
