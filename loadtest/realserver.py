@@ -142,7 +142,7 @@ def _first_sync(
     _, empty = _run_daemon(workdir, empty_config, "daemon-empty", timeout)
     empty_rss = empty.rss()
     empty.stop()
-    identity = {**headers, "Accept-Encoding": "identity"}
+    gzip = {**headers, "Accept-Encoding": "gzip"}
     reps: list[SyncRep] = []
     status: dict[str, Any] = {}
     responses: dict[str, int] = {}
@@ -150,8 +150,8 @@ def _first_sync(
         _progress(f"first sync: run {rep + 1} of {args.repeat}")
         curl_first = rep % 2 == 0  # alternated: neither always sees the other's aftermath
         if curl_first:
-            gzip_run = curl(cluster, POD_LIST, headers, workdir=workdir, decode=True)
-            identity_run = curl(cluster, POD_LIST, identity, workdir=workdir, decode=True)
+            as_daemon = curl(cluster, POD_LIST, headers, workdir=workdir, decode=True)
+            gzip_run = curl(cluster, POD_LIST, gzip, workdir=workdir, decode=True)
         daemon, service = _run_daemon(workdir, config, f"daemon-sync-{rep}", timeout)
         try:
             status = orjson.loads(_get(runner, service.url, "/status"))["resources"]
@@ -159,9 +159,9 @@ def _first_sync(
         finally:
             service.stop()
         if not curl_first:
-            gzip_run = curl(cluster, POD_LIST, headers, workdir=workdir, decode=True)
-            identity_run = curl(cluster, POD_LIST, identity, workdir=workdir, decode=True)
-        reps.append(SyncRep(curl=gzip_run, curl_identity=identity_run, daemon=daemon))
+            as_daemon = curl(cluster, POD_LIST, headers, workdir=workdir, decode=True)
+            gzip_run = curl(cluster, POD_LIST, gzip, workdir=workdir, decode=True)
+        reps.append(SyncRep(curl=as_daemon, curl_gzip=gzip_run, daemon=daemon))
     return SyncResult(
         reps=reps,
         headers=headers,

@@ -129,6 +129,8 @@ class UpstreamSettings:
     page_size: int = 500
     min_watch_timeout_seconds: float = 300.0
     http2: bool = False
+    compression: bool | None = None
+    """Ask upstream for gzip: True, False, or None (auto: unless in-cluster or loopback)."""
 
     def reflector_options(self) -> ReflectorOptions:
         return ReflectorOptions(
@@ -441,6 +443,7 @@ _SETTINGS: Final[dict[str, _Setting]] = {
     "upstream.watchList": _Setting(_Bool(), True),
     "upstream.watchListTimeoutSeconds": _Setting(_Number(1, 3600, seconds=True), 10.0),
     "upstream.http2": _Setting(_Bool(), False),
+    "upstream.compression": _Setting(_Choice("auto", "true", "false", booleans=True), "auto"),
     "upstream.pageSize": _Setting(_Number(1, 100_000), 500),
     "upstream.minWatchTimeoutSeconds": _Setting(_Number(10, 3600, seconds=True), 300.0),
     "server.address": _Setting(_Str(_check_address), "127.0.0.1"),
@@ -1101,18 +1104,16 @@ def _assemble(
 ) -> DaemonConfig:
     """The settings as dataclasses, after the rules between them (DESIGN §7)."""
     v = values
-    in_cluster = v["upstream.inCluster"]  # True/False from YAML booleans, else the text
-    if isinstance(in_cluster, str):
-        in_cluster = {"true": True, "false": False}.get(in_cluster)  # "auto": None
     upstream = UpstreamSettings(
         kubeconfig=v["upstream.kubeconfig"],
         context=v["upstream.context"],
-        in_cluster=in_cluster,
+        in_cluster=_tristate(v["upstream.inCluster"]),
         watch_list=v["upstream.watchList"],
         watch_list_timeout_seconds=v["upstream.watchListTimeoutSeconds"],
         page_size=v["upstream.pageSize"],
         min_watch_timeout_seconds=v["upstream.minWatchTimeoutSeconds"],
         http2=v["upstream.http2"],
+        compression=_tristate(v["upstream.compression"]),
     )
     if upstream.in_cluster is True and (upstream.kubeconfig or upstream.context):
         problems.at(
@@ -1197,6 +1198,13 @@ def _assemble(
     return DaemonConfig(resources=(), upstream=upstream, server=server, logging=logging)
 
 
+def _tristate(value: bool | str) -> bool | None:
+    """A ``auto | true | false`` setting: True/False from YAML booleans or the text, else None."""
+    if isinstance(value, str):
+        return {"true": True, "false": False}.get(value)  # "auto": None
+    return value
+
+
 def resolve_upstream(settings: UpstreamSettings) -> UpstreamConfig:
     """Load the upstream's address and credentials as ``settings`` say (kubernetes loaders)."""
     if settings.in_cluster is True:
@@ -1244,6 +1252,11 @@ def _describe_upstream(u: UpstreamSettings) -> str:
         where = f"in-cluster service account when running in a pod, else {default}"
     sync = f"watch-list, else pages of {u.page_size}" if u.watch_list else f"pages of {u.page_size}"
     transport = "HTTP/2 when offered" if u.http2 else "HTTP/1.1, a connection per watch"
+    transport += {
+        None: ", gzip only from a distant server",
+        True: ", gzip",
+        False: ", no compression",
+    }[u.compression]
     return (
         f"{where}; first sync by {sync}; watches of at least {u.min_watch_timeout_seconds:g} s; "
         f"{transport}"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import ipaddress
 import logging
 import os
@@ -143,6 +144,13 @@ class UpstreamConfig:
     token_source: TokenSource = field(default_factory=TokenSource, compare=False)
     source: str = ""
     """Where this came from, for messages: ``kubeconfig /path (context x)`` or ``in-cluster``."""
+    in_cluster: bool = False
+    """Loaded from the pod's service account (the API server is one hop away)."""
+
+    @property
+    def nearby(self) -> bool:
+        """The API server is on a fast link: in-cluster, or on this machine (loopback)."""
+        return self.in_cluster or _is_local_host(urlsplit(self.server).hostname or "")
 
 
 # ---------------------------------------------------------------------------- loading
@@ -208,7 +216,7 @@ def load_incluster(
         raise ConfigError(
             f"in-cluster config (token {token_file}, CA {ca_file}): {_loader_message(exc)}"
         ) from exc
-    return _upstream_config(cfg, "in-cluster service account")
+    return dataclasses.replace(_upstream_config(cfg, "in-cluster service account"), in_cluster=True)
 
 
 def _in_cluster() -> bool:
@@ -301,7 +309,7 @@ def environment_proxy(server: str) -> str | None:
     for loopback hosts."""
     parts = urlsplit(server)
     host = parts.hostname or ""
-    if host == "localhost" or _is_loopback(host):
+    if _is_local_host(host):
         return None
     proxies = urllib.request.getproxies_environment()
     proxy = proxies.get(parts.scheme)
@@ -311,6 +319,10 @@ def environment_proxy(server: str) -> str | None:
     if urllib.request.proxy_bypass_environment(parts.netloc, proxies):  # type: ignore[attr-defined]
         return None
     return proxy
+
+
+def _is_local_host(host: str) -> bool:
+    return host == "localhost" or _is_loopback(host)
 
 
 def _is_loopback(host: str) -> bool:

@@ -361,6 +361,7 @@ async def test_in_cluster_config_uses_the_service_account_token_and_ca(
     config = load_incluster(token_file=token, ca_file=ca)
     assert config.server == secure_server.url
     assert config.ca_file == ca
+    assert config.in_cluster and config.nearby
     assert await config.token_source.token() == "alice-token"
     assert len(await list_names(config)) > 0
 

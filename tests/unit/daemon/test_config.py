@@ -689,7 +689,7 @@ def test_describe_says_what_is_cached_where_it_listens_and_how_clients_authentic
     assert lines[4] == (
         "upstream: in-cluster service account when running in a pod, else $KUBECONFIG or "
         "~/.kube/config; first sync by watch-list, else pages of 500; watches of at least 300 s; "
-        "HTTP/1.1, a connection per watch"
+        "HTTP/1.1, a connection per watch, gzip only from a distant server"
     )
     assert lines[5] == (
         "server: https://0.0.0.0:9443, TokenReview upstream (cached 120 s); "

@@ -79,3 +79,21 @@ def test_an_unreadable_ca_is_a_config_error(tmp_path: Path) -> None:
     config = UpstreamConfig(server="https://x", ca_file=tmp_path / "nope.crt", source="in-cluster")
     with pytest.raises(ConfigError, match="in-cluster: cannot load the CA"):
         build_client(config)
+
+
+@pytest.mark.parametrize(
+    ("config", "compression", "encoding"),
+    [
+        (UpstreamConfig(server="https://127.0.0.1:6443"), None, "identity"),
+        (UpstreamConfig(server="https://localhost:6443"), None, "identity"),
+        (UpstreamConfig(server="https://10.0.0.1:443", in_cluster=True), None, "identity"),
+        (UpstreamConfig(server="https://api.example.com:6443"), None, "gzip"),
+        (UpstreamConfig(server="https://127.0.0.1:6443"), True, "gzip"),
+        (UpstreamConfig(server="https://api.example.com:6443"), False, "identity"),
+    ],
+)
+async def test_gzip_is_asked_for_only_from_a_distant_server_unless_configured(
+    config: UpstreamConfig, compression: bool | None, encoding: str
+) -> None:
+    async with build_client(config, compression=compression) as client:
+        assert client.headers["accept-encoding"] == encoding
