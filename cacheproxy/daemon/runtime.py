@@ -74,6 +74,13 @@ class Daemon:
 
     async def start(self) -> None:
         config = self.config
+        if config.upstream.http2:
+            log.warning(
+                "upstream.http2 is on: over one HTTP/2 connection, httpx (httpcore 1.0) delays "
+                "the events of quiet watches until more bytes arrive, up to minutes, and "
+                "queues a request past 100 streams with no timeout (docs/configuration.md, "
+                "'The upstream transport')"
+            )
         self._client = client = build_client(
             self.upstream, http2=config.upstream.http2, compression=config.upstream.compression
         )

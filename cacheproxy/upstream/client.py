@@ -5,15 +5,15 @@ closes it. It carries:
 
 - TLS as the config says: the CA bundle (or the system trust store), the client certificate,
   ``insecure-skip-tls-verify``, and ``tls-server-name`` (sent as SNI and verified against).
-- HTTP/2 when the server offers it in the TLS handshake (ALPN ``h2``), as kube-apiserver does:
-  then every list and watch is a stream on *one* TCP connection, as with client-go. httpcore
-  caps the streams of one connection at min(server's limit, 100); a request beyond that waits
-  for a free stream instead of opening a second connection, so more than ~100 *concurrent*
-  watches would queue (a few dozen resources are far from it).
-  Against an HTTP/1.1-only server — our simulator (uvicorn offers no ALPN), a plain ``http://``
-  URL (httpx does no cleartext h2c), or a proxy that only speaks HTTP/1.1 — the handshake simply
-  settles on HTTP/1.1 and each open watch holds its own connection; lists reuse idle ones. The
-  pool is therefore unbounded: a cap would make the N+1st watch wait for a free connection.
+- HTTP/1.1 by default, each open watch on a connection of its own (lists reuse idle ones); the
+  pool is unbounded: a cap would make the N+1st watch wait for a free connection. HTTP/2
+  (``http2=True``, every request a stream on one connection, as client-go) is opt-in: httpcore
+  1.0's HTTP/2 reader hands its lock from request to request in line, and a request whose frames
+  another one read waits behind requests that block on the socket with nothing to read — events
+  of a quiet watch wait for the next bytes on the connection (seconds, or minutes), a watch may
+  not open, a paged list may not finish. Measured and explained in docs/configuration.md ("The
+  upstream transport"). Against an HTTP/1.1-only server, or a plain ``http://`` URL, HTTP/1.1 is
+  used either way.
 - An :class:`httpx.Auth` that asks the :class:`TokenSource` for the bearer token on every
   request, so exec-plugin and in-cluster token rotation take effect without restarting.
 - Timeouts: 10 s to connect (and to write a request); lists may go :data:`LIST_READ_TIMEOUT`
