@@ -126,7 +126,19 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument(
         "--bookmark-interval", type=float, default=60.0, help="seconds between watch bookmarks"
     )
-    sim.add_argument("--server-version", default="v1.33.0", help="gitVersion reported by /version")
+    sim.add_argument(
+        "--behave-as",
+        choices=("current", "1.28"),
+        default=_env_default("SIM_BEHAVE_AS", "current"),
+        help="current: as current kube-apiserver versions; 1.28: every version switch as "
+        "kube-apiserver 1.28 (no WatchList gate, per-resource watch caches, RV=0 lists that "
+        "ignore limit, ...; docs/simulator.md)",
+    )
+    sim.add_argument(
+        "--server-version",
+        default=None,
+        help="gitVersion reported by /version (default: v1.33.0, or v1.28.7 with --behave-as 1.28)",
+    )
     sim.add_argument(
         "--crd",
         action="append",
@@ -386,12 +398,14 @@ async def _sim_main(args: argparse.Namespace) -> int:
     from cacheproxy.sim.workload import DemoSpec, demo_objects
 
     policy = Policy.load(args.policy) if args.policy else None
-    config = SimConfig(
-        git_version=args.server_version,
-        history_limit=args.history,
-        bookmark_interval=args.bookmark_interval,
-        policy=policy,
-    )
+    settings: dict[str, Any] = {
+        "history_limit": args.history,
+        "bookmark_interval": args.bookmark_interval,
+        "policy": policy,
+    }
+    if args.server_version:
+        settings["git_version"] = args.server_version
+    config = SimConfig.kube_1_28(**settings) if args.behave_as == "1.28" else SimConfig(**settings)
     sim = Simulator(custom_resources=args.crd, config=config)
     spec = None
     if args.pods:

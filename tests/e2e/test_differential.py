@@ -1644,19 +1644,10 @@ async def simulated(cluster: Cluster, *, watch_list: bool) -> AsyncIterator[Serv
         yield Server("sim", http, compact, server.restart, known, users=users)
 
 
-def _etcd_url(cluster: Cluster) -> str:
-    url: str = cluster._etcd_url
-    return url
-
-
 @contextlib.asynccontextmanager
 async def real(cluster: Cluster, known: frozenset[tuple[str, str]]) -> AsyncIterator[Server]:
     async def compact(rv: int) -> None:
-        async with httpx.AsyncClient(base_url=_etcd_url(cluster), timeout=30) as etcd:
-            response = await etcd.post(
-                "/v3/kv/compaction", json={"revision": str(rv), "physical": True}
-            )
-            assert response.status_code == 200, response.text
+        await asyncio.to_thread(cluster.compact, rv)
 
     async def restart() -> None:
         await asyncio.to_thread(cluster.restart_apiserver)
