@@ -15,7 +15,7 @@ from cacheproxy.kube import status
 from cacheproxy.kube.resources import GroupVersion
 
 __all__ = [
-    "ACCEPTED_MEDIA_TYPES",
+    "REPRESENTATIONS",
     "ApiPath",
     "check_accepts_json",
     "parse_api_path",
@@ -24,11 +24,8 @@ __all__ = [
     "wants_pretty",
 ]
 
-ACCEPTED_MEDIA_TYPES = (
-    "application/json",
-    "application/yaml",
-    "application/vnd.kubernetes.protobuf",
-)
+REPRESENTATIONS = ("application/json", "application/json;stream=watch")
+"""What cacheproxy serves (Tables and metadata-only forms are JSON too), as a 406 names them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +79,9 @@ def truthy(values: Sequence[str] | None) -> bool:
 def verb_of(method: str, path: ApiPath, query: Mapping[str, Sequence[str]]) -> str:
     """The Kubernetes verb of a request (``""`` for a method the API has no verb for)."""
     if method in ("GET", "HEAD"):
-        if path.watch_prefix or truthy(query.get("watch")):
+        # ``?watch=1`` makes a watch of a collection only; on an object path the API server
+        # answers a plain GET (a watch of one object is ``/watch/…/NAME`` or a name selector).
+        if path.watch_prefix or (not path.name and truthy(query.get("watch"))):
             return "watch"
         return "get" if path.name else "list"
     return {
@@ -93,15 +92,16 @@ def verb_of(method: str, path: ApiPath, query: Mapping[str, Sequence[str]]) -> s
     }.get(method, "")
 
 
-def check_accepts_json(accept: str) -> None:
-    """406 unless the client accepts JSON (Table and protobuf askers list JSON as a fallback)."""
+def check_accepts_json(accept: str, representations: Sequence[str] = REPRESENTATIONS) -> None:
+    """406 unless the client accepts JSON (Table and protobuf askers list JSON as a fallback);
+    the 406 names ``representations``."""
     if not accept:
         return
     for clause in accept.split(","):
         media = clause.split(";")[0].strip().lower()
         if media in ("application/json", "application/*", "*/*", "application/json-seq"):
             return
-    raise status.not_acceptable(ACCEPTED_MEDIA_TYPES)
+    raise status.not_acceptable(representations)
 
 
 def wants_pretty(query: Mapping[str, Sequence[str]], user_agent: str) -> bool:

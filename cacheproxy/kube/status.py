@@ -40,7 +40,6 @@ __all__ = [
     "too_many_requests",
     "too_old_resource_version",
     "unauthorized",
-    "unsupported_media_type",
 ]
 
 CONTINUE_EXPIRED_MESSAGE = (
@@ -173,12 +172,16 @@ def method_not_allowed(*, verb: str, resource: str, group: str = "") -> ApiError
     )
 
 
-def not_acceptable(accepted: Sequence[str]) -> ApiError:
+def not_acceptable(representations: Sequence[str]) -> ApiError:
+    """406 for an ``Accept`` header the server cannot answer, naming what it can
+    (``NewNotAcceptableError``)."""
     return ApiError(
         status_body(
             code=406,
             reason="NotAcceptable",
-            message="only the following media types are accepted: " + ", ".join(accepted),
+            message="406: Not Acceptable\n\nAvailable representations: "
+            + ", ".join(representations),
+            details={},
         )
     )
 
@@ -274,17 +277,6 @@ def required_cause(field: str, detail: str = "") -> StatusCause:
     """A ``field.Required`` validation cause."""
     message = f"Required value: {detail}" if detail else "Required value"
     return {"reason": "FieldValueRequired", "message": message, "field": field}
-
-
-def unsupported_media_type(accepted: Sequence[str]) -> ApiError:
-    return ApiError(
-        status_body(
-            code=415,
-            reason="UnsupportedMediaType",
-            message="the body of the request was in an unknown format - accepted media types "
-            "include: " + ", ".join(accepted),
-        )
-    )
 
 
 def too_many_requests(message: str, *, retry_after: int = 1) -> ApiError:

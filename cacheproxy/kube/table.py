@@ -26,7 +26,7 @@ from cacheproxy.kube.printers import (
     print_default,
     print_pod,
 )
-from cacheproxy.kube.request import ACCEPTED_MEDIA_TYPES
+from cacheproxy.kube.request import REPRESENTATIONS
 
 __all__ = [
     "INCLUDE_OBJECT",
@@ -76,7 +76,7 @@ def negotiate_table(accept: str) -> str | None:
             and params.get("v") in TABLE_VERSIONS
         ):
             return params["v"]
-    raise status.not_acceptable(ACCEPTED_MEDIA_TYPES)
+    raise status.not_acceptable(REPRESENTATIONS)
 
 
 def include_object(query: Mapping[str, Sequence[str]]) -> str:

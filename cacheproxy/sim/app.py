@@ -696,10 +696,7 @@ def _is_resource_path(parts: list[str]) -> bool:
 
 def _negotiate(req: _Request) -> None:
     """406 unless the client accepts JSON (Table and protobuf askers fall back to JSON)."""
-    try:
-        check_accepts_json(req.header("accept"))
-    except ApiError:
-        raise statuses.not_acceptable() from None
+    check_accepts_json(req.header("accept"), statuses.REPRESENTATIONS)
 
 
 def _without_watch_list(invalid: ApiError | None) -> ApiError:

@@ -24,10 +24,14 @@ __all__ = [
 
 ETCD_FUTURE_REVISION = "etcdserver: mvcc: required revision is a future revision"
 
-_REPRESENTATIONS = (
-    "application/json, application/yaml, application/vnd.kubernetes.protobuf, "
-    "application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch"
+REPRESENTATIONS = (
+    "application/json",
+    "application/yaml",
+    "application/vnd.kubernetes.protobuf",
+    "application/json;stream=watch",
+    "application/vnd.kubernetes.protobuf;stream=watch",
 )
+"""What kube-apiserver offers, as its 406 names them (the simulator answers JSON)."""
 
 
 def method_not_supported() -> ApiError:
@@ -43,15 +47,8 @@ def method_not_supported() -> ApiError:
 
 
 def not_acceptable() -> ApiError:
-    """406 for an ``Accept`` header the resource cannot answer (``NewNotAcceptableError``)."""
-    return ApiError(
-        status.status_body(
-            code=406,
-            reason="NotAcceptable",
-            message=f"406: Not Acceptable\n\nAvailable representations: {_REPRESENTATIONS}",
-            details={},
-        )
-    )
+    """406 for an ``Accept`` header the resource cannot answer, in the API server's words."""
+    return status.not_acceptable(REPRESENTATIONS)
 
 
 def unsupported_media_type() -> ApiError:

@@ -239,3 +239,29 @@ async def test_a_refused_request_gets_the_api_servers_status(
         assert up_status["message"].startswith("field label not supported: ")
         assert down_status["message"].startswith(f"{up_status['message']} (supported: ")
     assert down_status.get("details") == up_status.get("details")
+
+
+async def test_watch_on_an_object_path_is_a_plain_get_as_on_the_api_server(
+    upstream: httpx.AsyncClient, proxy: httpx.AsyncClient
+) -> None:
+    await converged(upstream, proxy, "/api/v1/nodes")
+    up = await upstream.get("/api/v1/nodes/node-2", params={"watch": "1"})
+    down = await proxy.get("/api/v1/nodes/node-2", params={"watch": "1"})
+    assert down.status_code == up.status_code == 200
+    assert down.json() == without_managed_fields(up.json())
+
+
+@pytest.mark.parametrize("accept", ["application/xml", "text/plain", "application/vnd.nope"])
+async def test_an_unservable_accept_header_gets_the_api_servers_406(
+    upstream: httpx.AsyncClient, proxy: httpx.AsyncClient, accept: str
+) -> None:
+    up = await upstream.get(PODS, headers={"Accept": accept})
+    down = await proxy.get(PODS, headers={"Accept": accept})
+    assert down.status_code == up.status_code == 406
+    up_status, down_status = up.json(), down.json()
+    for key in ("kind", "apiVersion", "status", "reason", "code", "details"):
+        assert down_status.get(key) == up_status.get(key), key
+    # The same words, naming what each can send (JSON only here; protobuf and YAML there).
+    head = "406: Not Acceptable\n\nAvailable representations: "
+    assert up_status["message"].startswith(head)
+    assert down_status["message"] == head + "application/json, application/json;stream=watch"

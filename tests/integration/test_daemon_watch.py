@@ -437,7 +437,7 @@ async def test_a_named_watch_sees_only_that_object(
     solo = store.create(pods, pod("solo"))
     other = store.create(pods, pod("other"))
     await caught_up(daemon, PODS, rv_of(other))
-    async with watching(http, "/api/v1/namespaces/default/pods/solo") as stream:
+    async with watching(http, "/api/v1/watch/namespaces/default/pods/solo") as stream:
         store.update(pods, changed(other, metadata={"labels": {"n": "1"}}))
         modified = store.update(pods, changed(solo, metadata={"labels": {"n": "1"}}))
         store.delete(pods, "default", "other")
@@ -449,8 +449,8 @@ async def test_a_named_watch_sees_only_that_object(
         ("DELETED", "solo", rv_of(deleted)),
     ]
     conflicting = await http.get(
-        "/api/v1/namespaces/default/pods/solo",
-        params={"watch": "1", "fieldSelector": "metadata.name=other"},
+        "/api/v1/watch/namespaces/default/pods/solo",
+        params={"fieldSelector": "metadata.name=other"},
     )
     assert conflicting.status_code == 400
     assert (

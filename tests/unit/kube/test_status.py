@@ -281,21 +281,14 @@ def test_an_expired_error_without_a_token_has_empty_metadata() -> None:
     assert status.expired("x").status["metadata"] == {}
 
 
-def test_not_acceptable_lists_the_accepted_media_types() -> None:
-    error = status.not_acceptable(["application/json", "application/yaml"])
+def test_not_acceptable_names_the_available_representations_as_the_api_server() -> None:
+    error = status.not_acceptable(["application/json", "application/json;stream=watch"])
     assert error.status == failure(
         406,
         "NotAcceptable",
-        "only the following media types are accepted: application/json, application/yaml",
-    )
-
-
-def test_unsupported_media_type_lists_the_accepted_media_types() -> None:
-    assert status.unsupported_media_type(["application/json"]).status == failure(
-        415,
-        "UnsupportedMediaType",
-        "the body of the request was in an unknown format - accepted media types include: "
-        "application/json",
+        "406: Not Acceptable\n\nAvailable representations: application/json, "
+        "application/json;stream=watch",
+        details={},
     )
 
 
