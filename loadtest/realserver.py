@@ -8,10 +8,11 @@ then, each daemon a ``cacheproxy serve --config FILE`` process caching pods, con
 namespaces, serviceaccounts, secrets, apps/v1/deployments and events, default settings:
 
 1. **First sync**, ``--repeat`` times: one ``curl`` of the very request the daemon makes for pods
-   (with its headers), and a new daemon from start to ready; the ratio of the medians (budget
-   at most 1.5 times). The daemon's RSS after sync, less an empty daemon's, per stored JSON byte; the API
-   server's and etcd's RSS. The client's steps on the same body (gunzip, parse with and without
-   the cyclic GC), timed here, show where the daemon's time goes.
+   (with its headers), a new daemon from start to ready, and the Python decode floor (the same
+   request read with httpx and parsed item by item, nothing kept); the daemon's pods sync (its
+   log: from the list request to synced) against curl, budget at most 1.5 times, and against the
+   floor. The daemon's RSS after sync, less an empty daemon's, per stored JSON byte; the API
+   server's and etcd's RSS.
 2. **Event delivery lag** (:mod:`loadtest.lagprobe`), with the upstream over HTTP/1.1 (the
    default) and then HTTP/2 (``upstream.http2: true``): ``--writes`` writes at ``--rate``/s, each
    timed from its response to its event on a watch through the daemon, to a GET through the
@@ -45,6 +46,8 @@ from typing import Any
 import orjson
 
 from cacheproxy.envtest import ASSETS_HINT, Assets, Cluster, find_assets
+from cacheproxy.informer.gcpause import gc_paused
+from cacheproxy.kube.liststream import ListSplitter
 from loadtest.httpclient import fetch
 from loadtest.ingest import _loop_factory, _python_command
 from loadtest.lagprobe import LagRun, measure_lag
@@ -152,6 +155,7 @@ def _first_sync(
         if curl_first:
             as_daemon = curl(cluster, POD_LIST, headers, workdir=workdir, decode=True)
             gzip_run = curl(cluster, POD_LIST, gzip, workdir=workdir, decode=True)
+            floor = runner.run(_decode_floor(cluster, headers))
         daemon, service = _run_daemon(workdir, config, f"daemon-sync-{rep}", timeout)
         try:
             status = orjson.loads(_get(runner, service.url, "/status"))["resources"]
@@ -161,7 +165,8 @@ def _first_sync(
         if not curl_first:
             as_daemon = curl(cluster, POD_LIST, headers, workdir=workdir, decode=True)
             gzip_run = curl(cluster, POD_LIST, gzip, workdir=workdir, decode=True)
-        reps.append(SyncRep(curl=as_daemon, curl_gzip=gzip_run, daemon=daemon))
+            floor = runner.run(_decode_floor(cluster, headers))
+        reps.append(SyncRep(curl=as_daemon, curl_gzip=gzip_run, floor_s=floor, daemon=daemon))
     return SyncResult(
         reps=reps,
         headers=headers,
@@ -175,6 +180,21 @@ def _first_sync(
 
 
 # ---------------------------------------------------------------------- event delivery
+
+
+async def _decode_floor(cluster: Cluster, headers: dict[str, str]) -> float:
+    """Seconds for the least a Python client does with the daemon's pod list request: read it
+    (httpx, the daemon's client library) and parse each item as it arrives (orjson, with the
+    cyclic GC paused, as the daemon does), keeping nothing — no transform, no store."""
+    async with cluster.async_client(headers=headers, timeout=600) as client:
+        started = time.perf_counter()
+        with gc_paused():
+            splitter = ListSplitter()
+            async with client.stream("GET", POD_LIST) as response:
+                async for chunk in response.aiter_bytes():
+                    splitter.feed(chunk)
+            splitter.close()
+        return time.perf_counter() - started
 
 
 def _lag(

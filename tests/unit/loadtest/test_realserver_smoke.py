@@ -68,6 +68,7 @@ def test_every_first_sync_figure_is_present_and_plausible(run: Run) -> None:
             assert curl["status"] == 200
             assert 0 < curl["first_byte_s"] <= curl["seconds"] < 60
         assert 0 < rep["curl_gzip"]["wire_bytes"] < rep["curl"]["wire_bytes"]  # gzip
+        assert 0 < rep["floor_s"] < 60
         daemon = rep["daemon"]
         assert 0 < daemon["listening_s"] < daemon["ready_s"] < 60
         assert 0 <= daemon["pods_list_s"] < daemon["ready_s"]
