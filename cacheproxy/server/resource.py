@@ -9,6 +9,10 @@ list and get with the API server's resourceVersion rules, and paging from one sn
 - ``limit``/``continue``: pages in key order; the token carries the snapshot RV, so every page
   comes from one snapshot; a token older than the EventLog → 410 with an "inconsistent" token
   (rv -1) to continue at the latest state.
+
+The state at an older RV, and what a paged query selects of it, is built once per walk and kept
+(:mod:`cacheproxy.server.snapshots`): a page is then O(page + log n), not a rebuild. Whether kept
+or rebuilt, a page is the same, and so is every refusal.
 """
 
 from __future__ import annotations
@@ -17,20 +21,22 @@ import asyncio
 import bisect
 import itertools
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 
 from cacheproxy.informer.eventlog import TooOld
 from cacheproxy.informer.informer import SharedInformer
-from cacheproxy.informer.store import Entry, Store, pick
+from cacheproxy.informer.store import Entry, Store
 from cacheproxy.kube import status
 from cacheproxy.kube.listoptions import EXACT, ListOptions
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.rv import decode_continue, encode_continue
 from cacheproxy.kube.table import TablePrinter, printer_for
 from cacheproxy.server.query import Query, matches, select_keys
+from cacheproxy.server.snapshots import KEY, Snapshot, SnapshotCache, build_snapshot
 
 __all__ = ["CachedResource", "ListPage"]
 
@@ -93,13 +99,20 @@ class CachedResource:
     printer_source: Callable[[], TablePrinter] | None = None
     """Where this resource's Table printer comes from (custom resources: their CRD); built-in
     kinds use the API server's printer of their kind."""
+    snapshots: SnapshotCache = field(default_factory=SnapshotCache)
+    """The states at older RVs kept for paged lists (bounded by age and by entries)."""
     _progress: asyncio.Event = field(default_factory=asyncio.Event)
 
     def __post_init__(self) -> None:
         # Wake readers waiting for an RV whenever the store moves.
         self.informer.add_listener(lambda _event: self._progress.set())
         self.informer.add_bookmark_listener(lambda _rv: self._progress.set())
-        self.informer.add_relist_listener(lambda _rv: self._progress.set())
+        self.informer.add_relist_listener(self._relisted)
+
+    def _relisted(self, _rv: int) -> None:
+        # The EventLog restarted: no older state can be rebuilt, so none may be served.
+        self.snapshots.clear()
+        self._progress.set()
 
     def table_printer(self) -> TablePrinter:
         if self.printer_source is not None:
@@ -136,17 +149,29 @@ class CachedResource:
             except TimeoutError:
                 continue
 
-    def snapshot(self, rv: int) -> dict[str, Entry]:
-        """The state at ``rv``: the current entries with later events undone (TooOld if the
-        EventLog no longer reaches back to ``rv``)."""
+    def snapshot(self, rv: int, query: Query, *, keep: bool = False) -> Snapshot:
+        """What ``query`` selects of the state at ``rv``: the current entries with later events
+        undone (TooOld if the EventLog no longer reaches back to ``rv``). Kept for the next pages
+        when ``keep`` and ``rv`` is older than the cache (a newer RV's state would change)."""
         store = self.informer.store
-        state = {e.key: e for e in store.entries()}
-        for event in reversed(self.informer.event_log.since(rv)):
-            if event.prev is None:
-                state.pop(event.entry.key, None)
-            else:
-                state[event.entry.key] = event.prev
-        return state
+        log = self.informer.event_log
+        rtype = self.rtype
+
+        def select(whole: Snapshot) -> Snapshot:
+            part = whole.in_namespace(query.namespace) if query.namespace else whole
+            if query.selective:
+                part = part.filtered(lambda e: matches(e, query, rtype, store))
+            return part
+
+        everything = not query.namespace and not query.selective
+        return self.snapshots.view(
+            rv,
+            None if everything else query,
+            oldest=log.oldest_resumable,
+            build=lambda: build_snapshot(store, log, rv),
+            select=select,
+            keep=keep and rv < self.resource_version,
+        )
 
     # ------------------------------------------------------------------ reads
 
@@ -190,30 +215,21 @@ class CachedResource:
         return out
 
     async def list(self, query: Query, opts: ListOptions) -> ListPage:
-        rv, state = await self._list_source(opts)
-        store = self.informer.store
-        if state is None and not query.selective and opts.limit:
+        rv, older = await self._list_source(query, opts)
+        if older is not None:
+            entries = older.entries
+            start, end = _bounds(entries, query, opts, key=KEY)
+            last = entries[end - 1].key if end else ""
+            return _page(
+                self.rtype, query, rv, entries[start:end], end=end, total=len(entries), last=last
+            )
+        if not query.selective and opts.limit:
             return self._page_of_all(query, opts, rv)
-        if state is None:
-            keys = self.current_keys(query)
-        else:
-            keys = sorted(k for k, e in state.items() if matches(e, query, self.rtype, store))
-        prefix = f"{query.namespace}/" if query.namespace else ""
-        start = 0
-        if opts.continue_token:
-            token = decode_continue(opts.continue_token)
-            start = bisect.bisect_left(keys, prefix + token.key)
-        limit = opts.limit
-        end = len(keys) if not limit else min(len(keys), start + limit)
-        chosen = keys[start:end]
-        items = store.get_many(chosen) if state is None else pick(state, chosen)
-        page = ListPage(self.rtype, items, rv)
-        if end < len(keys):
-            last = keys[end - 1].removeprefix(prefix)
-            page.continue_token = encode_continue(rv, last + "\x00")
-            if not query.selective:
-                page.remaining = len(keys) - end
-        return page
+        keys = self.current_keys(query)
+        start, end = _bounds(keys, query, opts)
+        items = self.informer.store.get_many(keys[start:end])
+        last = keys[end - 1] if end else ""
+        return _page(self.rtype, query, rv, items, end=end, total=len(keys), last=last)
 
     def _page_of_all(self, query: Query, opts: ListOptions, rv: int) -> ListPage:
         """One page of an unselected list of the current state: a range of the store's sorted
@@ -233,8 +249,9 @@ class CachedResource:
             page.remaining = store.count_keys(namespace=query.namespace, start=last + "\x00")
         return page
 
-    async def _list_source(self, opts: ListOptions) -> tuple[int, dict[str, Entry] | None]:
-        """(list RV, snapshot or None for the current state)."""
+    async def _list_source(self, query: Query, opts: ListOptions) -> tuple[int, Snapshot | None]:
+        """(list RV, what ``query`` selects of the snapshot at that RV, or None for the current
+        state)."""
         if opts.continue_token:
             token = decode_continue(opts.continue_token)  # first, as the API server (etcd3 store)
             if opts.resource_version not in ("", "0"):
@@ -244,12 +261,13 @@ class CachedResource:
             if token.resource_version == -1 or token.resource_version == self.resource_version:
                 return self.resource_version, None
             try:
-                return token.resource_version, self.snapshot(token.resource_version)
+                snapshot = self.snapshot(token.resource_version, query, keep=opts.limit > 0)
             except TooOld:
                 raise status.expired(
                     status.CONTINUE_EXPIRED_MESSAGE,
                     continue_token=encode_continue(-1, token.start_key),
                 ) from None
+            return token.resource_version, snapshot
         requested = opts.rv
         if requested > 0:
             await self.wait_for(requested)
@@ -258,9 +276,43 @@ class CachedResource:
         )
         if exact and requested != self.resource_version:
             try:
-                return requested, self.snapshot(requested)
+                return requested, self.snapshot(requested, query, keep=opts.limit > 0)
             except TooOld:
                 raise status.expired(
                     "The resourceVersion for the provided list is too old."
                 ) from None
         return self.resource_version, None
+
+
+def _bounds(
+    keys: Sequence[Any], query: Query, opts: ListOptions, *, key: Callable[[Any], str] | None = None
+) -> tuple[int, int]:
+    """The page's slice of ``keys`` (in key order; ``key`` gives an item's key): from the
+    continue token's start key, at most ``limit`` long."""
+    start = 0
+    if opts.continue_token:
+        prefix = f"{query.namespace}/" if query.namespace else ""
+        start = bisect.bisect_left(keys, prefix + decode_continue(opts.continue_token).key, key=key)
+    end = len(keys) if not opts.limit else min(len(keys), start + opts.limit)
+    return start, end
+
+
+def _page(
+    rtype: ResourceType,
+    query: Query,
+    rv: int,
+    items: list[Entry],
+    *,
+    end: int,
+    total: int,
+    last: str,
+) -> ListPage:
+    """A page that ends before position ``end`` of the ``total`` objects selected, at key
+    ``last``: with a continue token when more follow (and their count, without selectors)."""
+    page = ListPage(rtype, items, rv)
+    if end < total:
+        prefix = f"{query.namespace}/" if query.namespace else ""
+        page.continue_token = encode_continue(rv, last.removeprefix(prefix) + "\x00")
+        if not query.selective:
+            page.remaining = total - end
+    return page
