@@ -183,8 +183,13 @@ class ServerLimits:
     """How long a read at a resourceVersion newer than the cache waits (as the apiserver)."""
     bookmark_interval_seconds: float = 60.0
     continue_token_ttl_seconds: float = 300.0
-    """How long a paged list's snapshot is kept for its continue token (etcd's default
-    compaction interval: a token lives about as long as against the real API server)."""
+    """How long a paged list's snapshot at an older RV is kept after its last page, for the next
+    continue token (etcd's default compaction interval: a token lives about as long as against
+    the real API server). Past it the state is rebuilt from the event history while that still
+    reaches the token's RV, else the token gets 410."""
+    list_snapshot_entries: int = 1_000_000
+    """Objects the snapshots kept for paged lists may reference together, per resource (least
+    recently used dropped first; 0: none kept, every page rebuilds its state)."""
     max_page_size: int = 10_000
     """A larger ``limit`` is served in pages of this size (the API lets a server return fewer)."""
     max_in_flight: int = 400
@@ -466,6 +471,7 @@ _SETTINGS: Final[dict[str, _Setting]] = {
     "server.limits.rvWaitSeconds": _Setting(_Number(0.1, 60, seconds=True), 3.0),
     "server.limits.bookmarkIntervalSeconds": _Setting(_Number(1, 3600, seconds=True), 60.0),
     "server.limits.continueTokenTTLSeconds": _Setting(_Number(1, 86_400, seconds=True), 300.0),
+    "server.limits.listSnapshotEntries": _Setting(_Number(0, 1_000_000_000), 1_000_000),
     "server.limits.maxPageSize": _Setting(_Number(1, 1_000_000), 10_000),
     "server.limits.maxInFlight": _Setting(_Number(1, 1_000_000), 400),
     "server.limits.maxWatchersPerUser": _Setting(_Number(1, 1_000_000), 1_000),
@@ -1161,6 +1167,7 @@ def _assemble(
         rv_wait_seconds=v["server.limits.rvWaitSeconds"],
         bookmark_interval_seconds=v["server.limits.bookmarkIntervalSeconds"],
         continue_token_ttl_seconds=v["server.limits.continueTokenTTLSeconds"],
+        list_snapshot_entries=v["server.limits.listSnapshotEntries"],
         max_page_size=v["server.limits.maxPageSize"],
         max_in_flight=v["server.limits.maxInFlight"],
         max_watchers_per_user=v["server.limits.maxWatchersPerUser"],

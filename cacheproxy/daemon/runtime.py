@@ -17,7 +17,7 @@ from typing import Any
 
 import uvicorn
 
-from cacheproxy.daemon.config import AuthMode, CachedResource, DaemonConfig
+from cacheproxy.daemon.config import AuthMode, CachedResource, DaemonConfig, ServerLimits
 from cacheproxy.daemon.metrics import MeteredListerWatcher
 from cacheproxy.errors import CacheProxyError
 from cacheproxy.informer.factory import Collection, InformerFactory
@@ -27,6 +27,7 @@ from cacheproxy.server.app import CacheServer, ServerOptions
 from cacheproxy.server.crdtables import CrdTablePrinter, crd_name
 from cacheproxy.server.metrics import ServerMetrics
 from cacheproxy.server.resource import CachedResource as ServedResource
+from cacheproxy.server.snapshots import SnapshotCache
 from cacheproxy.server.tokenfile import StaticTokens
 from cacheproxy.serving import CertificateReloader, UvicornRunner, serving_protocol
 from cacheproxy.tasks import cancel_and_wait
@@ -124,8 +125,7 @@ class Daemon:
         )
         limits = config.server.limits
         served = [
-            self._serve_resource(factory, crd_factory, spec, limits.rv_wait_seconds)
-            for spec in config.resources
+            self._serve_resource(factory, crd_factory, spec, limits) for spec in config.resources
         ]
         self.server = CacheServer(
             served,
@@ -232,7 +232,7 @@ class Daemon:
         factory: InformerFactory,
         crd_factory: InformerFactory,
         spec: CachedResource,
-        rv_wait: float,
+        limits: ServerLimits,
     ) -> ServedResource:
         printer_source = None
         if spec.rtype not in BUILTIN_RESOURCES:
@@ -249,8 +249,11 @@ class Daemon:
             spec.rtype,
             informer,
             index_paths=set(spec.indexes),
-            rv_wait=rv_wait,
+            rv_wait=limits.rv_wait_seconds,
             printer_source=printer_source,
+            snapshots=SnapshotCache(
+                ttl=limits.continue_token_ttl_seconds, max_entries=limits.list_snapshot_entries
+            ),
         )
 
     async def reload(self, config: DaemonConfig) -> list[str]:
@@ -272,9 +275,9 @@ class Daemon:
             if rtype not in BUILTIN_RESOURCES and rtype not in new:
                 await self.crd_factory.remove(_crd_collection(rtype))
             changes.append(f"-{rtype.config_name}")
-        rv_wait = self.config.server.limits.rv_wait_seconds
+        limits = self.config.server.limits
         for rtype in came:
-            served = self._serve_resource(self.factory, self.crd_factory, new[rtype], rv_wait)
+            served = self._serve_resource(self.factory, self.crd_factory, new[rtype], limits)
             self.server.add_resource(served)
             changes.append(f"+{rtype.config_name}")
         restart = [
