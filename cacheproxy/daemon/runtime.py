@@ -18,6 +18,7 @@ from typing import Any
 import uvicorn
 
 from cacheproxy.daemon.config import AuthMode, CachedResource, DaemonConfig, ServerLimits
+from cacheproxy.daemon.memory import MemoryTrimmer
 from cacheproxy.daemon.metrics import MeteredListerWatcher
 from cacheproxy.errors import CacheProxyError
 from cacheproxy.informer.factory import Collection, InformerFactory
@@ -64,6 +65,8 @@ class Daemon:
         self._runner: UvicornRunner | None = None
         self._cert_reloader: CertificateReloader | None = None
         self._stopped = False
+        self.trimmer = MemoryTrimmer()
+        """Returns the memory a relist freed to the OS (when ``manage_gc``)."""
         self._version_task: asyncio.Task[None] | None = None
         self.port = config.server.port
 
@@ -245,6 +248,8 @@ class Daemon:
             history=spec.history,
         )
         informer.freeze_gc_after_sync = self.manage_gc
+        if self.manage_gc:
+            informer.add_relist_listener(self.trimmer.request)
         return ServedResource(
             spec.rtype,
             informer,
@@ -326,6 +331,7 @@ class Daemon:
             await self.factory.stop()
         if self.crd_factory is not None:
             await self.crd_factory.stop()
+        self.trimmer.stop()
         if self._client is not None:
             await self._client.aclose()
 
