@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import base64
 import contextlib
 import copy
+import ctypes
 import os
 import secrets
 import shutil
@@ -32,6 +34,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -139,6 +142,7 @@ class _Process:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
 
     @property
@@ -265,11 +269,26 @@ class Cluster:
         if response.status_code != 200:
             raise EnvtestError(f"etcd compaction to {revision}: {response.text}")
 
-    def restart_apiserver(self, sig: int = signal.SIGTERM) -> None:
+    def bump_revision(self) -> None:
+        """One write to etcd outside the API server's keys: its revision moves on, as when other
+        resources change (a watch resumed from before it on a restarted API server is 410)."""
+        key = base64.b64encode(b"/cacheproxy-envtest/bump").decode()
+        value = base64.b64encode(secrets.token_bytes(8)).decode()
+        response = httpx.post(
+            f"{self._etcd_url}/v3/kv/put", json={"key": key, "value": value}, timeout=30
+        )
+        if response.status_code != 200:
+            raise EnvtestError(f"etcd put: {response.text}")
+
+    def restart_apiserver(self, sig: int = signal.SIGTERM, *, bump_revision: bool = False) -> None:
         """Stop kube-apiserver (``SIGKILL`` for a crash) and start it again on the same port,
-        over the same etcd; returns once it is ready."""
+        over the same etcd; returns once it is ready. ``bump_revision``: etcd's revision moves
+        on while it is down, so its new watch caches begin after every RV clients hold (their
+        resumed watches are 410, and they relist)."""
         assert self._apiserver is not None
         self._apiserver.stop(sig)
+        if bump_revision:
+            self.bump_revision()
         self._apiserver.start()
         self._wait_ready(self._apiserver)
 
@@ -566,6 +585,17 @@ async def _create_with_status(
             raise EnvtestError(
                 f"PATCH {path}/{name}/status: {response.status_code} {response.text}"
             )
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGKILL it when the process that started it dies, however it dies (a test
+    run killed by a timeout must not leave a 300 MB API server behind). Linux only."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+_PR_SET_PDEATHSIG = 1
 
 
 def _free_port() -> int:
