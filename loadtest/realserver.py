@@ -66,12 +66,14 @@ from loadtest.realcluster import (
 from loadtest.realserver_report import (
     DaemonRun,
     RealServerResult,
+    RelistResult,
     SyncRep,
     SyncResult,
     render_report,
     render_summary,
     write_chart,
 )
+from loadtest.relists import measure_relists
 from loadtest.report import collect_machine_info
 from loadtest.serve import _progress
 
@@ -197,6 +199,36 @@ async def _decode_floor(cluster: Cluster, headers: dict[str, str]) -> float:
         return time.perf_counter() - started
 
 
+def _relists(
+    cluster: Cluster,
+    workdir: Path,
+    args: argparse.Namespace,
+    runner: asyncio.Runner,
+    *,
+    pods: Sequence[tuple[str, str]],
+) -> RelistResult | None:
+    if not args.relists:
+        return None
+    _progress(f"relists: starting the daemon ({args.relists} relists to come)")
+    config = write_config(workdir, cluster, name="daemon-relists")
+    daemon, service = _run_daemon(workdir, config, "daemon-relists", 120 + args.pods / 500)
+    try:
+        points = runner.run(
+            measure_relists(
+                cluster,
+                service.url,
+                service.pid,
+                pods=pods,
+                count=args.relists,
+                rate=args.rate,
+                progress=_progress,
+            )
+        )
+    finally:
+        service.stop()
+    return RelistResult(after_sync_rss=daemon.rss, after_sync_hwm=daemon.hwm, points=points)
+
+
 def _lag(
     cluster: Cluster,
     workdir: Path,
@@ -287,6 +319,9 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--deadline", type=float, default=5.0, help="a lag beyond is 'not seen'")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
+        "--relists", type=int, default=10, help="kube-apiserver restarts, each a relist (0: none)"
+    )
+    parser.add_argument(
         "--skip-without-assets",
         action="store_true",
         help="without a kube-apiserver, say so and exit 0 (for make bench)",
@@ -328,6 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             gc.collect()
             upstream = _upstream(cluster, assets)
             sync = _first_sync(cluster, workdir, args, runner)
+            relists = _relists(cluster, workdir, args, runner, pods=pods)
             lag: list[LagRun] = []
             lag_daemons: dict[str, dict[str, float]] = {}
             for http2 in (False, True):
@@ -353,6 +389,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sync=sync,
         lag=lag,
         lag_daemons=lag_daemons,
+        relists=relists,
         settings={
             k: str(v)
             for k, v in vars(args).items()

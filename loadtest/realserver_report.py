@@ -16,6 +16,7 @@ from typing import Any
 
 from loadtest.lagprobe import SOURCES, LagRun
 from loadtest.realcluster import APPS, NAMESPACES, NODES, POD_LIST, CurlRun
+from loadtest.relists import RelistPoint
 from loadtest.report import MEMORY_BUDGET, MachineInfo, _markdown, _num
 from loadtest.serve_report import _ms
 
@@ -24,6 +25,7 @@ __all__ = [
     "SYNC_BUDGET",
     "DaemonRun",
     "RealServerResult",
+    "RelistResult",
     "SyncRep",
     "SyncResult",
     "render_report",
@@ -34,6 +36,8 @@ __all__ = [
 SYNC_BUDGET = 1.5
 """The daemon's start → ready ÷ one curl of the same pod list, at most."""
 LAG_BUDGET = 0.050
+RELIST_GROWTH_BUDGET = 1.10
+"""RSS after the last of the relists, at most this many times the RSS after the first."""
 """p99 of an event through the daemon's watch, and of a GET seeing a write (seconds), at most."""
 _X = "\N{MULTIPLICATION SIGN}"
 _MIB = 1 << 20
@@ -90,6 +94,15 @@ class SyncResult:
         return statistics.median(value(r) for r in self.reps) if self.reps else math.nan
 
 
+@dataclass(frozen=True, slots=True)
+class RelistResult:
+    """One daemon made to relist its pods again and again (kube-apiserver restarts) under churn."""
+
+    after_sync_rss: int
+    after_sync_hwm: int
+    points: list[RelistPoint]
+
+
 @dataclass
 class RealServerResult:
     machine: MachineInfo
@@ -104,6 +117,7 @@ class RealServerResult:
     lag_daemons: dict[str, dict[str, float]]
     """Per transport: its daemon's start → ready (s) and upstream TCP connections."""
     settings: dict[str, Any]
+    relists: RelistResult | None = None
     load_average_end: str = ""
 
 
@@ -161,6 +175,46 @@ def render_summary(result: RealServerResult) -> str:
             _verdict(memory, MEMORY_BUDGET),
         ),
     ]
+    budget = 1.5 * sync.stored_bytes + sync.empty_rss
+    rss, hwm = sync.median(lambda r: r.daemon.rss), sync.median(lambda r: r.daemon.hwm)
+    rows.append(
+        (
+            f"memory: daemon RSS after sync ÷ (1.5{_X} stored JSON + empty daemon)",
+            f"{_mb(rss)} ÷ {_mb(budget)} = {_x(_div(rss, budget))}",
+            f"≤ 1.00{_X}",
+            _verdict(_div(rss, budget), 1.0),
+        )
+    )
+    rows.append(
+        (
+            f"memory: daemon peak RSS during the first sync ÷ (1.5{_X} stored JSON + empty daemon)",
+            f"{_mb(hwm)} ÷ {_mb(budget)} = {_x(_div(hwm, budget))}",
+            f"≤ 2.00{_X}",
+            _verdict(_div(hwm, budget), 2.0),
+        )
+    )
+    relists = result.relists
+    if relists is not None and relists.points:
+        first, last = relists.points[0], relists.points[-1]
+        peak = max(p.hwm for p in relists.points)
+        growth = _div(last.rss, first.rss)
+        rows.append(
+            (
+                f"memory: peak RSS over {len(relists.points)} relists under churn ÷ "
+                f"(1.5{_X} stored JSON + empty daemon)",
+                f"{_mb(peak)} ÷ {_mb(budget)} = {_x(_div(peak, budget))}",
+                f"≤ 2.00{_X}",
+                _verdict(_div(peak, budget), 2.0),
+            )
+        )
+        rows.append(
+            (
+                f"memory: RSS after relist {last.relists} ÷ after relist {first.relists}",
+                f"{_mb(last.rss)} ÷ {_mb(first.rss)} = {_x(growth)}",
+                f"≤ {RELIST_GROWTH_BUDGET:.2f}{_X}",
+                _verdict(growth, RELIST_GROWTH_BUDGET),
+            )
+        )
     for run in result.lag:
         base = run.stats["direct"]
         for source in ("watch", "get"):
@@ -229,6 +283,31 @@ request(s), synced by **{how}** (its log); the answer is {wire}. The baseline is
 `curl --http1.1 --compressed` of that request with the daemon's own headers ({headers}), timed
 by curl (`time_total`); the daemon is timed from `cacheproxy serve` starting to `/readyz`
 answering 200 (polled every 50 ms), its 7 resources synced.
+
+{table}
+"""
+
+
+def _relist_section(result: RealServerResult) -> str:
+    relists = result.relists
+    if relists is None:
+        return ""
+    rows = [("after the first sync", "", _mb(relists.after_sync_rss), _mb(relists.after_sync_hwm))]
+    rows += [
+        (f"after relist {p.relists}", _s(p.recovery_s), _mb(p.rss), _mb(p.hwm))
+        for p in relists.points
+    ]
+    table = _markdown(
+        ("daemon", "relist done after the API server was ready, s", "RSS", "peak RSS (VmHWM)"),
+        rows,
+    )
+    return f"""## Memory across relists
+
+One daemon, pods changing at ~20 writes/s, kube-apiserver restarted {len(relists.points)} times:
+each restart re-initialises its watch cache at etcd's current revision, so the daemon's resumed
+pod watch is 410 "too old resource version" and it relists — the whole collection in one
+response, while its old state is still held. Memory is read 2 s after each relist is done (the
+daemon's `/status`: one relist more, watching again).
 
 {table}
 """
@@ -383,6 +462,7 @@ def render_report(result: RealServerResult, *, charts: Sequence[str] = ()) -> st
         "## Budgets\n\n" + render_summary(result) + "\n",
         _sync_section(result),
         _memory_section(result),
+        _relist_section(result),
         _lag_section(result),
     ]
     parts += [f"![{c}]({c})\n" for c in charts]

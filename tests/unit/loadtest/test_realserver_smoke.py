@@ -25,7 +25,8 @@ from loadtest.realserver import DEFAULT_ASSETS, main
 
 PODS = 50
 WRITES = 20
-ARGS = ("--pods", str(PODS), "--writes", str(WRITES), "--repeat", "2")
+RELISTS = 2
+ARGS = ("--pods", str(PODS), "--writes", str(WRITES), "--repeat", "2", "--relists", str(RELISTS))
 TRANSPORTS = ("HTTP/1.1", "HTTP/2")
 
 Run = tuple[Path, dict[str, Any], str]
@@ -153,3 +154,16 @@ def test_lags_not_seen_count_as_infinite() -> None:
     assert stats.p99 == stats.max == math.inf
     every = lag_stats([0.003, -0.001, 0.002])
     assert (every.p50, every.max, every.missed) == (0.002, 0.003, 0)
+
+
+@pytest.mark.envtest
+@pytest.mark.timeout(300)
+def test_each_api_server_restart_is_one_relist_with_its_memory_read(run: Run) -> None:
+    relists = run[1]["relists"]
+    assert [p["relists"] for p in relists["points"]] == list(range(1, RELISTS + 1))
+    for point in relists["points"]:
+        assert 0 <= point["recovery_s"] < 180
+        assert 0 < point["rss"] <= point["hwm"]
+    assert 0 < relists["after_sync_rss"] <= relists["after_sync_hwm"]
+    assert "## Memory across relists" in run[2]
+    assert f"RSS after relist {RELISTS} ÷ after relist 1" in run[2]
