@@ -18,4 +18,10 @@
 - :mod:`loadtest.authbench`: the latency access control adds, with warm caches.
 - :mod:`loadtest.overload`: ten times more list clients than the daemon serves at once, slow
   readers and watchers: answers, 429s, peak memory, informer lag.
+- :mod:`loadtest.realserver`: against a real kube-apiserver (:mod:`cacheproxy.envtest`): first
+  sync beside curl and the Python decode floor, memory, memory across relists, event delivery
+  lag over HTTP/1.1 and HTTP/2; its parts: :mod:`loadtest.realcluster` (the workload, curl),
+  :mod:`loadtest.relists`, :mod:`loadtest.lagprobe` and :mod:`loadtest.realserver_report`.
+- :mod:`loadtest.pagewalk`: a ``limit`` walk at an older resourceVersion against one full list.
+- :mod:`loadtest.soak`: the chaos soak (``make soak``).
 """

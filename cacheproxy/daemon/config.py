@@ -1306,9 +1306,10 @@ def describe(config: DaemonConfig) -> str:
         f"server: {_describe_server(config.server)}",
         f"limits: {lim.max_in_flight} requests in flight, {lim.max_watchers} watchers per "
         f"resource and {lim.max_watchers_per_user} per user, {lim.watch_buffer} events buffered "
-        "per watcher, "
+        f"per watcher, watchers that take nothing dropped after {lim.watch_stall_seconds:g} s, "
         f"resourceVersion waits {lim.rv_wait_seconds:g} s, bookmarks every "
-        f"{lim.bookmark_interval_seconds:g} s, continue tokens {lim.continue_token_ttl_seconds:g} s, "
+        f"{lim.bookmark_interval_seconds:g} s, continue tokens {lim.continue_token_ttl_seconds:g} s "
+        f"(older states kept for them: {lim.list_snapshot_entries} objects a resource), "
         f"pages of at most {lim.max_page_size}, URLs of {lim.max_url_bytes} bytes, headers of "
         f"{lim.max_header_bytes} bytes within {lim.header_timeout_seconds:g} s",
         f"logging: {config.logging.level}, {config.logging.format}",
