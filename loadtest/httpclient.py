@@ -6,14 +6,16 @@ status line and headers, then only counts body bytes (``Content-Length`` or chun
 keeping the first :data:`HEAD_BYTES` of the body (where a list's ``metadata.continue`` is) and,
 when asked, the whole body. A response's time is taken in ``data_received`` when its last byte
 arrives. :class:`ChunkedDecoder` and :class:`LineSplitter` are shared with the watch clients and
-the bare broadcaster.
+the bare broadcaster. :func:`open_connection` also speaks TLS (``ssl=``, for the real API server)
+and sends extra headers on every request (``headers=``, e.g. its bearer token).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ssl as _ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import cast
 
@@ -144,10 +146,12 @@ class RequestReader(asyncio.Protocol):
 
 
 class Connection(asyncio.Protocol):
-    """One keep-alive connection; one request at a time (``await request(...)``)."""
+    """One keep-alive connection; one request at a time (``await request(...)``); ``headers``
+    are sent with every request."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, headers: Mapping[str, str] | None = None) -> None:
         self.transport: asyncio.Transport | None = None
+        self._extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
         self._waiter: asyncio.Future[Response] | None = None
         self._closed = asyncio.get_running_loop().create_future()
         self._reset(keep_body=False)
@@ -240,7 +244,10 @@ class Connection(asyncio.Protocol):
         assert self.transport is not None
         assert self._waiter is None
         self._reset(keep_body=keep_body)
-        head = f"{method} {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json\r\n"
+        head = (
+            f"{method} {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json\r\n"
+            + self._extra
+        )
         if body or method in ("POST", "PUT", "PATCH"):
             head += f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
         waiter: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
@@ -257,17 +264,33 @@ class Connection(asyncio.Protocol):
         await self._closed
 
 
-async def open_connection(url: str) -> Connection:
-    """A connection to ``http://host:port`` (the path part of ``url`` is ignored)."""
-    hostport = url.split("://", 1)[-1].split("/", 1)[0]
-    host, _, port = hostport.rpartition(":")
-    _, protocol = await asyncio.get_running_loop().create_connection(Connection, host, int(port))
+async def open_connection(
+    url: str,
+    *,
+    ssl: _ssl.SSLContext | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Connection:
+    """A connection to ``http://host:port``, or ``https://host:port`` with ``ssl`` (the path
+    part of ``url`` is ignored); ``headers`` go with every request."""
+    scheme, _, rest = url.rpartition("://")
+    if scheme == "https" and ssl is None:
+        raise ValueError(f"{url}: an https URL needs an SSL context")
+    host, _, port = rest.split("/", 1)[0].rpartition(":")
+    _, protocol = await asyncio.get_running_loop().create_connection(
+        lambda: Connection(headers=headers), host, int(port), ssl=ssl
+    )
     return protocol
 
 
-async def fetch(url: str, target: str) -> tuple[int, bytes]:
+async def fetch(
+    url: str,
+    target: str,
+    *,
+    ssl: _ssl.SSLContext | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> tuple[int, bytes]:
     """One request on a new connection: (status, body)."""
-    conn = await open_connection(url)
+    conn = await open_connection(url, ssl=ssl, headers=headers)
     try:
         response = await conn.request(target, keep_body=True)
     finally:
