@@ -18,6 +18,11 @@ namespaces, serviceaccounts, secrets, apps/v1/deployments and events, default se
    timed from its response to its event on a watch through the daemon, to a GET through the
    daemon returning it, and to its event on a watch on the API server (the baseline). Budget:
    p99 ≤ 50 ms through the daemon.
+3. **Queries** (:mod:`loadtest.realqueries`; ``--no-queries`` skips them): the same lists and
+   GETs to a daemon with pods indexed by ``spec.nodeName`` and to the API server, at
+   resourceVersion unset and 0: latency at 1 client, requests/s at 16, the items compared.
+   Budgets: the full list ≥ 15 times and the label list ≥ 10 times faster than the API server at
+   RV=0 (p50), GETs/s at 16 clients ≥ 2 times the API server's, the same items everywhere.
 
 Writes ``realserver.md`` (the budget table is also printed), ``realserver.json`` and ``lag.png``
 to ``--out``. Budgets are judged in the report, never asserted. Without the assets it exits 2
@@ -63,6 +68,7 @@ from loadtest.realcluster import (
     upstream_connections,
     write_config,
 )
+from loadtest.realqueries import QueriesResult, measure_queries, write_queries_config
 from loadtest.realserver_report import (
     DaemonRun,
     RealServerResult,
@@ -264,6 +270,34 @@ def _lag(
     return run, {"ready_s": daemon.ready_s, "connections": float(connections)}
 
 
+def _queries(
+    cluster: Cluster,
+    workdir: Path,
+    args: argparse.Namespace,
+    runner: asyncio.Runner,
+    *,
+    pods: Sequence[tuple[str, str]],
+) -> QueriesResult | None:
+    if not args.queries:
+        return None
+    _progress("queries: starting the daemon (pods indexed by spec.nodeName)")
+    config = write_queries_config(workdir, cluster)
+    _, service = _run_daemon(workdir, config, "daemon-queries", 120 + args.pods / 500)
+    try:
+        return runner.run(
+            measure_queries(
+                cluster,
+                service.url,
+                daemon_pid=service.pid,
+                pods=pods,
+                seconds=args.query_seconds,
+                progress=_progress,
+            )
+        )
+    finally:
+        service.stop()
+
+
 # ---------------------------------------------------------------------- the run
 
 
@@ -322,6 +356,18 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
         "--relists", type=int, default=10, help="kube-apiserver restarts, each a relist (0: none)"
     )
     parser.add_argument(
+        "--queries",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the same queries to the daemon and to the API server",
+    )
+    parser.add_argument(
+        "--query-seconds",
+        type=float,
+        default=0.4,
+        help="each 1-client batch of a query (3 per server) at least; at 16 clients twice that",
+    )
+    parser.add_argument(
         "--skip-without-assets",
         action="store_true",
         help="without a kube-apiserver, say so and exit 0 (for make bench)",
@@ -330,6 +376,8 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.pods < 1 or args.writes < 1 or args.repeat < 1 or args.rate <= 0:
         parser.error("--pods, --writes, --repeat and --rate must be positive")
+    if args.query_seconds <= 0:
+        parser.error("--query-seconds must be positive")
     args.out = args.out or Path("loadtest/results") / f"{dt.date.today().isoformat()}-real"
     return args
 
@@ -370,6 +418,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 run, daemon = _lag(cluster, workdir, args, runner, pods=pods, http2=http2)
                 lag.append(run)
                 lag_daemons[run.transport] = daemon
+            queries = _queries(cluster, workdir, args, runner, pods=pods)
         ok = True
     finally:
         cluster.stop()
@@ -390,6 +439,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         lag=lag,
         lag_daemons=lag_daemons,
         relists=relists,
+        queries=queries,
         settings={
             k: str(v)
             for k, v in vars(args).items()
