@@ -2,7 +2,8 @@
 
 Every figure is shown beside its baseline, as a ratio: the daemon's first sync against one
 ``curl`` of the same request; its memory against the JSON it stores; each event-delivery lag
-through the daemon against the same event on a watch opened directly on the API server.
+through the daemon against the same event on a watch opened directly on the API server; each
+query's latency and throughput through the daemon against the same query to the API server.
 """
 
 from __future__ import annotations
@@ -16,12 +17,23 @@ from typing import Any
 
 from loadtest.lagprobe import SOURCES, LagRun
 from loadtest.realcluster import APPS, NAMESPACES, NODES, POD_LIST, CurlRun
+from loadtest.realqueries import (
+    BIG_LIST_PODS,
+    CONCURRENCY,
+    INDEX,
+    SERVERS,
+    QueriesResult,
+    QueryRun,
+    Timing,
+)
 from loadtest.relists import RelistPoint
 from loadtest.report import MEMORY_BUDGET, MachineInfo, _markdown, _num
 from loadtest.serve_report import _ms
 
 __all__ = [
+    "GET_THROUGHPUT_BUDGET",
     "LAG_BUDGET",
+    "QUERY_SPEEDUP_BUDGETS",
     "SYNC_BUDGET",
     "DaemonRun",
     "RealServerResult",
@@ -39,6 +51,10 @@ LAG_BUDGET = 0.050
 RELIST_GROWTH_BUDGET = 1.10
 """RSS after the last of the relists, at most this many times the RSS after the first."""
 """p99 of an event through the daemon's watch, and of a GET seeing a write (seconds), at most."""
+QUERY_SPEEDUP_BUDGETS = {"full": 15.0, "label": 10.0}
+"""The API server's p50 at RV=0 ÷ the daemon's, 1 client, at least (per listbench query)."""
+GET_THROUGHPUT_BUDGET = 2.0
+"""GETs/s at 16 clients, the daemon's ÷ the API server's, at least."""
 _X = "\N{MULTIPLICATION SIGN}"
 _MIB = 1 << 20
 _TITLES = {
@@ -118,6 +134,7 @@ class RealServerResult:
     """Per transport: its daemon's start → ready (s) and upstream TCP connections."""
     settings: dict[str, Any]
     relists: RelistResult | None = None
+    queries: QueriesResult | None = None
     load_average_end: str = ""
 
 
@@ -142,6 +159,10 @@ def _mb(value: float) -> str:
 
 def _verdict(value: float, budget: float) -> str:
     return "n/a" if math.isnan(value) else "PASS" if value <= budget else "FAIL"
+
+
+def _verdict_at_least(value: float, budget: float) -> str:
+    return "n/a" if math.isnan(value) else "PASS" if value >= budget else "FAIL"
 
 
 # ---------------------------------------------------------------------- the budgets
@@ -228,7 +249,57 @@ def render_summary(result: RealServerResult) -> str:
                     _verdict(stats.p99, LAG_BUDGET),
                 )
             )
+    rows += _query_budgets(result.queries)
     return _markdown(("budget (DESIGN §6 and the brief)", "measured", "budget", "verdict"), rows)
+
+
+def _query_budgets(queries: QueriesResult | None) -> list[tuple[str, str, str, str]]:
+    if queries is None:
+        return []
+    rows = []
+    for key, budget in QUERY_SPEEDUP_BUDGETS.items():
+        run = queries.find(key, "0")
+        lat = run.latency if run else None
+        api, ours = (lat["apiserver"].p50, lat["daemon"].p50) if lat else (math.nan, math.nan)
+        rows.append(
+            (
+                f"queries: {run.title if run else key}, RV=0, 1 client: API server p50 ÷ daemon p50",
+                f"{_ms(api)} ms ÷ {_ms(ours)} ms = {_x(_div(api, ours))}",
+                f"≥ {budget:g}{_X}",
+                _verdict_at_least(_div(api, ours), budget),
+            )
+        )
+    for rv in ("0", ""):
+        run = queries.find("get", rv)
+        ratio = run.ratio(lambda t: t.rate, concurrency=CONCURRENCY) if run else math.nan
+        rates = (
+            f"{_num(run.throughput['daemon'].rate)} ÷ {_num(run.throughput['apiserver'].rate)}/s"
+            if run
+            else "n/a"
+        )
+        rows.append(
+            (
+                f"queries: single GET, RV{'=0' if rv else ' unset'}, {CONCURRENCY} clients: daemon ÷ API "
+                "server requests/s",
+                f"{rates} = {_x(ratio)}",
+                f"≥ {GET_THROUGHPUT_BUDGET:g}{_X}",
+                _verdict_at_least(ratio, GET_THROUGHPUT_BUDGET),
+            )
+        )
+    equal = sum(r.check.equal for r in queries.runs)
+    end = "; still equal after the timings" if queries.equal_at_end else "; NOT equal at the end"
+    rows.append(
+        (
+            "queries: the daemon's items (namespace, name, resourceVersion, in order) are the API "
+            "server's",
+            f"{equal} of {len(queries.runs)} queries{end}",
+            "all",
+            "PASS"
+            if queries.runs and equal == len(queries.runs) and queries.equal_at_end
+            else "FAIL",
+        )
+    )
+    return rows
 
 
 # ---------------------------------------------------------------------- sections
@@ -401,6 +472,166 @@ def _lag_section(result: RealServerResult) -> str:
     return f"## Event delivery lag\n\n{_LAG_NOTE}\n\n{table}\n\n{context}\n{errors}"
 
 
+def _r(value: float) -> str:
+    """A ratio to three significant digits (they span 0.001 to 1 000 here)."""
+    if not math.isfinite(value):
+        return "n/a"
+    return f"{_num(value)}{_X}" if value >= 1000 else f"{value:.3g}{_X}"
+
+
+def _rate(value: float) -> str:
+    return _num(value) if not math.isfinite(value) or value >= 100 else f"{value:.3g}"
+
+
+def _pair(run: QueryRun, show: Callable[[Timing], str], *, concurrency: int = 1) -> str:
+    """``show`` of the daemon's / the API server's timing ("skipped" for one not measured)."""
+    timings = run.latency if concurrency == 1 else run.throughput
+    return " / ".join(
+        show(timings[s]) if s in timings else "skipped" for s in ("daemon", "apiserver")
+    )
+
+
+def _queries_section(result: RealServerResult) -> str:
+    queries = result.queries
+    if queries is None:
+        return ""
+    rows, details = [], []
+    many = CONCURRENCY
+    for run in queries.runs:
+        rv = run.resource_version or "unset"
+        one, sixteen = run.latency, run.throughput
+        check = run.check
+        rate = {s: _rate(sixteen[s].rate) if s in sixteen else "skipped" for s in SERVERS}
+        rows.append(
+            (
+                run.title,
+                rv,
+                _ms(one["daemon"].p50),
+                _ms(one["apiserver"].p50),
+                _r(run.ratio(lambda t: t.p50)),
+                _ms(one["daemon"].p99),
+                _ms(one["apiserver"].p99),
+                _r(run.ratio(lambda t: t.p99)),
+                rate["daemon"],
+                rate["apiserver"],
+                _r(run.ratio(lambda t: t.rate, concurrency=many)),
+                "yes" if check.equal else f"**NO**: {check.detail}",
+            )
+        )
+        details.append(
+            (
+                run.title,
+                rv,
+                f"`{run.target}`",
+                f"{_num(check.daemon_items)} / {_num(check.apiserver_items)}",
+                f"{check.daemon_pages} / {check.apiserver_pages}",
+                _pair(run, lambda t: _num(t.bytes_per_request / 1024)),
+                _pair(run, lambda t: str(t.requests)),
+                _pair(run, lambda t: str(t.requests), concurrency=many),
+                str(sum(t.errors for t in [*one.values(), *sixteen.values()])),
+                _pair(
+                    run,
+                    lambda t: _num(_div(t.server_cpu_s * 1000, t.requests), 2),
+                    concurrency=many,
+                ),
+                _pair(
+                    run,
+                    lambda t: _num(_div(t.client_cpu_s * 1000, t.requests), 2),
+                    concurrency=many,
+                ),
+                _pair(run, lambda t: _mb(t.server_peak_rss), concurrency=many),
+            )
+        )
+    table = _markdown(
+        (
+            "query",
+            "RV",
+            "p50 ms daemon",
+            "p50 ms API server",
+            "p50 daemon ÷ API",
+            "p99 ms daemon",
+            "p99 ms API server",
+            "p99 daemon ÷ API",
+            f"req/s at {many} daemon",
+            f"req/s at {many} API server",
+            "req/s daemon ÷ API",
+            "same items",
+        ),
+        rows,
+    )
+    context = _markdown(
+        (
+            "query",
+            "RV",
+            "request 0",
+            "items",
+            "responses",
+            "KiB per answer",
+            "answers timed at 1 client",
+            f"at {many}",
+            "errors",
+            f"server CPU ms per answer at {many} (API server: + etcd)",
+            f"this client's CPU ms per answer at {many}",
+            f"server peak RSS at {many}",
+        ),
+        details,
+    )
+    notes = []
+    walk = queries.find("pages", "0")
+    if walk is not None and walk.check.apiserver_pages == 1 < walk.check.daemon_pages:
+        notes.append(
+            "**The API server's `limit=500` walk at RV=0 is one response**: v1.28 answers a list "
+            "at RV=0 from its watch cache whole, ignoring `limit`; the daemon pages it."
+        )
+    if queries.skipped:
+        notes.append(
+            f"Above {_num(BIG_LIST_PODS)} pods the API server is not asked, at {many} clients, "
+            "the queries that make it hold every pod per request (with 10 000 pods, 16 full "
+            "lists from etcd took its RSS to ~8.6 GiB); skipped here: "
+            + "; ".join(queries.skipped)
+            + "."
+        )
+    caught = (
+        f"{queries.caught_up_s:.1f} s after it was ready"
+        if math.isfinite(queries.caught_up_s)
+        else "**never**, within the deadline"
+    )
+    end = "" if queries.equal_at_end else " — **yet the full lists differed at its end**"
+    seconds = queries.settings.get("seconds", math.nan)
+    rounds = queries.settings.get("rounds", math.nan)
+    least = queries.settings.get("min_requests", math.nan)
+    note = "\n\n".join(notes)
+    return f"""## Queries: the daemon beside the API server
+
+The same requests to a daemon caching pods with an index on `{INDEX}` (the other daemons'
+config plus `indexes: [{INDEX}]`, every other setting its default) and directly to the API
+server (TLS, the admin's bearer token), each at `resourceVersion` unset (the API server reads
+etcd) and `resourceVersion=0` (its watch cache); the daemon reads its cache either way. Every
+ratio is the daemon's figure ÷ the API server's from the same minutes: below 1 the daemon
+answers sooner, above 1 it serves more requests/s. The daemon caught up (its full list equal to
+the API server's from etcd and from its watch cache) {caught}; nothing wrote during the
+section{end}.
+
+{table}
+
+Below, each pair is daemon / API server. The items are request 0's (a walk's: all its pages'),
+compared item by item — namespace, name, resourceVersion, in order — before the timings. The
+daemon's answers are smaller: its default transform drops `managedFields`.
+
+{note}
+
+{context}
+
+At 1 client: {rounds:.0f} rounds per server, alternating which goes first, each of at least
+{least:.0f} requests and {seconds:g} s (none started after {4 * seconds:g} s, so a slow API
+server list is timed fewer times). At {many} clients: one closed loop per server of at least
+{many} requests and {2 * seconds:g} s; requests/s = answers ÷ the time to the last one. Request
+*i* asks for the same namespace, app, node or pod of both servers. Both servers, etcd and this
+client share the machine's cores; the API server's answers also cost this client TLS
+decryption (the client CPU column). Peak RSS: sampled every 0.1 s during the {many}-client run.
+"""
+
+
 _LAG_NOTE = """\
 The direct watch often reads a write's event *before* the writer reads its response (the API
 server sends both at once; the response travels through more of it), so (c) can be ≤ 0 and a
@@ -441,7 +672,7 @@ def render_report(result: RealServerResult, *, charts: Sequence[str] = ()) -> st
     created = ", ".join(f"{k} {_num(v)}" for k, v in result.created.items())
     settings = ", ".join(f"{k}={v}" for k, v in result.settings.items())
     header = f"""\
-# Real API server benchmark: first sync, memory, event delivery (DESIGN §6)
+# Real API server benchmark: first sync, memory, event delivery, queries (DESIGN §6)
 
 - command: `{m.command}`
 - date: {m.date}; cacheproxy: {result.source}
@@ -464,6 +695,7 @@ def render_report(result: RealServerResult, *, charts: Sequence[str] = ()) -> st
         _memory_section(result),
         _relist_section(result),
         _lag_section(result),
+        _queries_section(result),
     ]
     parts += [f"![{c}]({c})\n" for c in charts]
     parts.append(_METHOD)
@@ -471,8 +703,13 @@ def render_report(result: RealServerResult, *, charts: Sequence[str] = ()) -> st
 
 
 def write_chart(result: RealServerResult, out: Path) -> list[str]:
-    """``lag.png``: the distribution of each lag (ms, log scale above 1 ms), one panel per transport;
-    nothing without matplotlib."""
+    """The charts' file names in ``out``: ``lag.png`` and ``queries.png``; none without
+    matplotlib."""
+    return _lag_chart(result, out) + _queries_chart(result, out)
+
+
+def _lag_chart(result: RealServerResult, out: Path) -> list[str]:
+    """``lag.png``: the distribution of each lag (ms, log scale above 1 ms), one panel per transport."""
     if not result.lag:
         return []
     try:
@@ -502,3 +739,71 @@ def write_chart(result: RealServerResult, out: Path) -> list[str]:
     fig.savefig(out / "lag.png", dpi=90)
     plt.close(fig)
     return ["lag.png"]
+
+
+def _queries_chart(result: RealServerResult, out: Path) -> list[str]:
+    """``queries.png``: how many times the daemon beats the API server at each query, at p50 with
+    1 client and in requests/s with 16 (log scale; above 1 the daemon is better), the budgets
+    marked."""
+    queries = result.queries
+    if queries is None or not queries.runs:
+        return []
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.ticker import FormatStrFormatter
+    except ImportError:
+        return []
+    titles = list(dict.fromkeys(r.title for r in queries.runs))
+    keys = list(dict.fromkeys(r.query for r in queries.runs))
+    panels: tuple[tuple[str, Callable[[QueryRun], float]], ...] = (
+        ("1 client: API server p50 ÷ daemon p50", lambda r: _div(1.0, r.ratio(lambda t: t.p50))),
+        (
+            f"{CONCURRENCY} clients: daemon req/s ÷ API server req/s",
+            lambda r: r.ratio(lambda t: t.rate, concurrency=CONCURRENCY),
+        ),
+    )
+    # Budget marks: (value, span of y around the query's row) — the speed-ups are judged at RV=0
+    # (the lower bar), GETs/s at both.
+    height = 0.38
+    budgets = (
+        {k: (v, (0.0, height)) for k, v in QUERY_SPEEDUP_BUDGETS.items()},
+        {"get": (GET_THROUGHPUT_BUDGET, (-height, height))},
+    )
+    fig, axes = plt.subplots(1, 2, figsize=(11, 0.5 * len(titles) + 2.0), sharey=True)
+    for ax, (title, value), marks in zip(axes, panels, budgets, strict=True):
+        for k, rv in enumerate(("", "0")):
+            ys = [i + (k - 0.5) * height for i in range(len(keys))]
+            found = [queries.find(key, rv) for key in keys]
+            xs = [value(r) if r is not None else math.nan for r in found]
+            label = f"RV {rv or 'unset'} ({'etcd' if not rv else 'watch cache'})"
+            finite = [x if math.isfinite(x) else 0.0 for x in xs]
+            bars = ax.barh(ys, finite, height=height, color=f"C{k}", label=label)
+            texts = [f"{x:.3g}" if x < 1000 else f"{x:.0f}" for x in finite]
+            ax.bar_label(bars, labels=texts, fontsize="x-small", padding=2)
+            for y, x in zip(ys, xs, strict=True):
+                if not math.isfinite(x):
+                    ax.text(1.1, y, "not measured", va="center", fontsize="x-small")
+        for i, key in enumerate(keys):
+            if key in marks:
+                at, (low, high) = marks[key]
+                ax.plot([at, at], [i + low, i + high], color="black", linewidth=2.5)
+        ax.axvline(1.0, color="grey", linewidth=1)
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+        ax.set_title(title, fontsize="medium")
+        ax.grid(True, axis="x", which="both", alpha=0.3)
+    axes[0].set_yticks(range(len(keys)), titles)
+    axes[0].invert_yaxis()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize="small", loc="lower center", ncol=2)
+    fig.suptitle(
+        "The daemon against kube-apiserver, same queries (times better; black: the budgets)",
+        fontsize="medium",
+    )
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.savefig(out / "queries.png", dpi=90)
+    plt.close(fig)
+    return ["queries.png"]

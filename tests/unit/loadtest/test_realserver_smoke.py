@@ -1,7 +1,8 @@
 """The real API server benchmark runs end to end on 50 pods and reports sane figures.
 
 One run of ``python -m loadtest.realserver`` at a tiny size (a real kube-apiserver, 50 pods, 20
-writes per upstream transport, 2 first-sync runs) is shared by the tests below. No assertion is
+writes per upstream transport, 2 first-sync runs, the queries briefly) is shared by the tests
+below. No assertion is
 about speed — the budgets are judged in the report, on the machine and size they are for: they
 check that every figure is there and plausible, that the baseline saw every write, and that the
 report judges every budget. Without the envtest assets they are skipped with the hint.
@@ -26,8 +27,14 @@ from loadtest.realserver import DEFAULT_ASSETS, main
 PODS = 50
 WRITES = 20
 RELISTS = 2
-ARGS = ("--pods", str(PODS), "--writes", str(WRITES), "--repeat", "2", "--relists", str(RELISTS))
+ARGS = (
+    "--pods", str(PODS), "--writes", str(WRITES), "--repeat", "2", "--relists", str(RELISTS),
+    "--query-seconds", "0.02",
+)  # fmt: skip
 TRANSPORTS = ("HTTP/1.1", "HTTP/2")
+QUERIES = ("full", "namespace", "label", "field", "get", "pages")
+ITEMS = {"full": PODS, "namespace": 5, "label": 10, "field": 1, "get": 1, "pages": PODS}
+"""Request 0's items: ns-0, app-0 and node-0 of 50 pods spread as loadtest.realcluster does."""
 
 Run = tuple[Path, dict[str, Any], str]
 
@@ -123,19 +130,24 @@ def test_the_report_judges_every_budget(run: Run) -> None:
         "## Memory",
         "## Memory across relists",
         "## Event delivery lag",
+        "## Queries: the daemon beside the API server",
         "## Method",
     ):
         assert heading in report
     assert "a real kube-apiserver v1." in report
     budgets = report.split("## Budgets", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in budgets.splitlines() if line.startswith("| ") and "---" not in line]
-    # The header; sync; memory per stored byte, after sync, peak; relists' peak and growth; lags.
-    assert len(rows) == 1 + 1 + 3 + 2 + 2 * len(TRANSPORTS)
+    # The header; sync; memory per stored byte, after sync, peak; relists' peak and growth; lags;
+    # the full and label lists' speed-ups, GETs/s at both RVs, the items.
+    assert len(rows) == 1 + 1 + 3 + 2 + 2 * len(TRANSPORTS) + 2 + 2 + 1
     for row in rows[1:]:
         assert row.rstrip(" |").rsplit("|", 1)[1].strip() in ("PASS", "FAIL"), row
     if (out / "lag.png").exists():
         assert (out / "lag.png").read_bytes().startswith(b"\x89PNG")
         assert "![lag.png](lag.png)" in report
+    if (out / "queries.png").exists():
+        assert (out / "queries.png").read_bytes().startswith(b"\x89PNG")
+        assert "![queries.png](queries.png)" in report
 
 
 def test_without_a_kube_apiserver_it_says_why_and_skips_only_when_asked(
@@ -169,3 +181,47 @@ def test_each_api_server_restart_is_one_relist_with_its_memory_read(run: Run) ->
     assert 0 < relists["after_sync_rss"] <= relists["after_sync_hwm"]
     assert "## Memory across relists" in run[2]
     assert f"RSS after relist {RELISTS} ÷ after relist 1" in run[2]
+
+
+@pytest.mark.envtest
+@pytest.mark.timeout(300)
+def test_the_daemon_and_the_api_server_answer_every_query_with_the_same_items(run: Run) -> None:
+    queries = run[1]["queries"]
+    runs = {(r["query"], r["resource_version"]): r for r in queries["runs"]}
+    assert set(runs) == {(q, rv) for q in QUERIES for rv in ("", "0")}
+    for (query, rv), r in runs.items():
+        check = r["check"]
+        assert check["equal"], (query, rv, check["detail"])
+        assert check["daemon_items"] == check["apiserver_items"] == ITEMS[query], (query, rv)
+        assert check["daemon_pages"] == check["apiserver_pages"] == 1  # 50 pods: one page
+        assert ("resourceVersion=0" in r["target"]) == (rv == "0")
+    assert 0 <= queries["caught_up_s"] < 60
+    assert queries["equal_at_end"]
+
+
+@pytest.mark.envtest
+@pytest.mark.timeout(300)
+def test_every_query_figure_is_present_and_sane(run: Run) -> None:
+    for r in run[1]["queries"]["runs"]:
+        for server in ("daemon", "apiserver"):
+            one, many = r["latency"][server], r["throughput"][server]
+            assert one["errors"] == many["errors"] == 0, (r["query"], server)
+            assert one["requests"] >= 3 * 2  # 3 rounds of at least 2
+            assert many["requests"] >= 16
+            for t in (one, many):
+                assert 0 < t["p50"] <= t["p99"] < 10, (r["query"], server, t)
+                assert t["wall_s"] > 0 and t["bytes_per_request"] > 0
+                assert t["pages_per_request"] == 1
+                assert t["client_cpu_s"] > 0 and t["server_cpu_s"] >= 0
+        full = r["latency"]
+        if r["query"] == "full":  # the daemon drops managedFields
+            assert full["daemon"]["bytes_per_request"] < full["apiserver"]["bytes_per_request"]
+    report = run[2]
+    section = report.split("## Queries: the daemon beside the API server", 1)[1]
+    assert "**NO**" not in section.split("\n## ", 1)[0]
+    assert "single GET, RV=0, 16 clients" in report.split("## Budgets", 1)[1]
+
+
+def test_the_queries_are_on_unless_switched_off() -> None:
+    assert loadtest.realserver._parse_args([]).queries
+    assert not loadtest.realserver._parse_args(["--no-queries"]).queries
