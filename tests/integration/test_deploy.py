@@ -30,6 +30,7 @@ KUSTOMIZATIONS = {
     "base": DEPLOY / "base",
     "shared-service": DEPLOY / "overlays" / "shared-service",
     "sidecar": DEPLOY / "examples" / "sidecar",
+    "sidecar-1.28": DEPLOY / "examples" / "sidecar-1.28",
 }
 CONFIGS = {
     "base": (DEPLOY / "base" / "config.yaml", DEPLOY / "base" / "clusterrole.yaml", "cacheproxy"),

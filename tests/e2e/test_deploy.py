@@ -1,0 +1,138 @@
+"""Every kustomization under ``deploy/`` applied to a real API server with a server-side dry run:
+what the schemas accept offline (tests/integration/test_deploy.py), the API server must accept
+too — admission, defaulting and version-specific validation included."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from cacheproxy.envtest import Cluster
+from tests.integration.clients import kubectl_binary
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+SERVICE_MONITOR_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "servicemonitors.monitoring.coreos.com"},
+    "spec": {
+        "group": "monitoring.coreos.com",
+        "names": {
+            "kind": "ServiceMonitor",
+            "listKind": "ServiceMonitorList",
+            "plural": "servicemonitors",
+            "singular": "servicemonitor",
+        },
+        "scope": "Namespaced",
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": True,
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+def _kubectl(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    # The kubectl of the server's minor version (1.28), as an operator of that cluster has.
+    return subprocess.run(
+        [kubectl_binary("1.28"), "--kubeconfig", str(cluster.admin.kubeconfig), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _namespaces(directory: Path) -> set[str]:
+    out = subprocess.run(
+        ["kubectl", "kustomize", str(directory)], capture_output=True, text=True, check=True
+    ).stdout
+    return {
+        doc["metadata"]["namespace"]
+        for doc in yaml.safe_load_all(out)
+        if doc and doc.get("metadata", {}).get("namespace")
+    }
+
+
+def _dry_run(cluster: Cluster, directory: Path) -> subprocess.CompletedProcess[str]:
+    for ns in _namespaces(directory):  # a dry run creates nothing: the namespaces must exist
+        cluster.create_namespace(ns)
+    return _kubectl(cluster, "apply", "--dry-run=server", "-k", str(directory))
+
+
+@pytest.mark.parametrize(
+    "kustomization", ["base", "overlays/shared-service", "examples/sidecar-1.28"]
+)
+def test_the_kustomization_is_accepted_by_the_api_server(
+    cluster: Cluster, kustomization: str
+) -> None:
+    done = _dry_run(cluster, DEPLOY / kustomization)
+    assert done.returncode == 0, done.stderr
+    assert "(server dry run)" in done.stdout
+
+
+def test_the_native_sidecar_example_needs_1_29_and_says_so(cluster: Cluster) -> None:
+    # kube-apiserver 1.28 does not know init containers with restartPolicy: Always (its
+    # SidecarContainers gate is off): the example is refused, and its kustomization says why.
+    done = _dry_run(cluster, DEPLOY / "examples" / "sidecar")
+    assert done.returncode != 0
+    assert "may not be set for init containers without restartPolicy=Always" in done.stderr
+    notes = (DEPLOY / "examples" / "sidecar" / "kustomization.yaml").read_text()
+    assert "Needs Kubernetes 1.29+" in notes and "../sidecar-1.28" in notes
+
+
+def test_the_monitoring_component_is_accepted_once_its_crd_is_installed(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    with cluster.client() as client:
+        response = client.post(
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=SERVICE_MONITOR_CRD
+        )
+        assert response.status_code in (201, 409), response.text
+        _wait_established(client)
+    # The shared service with the component switched on, as its kustomization's comment says
+    # (in a copy: kustomize takes only relative paths).
+    deploy = shutil.copytree(DEPLOY, tmp_path / "deploy")
+    overlay = deploy / "overlays" / "with-monitoring"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": ["../shared-service"],
+                "components": ["../../components/monitoring"],
+            }
+        )
+    )
+    done = _dry_run(cluster, overlay)
+    assert done.returncode == 0, done.stderr
+    assert "servicemonitor.monitoring.coreos.com/cacheproxy" in done.stdout
+
+
+def _wait_established(client: httpx.Client) -> None:
+    name = SERVICE_MONITOR_CRD["metadata"]["name"]  # type: ignore[index]
+    for _ in range(100):
+        crd = client.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}").json()
+        conditions = (crd.get("status") or {}).get("conditions") or []
+        established = any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+        # Discovery (which kubectl reads) follows a moment later.
+        if established and client.get("/apis/monitoring.coreos.com/v1").status_code == 200:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{name} was not established")
