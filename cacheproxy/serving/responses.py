@@ -1,0 +1,206 @@
+"""Writing answers: whole JSON bodies, bodies from stored parts, and every error as a Status.
+
+- :class:`JsonAnswers`: how one server answers in JSON — whether every JSON answer is negotiated
+  on ``Accept`` (406 naming what it serves), indentation for people (``?pretty=true``, curl,
+  browsers), compression of large bodies;
+- :func:`send_parts`: a 200 whose body is stored pieces written one after the other with
+  scatter/gather writes — lists go out from the store's bytes without being joined;
+- :func:`send_status` and :func:`answer`: the one place an exception becomes a response: an
+  :class:`~cacheproxy.errors.ApiError` is written as its ``metav1.Status`` (``Retry-After`` when
+  it carries one, as the API server's ``ErrorNegotiated``); anything else is logged and answered
+  with a 500 Status, never a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+import orjson
+
+from cacheproxy.errors import ApiError
+from cacheproxy.kube import status
+from cacheproxy.kube.request import REPRESENTATIONS, check_accepts_json
+from cacheproxy.kube.watchevents import event_line
+from cacheproxy.serving.asgi import BodyWriter, Message, Request, Send
+
+__all__ = [
+    "JSON",
+    "NO_CACHE",
+    "JsonAnswers",
+    "answer",
+    "error_line",
+    "indented",
+    "send_body",
+    "send_parts",
+    "send_status",
+    "with_header",
+]
+
+JSON = b"application/json"
+NO_CACHE = b"no-cache, private"
+Headers = Sequence[tuple[bytes, bytes]]
+
+
+async def send_body(send: Send, code: int, body: bytes, *, content_type: bytes = JSON) -> None:
+    """A whole response with a ``Content-Length``."""
+    headers = [
+        (b"content-type", content_type),
+        (b"cache-control", NO_CACHE),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    await send({"type": "http.response.start", "status": code, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def indented(body: bytes, *, newline: bool = False) -> bytes:
+    """``body`` (JSON) indented by two spaces, as ``?pretty=true`` answers are."""
+    pretty = orjson.dumps(orjson.loads(body), option=orjson.OPT_INDENT_2)
+    return pretty + b"\n" if newline else pretty
+
+
+@dataclass(frozen=True, slots=True)
+class JsonAnswers:
+    """How one server answers in JSON."""
+
+    representations: Sequence[str] = REPRESENTATIONS
+    """What a 406 names as served."""
+    negotiate: bool = False
+    """Check ``Accept`` on every JSON answer (else only where the handler calls :meth:`check`)."""
+    pretty_newline: bool = False
+    """End an indented answer with a newline."""
+    compress_above: int | None = None
+    """Gzip bodies longer than this when the client accepts gzip (the API server: 128 KiB)."""
+
+    def check(self, req: Request) -> None:
+        """406 unless the client accepts JSON (Table and protobuf askers fall back to JSON)."""
+        check_accepts_json(req.header("accept"), self.representations)
+
+    async def send(
+        self,
+        send: Send,
+        req: Request,
+        body: bytes,
+        *,
+        code: int = 200,
+        content_type: bytes = JSON,
+        headers: Headers = (),
+        cache_control: bytes = NO_CACHE,
+    ) -> None:
+        """A whole answer: negotiated when JSON (and ``negotiate``), indented when the request
+        wants it pretty, compressed when long; ``headers`` go after ``Cache-Control``."""
+        if self.negotiate and content_type == JSON:
+            self.check(req)
+        if req.pretty:
+            body = indented(body, newline=self.pretty_newline)
+        out = [(b"content-type", content_type), (b"cache-control", cache_control), *headers]
+        limit = self.compress_above
+        if limit is not None and len(body) > limit and "gzip" in req.header("accept-encoding"):
+            body = gzip.compress(body, compresslevel=1)
+            out += [(b"content-encoding", b"gzip"), (b"vary", b"Accept-Encoding")]
+        out.append((b"content-length", str(len(body)).encode()))
+        await send({"type": "http.response.start", "status": code, "headers": out})
+        req.started = True
+        await send({"type": "http.response.body", "body": body})
+
+
+async def send_parts(
+    send: Send,
+    parts: Sequence[bytes],
+    *,
+    writer: BodyWriter | None = None,
+    content_type: bytes = JSON,
+    chunk_bytes: int = 128 << 10,
+) -> None:
+    """A 200 whose body is ``parts`` one after the other, with a ``Content-Length``.
+
+    With ``writer`` (the server's :data:`~cacheproxy.serving.asgi.BODY_WRITER`) all parts go to
+    the transport at once: it holds references, not copies, and writes them with ``writev`` as
+    the socket takes them (measured on loopback: a 2.5 MB list in ~1 000 parts went out faster
+    than the same bytes joined, and than in groups with a drain between). Otherwise through
+    ``send``, joined into pieces of ~``chunk_bytes`` (the one copy of each byte)."""
+    length = sum(map(len, parts))
+    headers = [
+        (b"content-type", content_type),
+        (b"cache-control", NO_CACHE),
+        (b"content-length", str(length).encode()),
+    ]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    if writer is not None:
+        await writer.write(parts, length)
+    else:
+        batch: list[bytes] = []
+        size = 0
+        for part in parts:
+            batch.append(part)
+            size += len(part)
+            if size >= chunk_bytes:
+                await send(
+                    {"type": "http.response.body", "body": b"".join(batch), "more_body": True}
+                )
+                batch.clear()
+                size = 0
+        if batch:
+            await send({"type": "http.response.body", "body": b"".join(batch), "more_body": True})
+    # uvicorn's last message waits until the transport drained (its flow control).
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def send_status(send: Send, err: ApiError, *, started: bool) -> None:
+    """An error as its ``metav1.Status`` (``Retry-After`` when it carries one, as the API
+    server's ``ErrorNegotiated``). Once a response has started, all that is left is to end it."""
+    if started:
+        with contextlib.suppress(Exception):
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        return
+    body = orjson.dumps(err.status)
+    headers = [
+        (b"content-type", JSON),
+        (b"cache-control", NO_CACHE),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    if err.retry_after:
+        headers.append((b"retry-after", str(err.retry_after).encode()))
+    await send({"type": "http.response.start", "status": err.code, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def error_line(err: ApiError) -> bytes:
+    """An error inside a started watch: one ``ERROR`` event carrying its Status (cacher.go)."""
+    return event_line("ERROR", orjson.dumps(err.status))
+
+
+async def answer(
+    req: Request,
+    send: Send,
+    handle: Callable[[], Awaitable[None]],
+    *,
+    logger: logging.Logger,
+) -> ApiError | None:
+    """Run ``handle``; the error it raised, if any, written as a Status (see
+    :func:`send_status`) and returned. Anything but an ApiError is logged with its traceback and
+    answered as a 500 Status."""
+    try:
+        await handle()
+    except ApiError as err:
+        await send_status(send, err, started=req.started)
+        return err
+    except Exception:
+        logger.exception("unexpected error serving %s %s", req.method, req.path)
+        internal = status.internal_error("unexpected server error")
+        await send_status(send, internal, started=req.started)
+    return None
+
+
+def with_header(send: Send, name: bytes, value: bytes) -> Send:
+    """``send`` adding one header to the response's start."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", ()), (name, value)]}
+        await send(message)
+
+    return sending

@@ -1,0 +1,291 @@
+"""Everything that reaches into uvicorn beyond its public ``Config``: one module, one contract.
+
+What we need that uvicorn does not offer publicly:
+
+- serving on a socket we bound ourselves, without uvicorn's signal capture, and stopping in
+  order (stop listening, close idle kept-alive connections, let open requests finish):
+  :class:`UvicornRunner` drives ``uvicorn.Server``'s startup / main loop / shutdown steps;
+- a server protocol (:class:`ServingProtocol`, a subclass of uvicorn's httptools protocol) that
+  offers responses what ASGI has no words for — the TLS client certificate's user, a deadline
+  for request headers, scatter/gather body writes (:data:`~cacheproxy.serving.asgi.BODY_WRITER`)
+  and the connection's flow control (:data:`~cacheproxy.serving.asgi.RESPONSE_FLOW`), both over
+  uvicorn's ``RequestResponseCycle``.
+
+Checked against the uvicorn versions ``pyproject.toml`` pins. :data:`RELIED_ON` names every
+internal used here; ``tests/unit/serving/test_uvicorn_contract.py`` checks them against the
+installed uvicorn and drives a request through the protocol, so a uvicorn that changes them fails
+there, not in production. Widen the pin only after those tests pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Callable, Sequence
+from typing import cast
+
+import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+
+from cacheproxy.serving.asgi import BODY_WRITER, RESPONSE_FLOW
+from cacheproxy.serving.listen import bind
+from cacheproxy.serving.tls import user_from_peer_cert
+
+__all__ = ["RELIED_ON", "ServingProtocol", "UvicornRunner", "serving_protocol"]
+
+log = logging.getLogger("cacheproxy.serving")
+
+RELIED_ON: dict[str, tuple[str, ...]] = {
+    "uvicorn.Config": ("loaded", "load", "lifespan_class"),
+    "uvicorn.Server": (
+        "config",
+        "started",
+        "should_exit",
+        "server_state",
+        "lifespan",
+        "servers",
+        "startup",
+        "main_loop",
+        "shutdown",
+    ),
+    "uvicorn.server.ServerState": ("connections",),
+    "HttpToolsProtocol": (
+        "connection_made",
+        "on_message_begin",
+        "on_headers_complete",
+        "connection_lost",
+        "shutdown",
+        "transport",
+        "loop",
+        "scope",
+        "cycle",
+    ),
+    "RequestResponseCycle": (
+        "scope",
+        "transport",
+        "flow",
+        "disconnected",
+        "response_started",
+        "response_complete",
+        "chunked_encoding",
+        "expected_content_length",
+    ),
+    "FlowControl": ("write_paused", "drain"),
+}
+"""The uvicorn internals this module uses, by owner: attributes and methods (the contract test
+checks each against the installed uvicorn)."""
+
+
+# ---------------------------------------------------------------------- serving
+
+
+async def _serve(server: uvicorn.Server, sock: socket.socket) -> None:
+    """``uvicorn.Server.serve`` without its signal capture."""
+    config = server.config
+    if not config.loaded:
+        config.load()
+    server.lifespan = config.lifespan_class(config)
+    await server.startup(sockets=[sock])
+    if server.should_exit:
+        return
+    await server.main_loop()
+    await server.shutdown(sockets=[sock])
+
+
+class UvicornRunner:
+    """One uvicorn server in the running loop: ``start()`` binds and serves, ``stop()`` stops
+    listening first, then lets open requests finish (up to the config's graceful timeout)."""
+
+    def __init__(self, config: uvicorn.Config, *, host: str, port: int, name: str) -> None:
+        self.config = config
+        self.host = host
+        self.port = port
+        self.name = name
+        self._server: uvicorn.Server | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None and self._server.started
+
+    async def start(self) -> None:
+        sock = bind(self.host, self.port)
+        self.port = sock.getsockname()[1]
+        server = uvicorn.Server(self.config)
+        self._server = server
+        self._task = asyncio.create_task(_serve(server, sock), name=f"{self.name}-{self.port}")
+        while not server.started:
+            if self._task.done():
+                self._task.result()  # raise the startup error
+                raise RuntimeError(f"{self.name} exited during startup")
+            await asyncio.sleep(0.01)
+
+    def stop_listening(self) -> None:
+        if self._server is not None:
+            for listener in self._server.servers:
+                listener.close()
+
+    async def stop(self) -> None:
+        self.stop_listening()
+        if self._server is not None:
+            # Close idle kept-alive connections now, and the others once their response is
+            # done, rather than at uvicorn's next shutdown poll (up to 0.1 s later): a client
+            # that re-requests at once must find the server gone, not half there.
+            for connection in list(self._server.server_state.connections):
+                connection.shutdown()
+        if self._server is not None and self._task is not None:
+            self._server.should_exit = True
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self._server = None
+        self._task = None
+
+
+# ---------------------------------------------------------------------- the protocol
+
+
+class ServingProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with what both servers need on top:
+
+    - the TLS client certificate's user for the app, as
+      ``scope["extensions"]["tls"]["peer_user"]`` = ``(CommonName, Organizations)`` (ASGI has no
+      standard field for it); only a certificate that verified against the client CA counts;
+    - a deadline for a request's headers (``header_timeout`` seconds from the connection, or from
+      the first byte of the next request on a kept-alive connection): a client that sends them
+      slowly or not at all is disconnected instead of holding a connection forever (uvicorn
+      itself only times out idle kept-alive connections);
+    - the response's :class:`~cacheproxy.serving.asgi.ResponseFlow` on every connection, and a
+      :class:`~cacheproxy.serving.asgi.BodyWriter` on plain-TCP ones.
+
+    Use :func:`serving_protocol` for other settings.
+    """
+
+    header_timeout: float = 10.0
+    on_header_timeout: Callable[[], None] | None = None
+    _header_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_header_timer()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._arm_header_timer()
+
+    def on_headers_complete(self) -> None:
+        self._disarm_header_timer()
+        ssl_object = self.transport.get_extra_info("ssl_object")
+        if ssl_object is not None:
+            peer = user_from_peer_cert(ssl_object.getpeercert())
+            if peer is not None:
+                self.scope.setdefault("extensions", {})["tls"] = {"peer_user": peer}
+        super().on_headers_complete()
+        cycle = self.cycle
+        if cycle is not None and cycle.scope is self.scope:
+            extensions = cast(dict[str, object], self.scope.setdefault("extensions", {}))
+            extensions[RESPONSE_FLOW] = _Flow(cycle)
+            # Not for TLS: its transport would encrypt every part at once into its own buffer.
+            if ssl_object is None:
+                extensions[BODY_WRITER] = _BodyWriter(cycle)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_header_timer()
+        super().connection_lost(exc)
+
+    def _arm_header_timer(self) -> None:
+        self._disarm_header_timer()
+        self._header_timer = self.loop.call_later(self.header_timeout, self._headers_too_slow)
+
+    def _disarm_header_timer(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _headers_too_slow(self) -> None:
+        self._header_timer = None
+        if not self.transport.is_closing():
+            log.debug("closing a connection that sent no complete request headers in time")
+            if self.on_header_timeout is not None:
+                self.on_header_timeout()
+            self.transport.close()
+
+
+class _Flow:
+    """:class:`~cacheproxy.serving.asgi.ResponseFlow` for one uvicorn request: its flow control
+    (paused while the transport's buffer is above its high-water mark) and its transport."""
+
+    __slots__ = ("_cycle",)
+
+    def __init__(self, cycle: RequestResponseCycle) -> None:
+        self._cycle = cycle
+
+    async def writable(self, within: float) -> bool:
+        cycle = self._cycle
+        if not cycle.flow.write_paused or cycle.disconnected:
+            return True
+        try:
+            async with asyncio.timeout(within):
+                await cycle.flow.drain()
+        except TimeoutError:
+            return False
+        return True
+
+    def abort(self) -> None:
+        # uvicorn then sees the connection lost: the cycle is disconnected, sends are no-ops.
+        self._cycle.transport.abort()
+
+
+class _BodyWriter:
+    """:class:`~cacheproxy.serving.asgi.BodyWriter` for one uvicorn request: parts go to the
+    transport's ``writelines`` (uvloop hands them to ``writev`` as they are), with uvicorn's own
+    flow control and its bookkeeping of the ``Content-Length`` or the chunked encoding it chose."""
+
+    __slots__ = ("_cycle",)
+
+    def __init__(self, cycle: RequestResponseCycle) -> None:
+        self._cycle = cycle
+
+    async def _ready(self, *, chunked: bool) -> bool:
+        """Whether to write now (after waiting while the client is behind)."""
+        cycle = self._cycle
+        if cycle.flow.write_paused and not cycle.disconnected:
+            await cycle.flow.drain()
+        if cycle.disconnected:
+            return False
+        if not cycle.response_started or cycle.response_complete:
+            raise RuntimeError("body parts need a started, unfinished response")
+        if bool(cycle.chunked_encoding) != chunked:
+            raise RuntimeError("the response's framing is not the one written")
+        return cycle.scope["method"] != "HEAD"
+
+    async def write(self, parts: Sequence[bytes], size: int) -> None:
+        if not await self._ready(chunked=False):
+            return
+        cycle = self._cycle
+        if size > cycle.expected_content_length:
+            raise RuntimeError("Response content longer than Content-Length")
+        cycle.expected_content_length -= size
+        cycle.transport.writelines(parts)
+
+    async def write_chunk(self, parts: Sequence[bytes]) -> None:
+        size = sum(map(len, parts))
+        if not size or not await self._ready(chunked=True):
+            return
+        # One writelines: each write would be a send() of its own while the socket has room.
+        self._cycle.transport.writelines([b"%x\r\n" % size, *parts, b"\r\n"])
+
+
+def serving_protocol(
+    *, header_timeout: float, on_header_timeout: Callable[[], None] | None = None
+) -> type[ServingProtocol]:
+    """:class:`ServingProtocol` with these settings (uvicorn takes a protocol class)."""
+    return type(
+        "ServingProtocol",
+        (ServingProtocol,),
+        {
+            "header_timeout": header_timeout,
+            "on_header_timeout": staticmethod(on_header_timeout) if on_header_timeout else None,
+        },
+    )
