@@ -106,6 +106,9 @@ class Timing:
     """The daemon's, or the API server's and etcd's, CPU time."""
     server_peak_rss: int = 0
     """The server's highest RSS seen (sampled every 0.1 s; the API server's alone)."""
+    server_rss_before: int = 0
+    """Its RSS when the first batch started (a Go heap shrinks slowly: what an earlier query
+    left counts in the peak)."""
 
     @property
     def rate(self) -> float:
@@ -292,6 +295,7 @@ class _Batch:
     client_cpu_s: float = 0.0
     server_cpu_s: float = 0.0
     server_peak_rss: int = 0
+    server_rss_before: int = 0
 
 
 async def _drive(
@@ -314,6 +318,7 @@ async def _drive(
     begun = 0
     try:
         cpu0, server0 = time.process_time(), server_cpu()
+        batch.server_rss_before = batch.server_rss_before or server_rss()
         started = time.perf_counter()
 
         def next_index() -> int | None:
@@ -371,6 +376,7 @@ def _timing(batch: _Batch) -> Timing:
         client_cpu_s=batch.client_cpu_s,
         server_cpu_s=batch.server_cpu_s,
         server_peak_rss=batch.server_peak_rss,
+        server_rss_before=batch.server_rss_before,
     )
 
 

@@ -1,4 +1,4 @@
-"""Benchmark against a real kube-apiserver: first sync, memory, event delivery lag (DESIGN §6).
+"""Benchmark against a real kube-apiserver: first sync, memory, event lag, queries (DESIGN §6).
 
 ``python -m loadtest.realserver --out DIR [--pods 10000] [--writes 500]`` starts etcd and
 kube-apiserver v1.28.7 on loopback (:mod:`cacheproxy.envtest`; the assets from
@@ -24,9 +24,10 @@ namespaces, serviceaccounts, secrets, apps/v1/deployments and events, default se
    Budgets: the full list ≥ 15 times and the label list ≥ 10 times faster than the API server at
    RV=0 (p50), GETs/s at 16 clients ≥ 2 times the API server's, the same items everywhere.
 
-Writes ``realserver.md`` (the budget table is also printed), ``realserver.json`` and ``lag.png``
-to ``--out``. Budgets are judged in the report, never asserted. Without the assets it exits 2
-with a hint, or 0 after saying it skipped with ``--skip-without-assets`` (``make bench``).
+Writes ``realserver.md`` (the budget table is also printed), ``realserver.json``, ``lag.png``
+and ``queries.png`` to ``--out``. Budgets are judged in the report, never asserted. Without the
+assets it exits 2 with a hint, or 0 after saying it skipped with ``--skip-without-assets``
+(``make bench``).
 """
 
 from __future__ import annotations

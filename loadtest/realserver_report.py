@@ -539,7 +539,11 @@ def _queries_section(result: RealServerResult) -> str:
                     lambda t: _num(_div(t.client_cpu_s * 1000, t.requests), 2),
                     concurrency=many,
                 ),
-                _pair(run, lambda t: _mb(t.server_peak_rss), concurrency=many),
+                _pair(
+                    run,
+                    lambda t: f"{_num(t.server_rss_before / _MIB)} → {_mb(t.server_peak_rss)}",
+                    concurrency=many,
+                ),
             )
         )
     table = _markdown(
@@ -572,7 +576,7 @@ def _queries_section(result: RealServerResult) -> str:
             "errors",
             f"server CPU ms per answer at {many} (API server: + etcd)",
             f"this client's CPU ms per answer at {many}",
-            f"server peak RSS at {many}",
+            f"server RSS at {many}: before → peak",
         ),
         details,
     )
@@ -628,7 +632,9 @@ server list is timed fewer times). At {many} clients: one closed loop per server
 {many} requests and {2 * seconds:g} s; requests/s = answers ÷ the time to the last one. Request
 *i* asks for the same namespace, app, node or pod of both servers. Both servers, etcd and this
 client share the machine's cores; the API server's answers also cost this client TLS
-decryption (the client CPU column). Peak RSS: sampled every 0.1 s during the {many}-client run.
+decryption (the client CPU column). RSS: read as the {many}-client run starts, then sampled every
+0.1 s (the peak); the API server's Go heap shrinks slowly, so what an earlier query left is in
+both.
 """
 
 

@@ -213,6 +213,7 @@ def test_every_query_figure_is_present_and_sane(run: Run) -> None:
                 assert t["wall_s"] > 0 and t["bytes_per_request"] > 0
                 assert t["pages_per_request"] == 1
                 assert t["client_cpu_s"] > 0 and t["server_cpu_s"] >= 0
+                assert t["server_rss_before"] > 0 and t["server_peak_rss"] > 0
         full = r["latency"]
         if r["query"] == "full":  # the daemon drops managedFields
             assert full["daemon"]["bytes_per_request"] < full["apiserver"]["bytes_per_request"]
