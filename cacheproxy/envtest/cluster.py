@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import base64
 import contextlib
+import os
 import secrets
 import shutil
 import signal
@@ -67,6 +68,7 @@ class Cluster:
     _apiserver: Process | None = None
     _apiserver_port: int = 0
     _etcd_url: str = ""
+    _etcd_paused: bool = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -110,6 +112,8 @@ class Cluster:
         self.stop()
 
     def _stop_processes(self) -> None:
+        if self._etcd_paused:
+            self.resume_etcd()
         for process in (self._apiserver, self._etcd):
             if process is not None:
                 process.stop()
@@ -150,6 +154,18 @@ class Cluster:
         )
         if response.status_code != 200:
             raise EnvtestError(f"etcd put: {response.text}")
+
+    def pause_etcd(self) -> None:
+        """Freeze etcd (SIGSTOP), as a stuck disk or a partition would: its connections stay
+        open and every request to it hangs until :meth:`resume_etcd`. Stopping the cluster
+        resumes it first."""
+        os.kill(self.etcd_pid, signal.SIGSTOP)
+        self._etcd_paused = True
+
+    def resume_etcd(self) -> None:
+        """Let a paused etcd go on (SIGCONT)."""
+        os.kill(self.etcd_pid, signal.SIGCONT)
+        self._etcd_paused = False
 
     def restart_apiserver(self, sig: int = signal.SIGTERM, *, bump_revision: bool = False) -> None:
         """Stop kube-apiserver (``SIGKILL`` for a crash) and start it again on the same port,
