@@ -23,8 +23,16 @@ Checked on the way (each failure is recorded in :class:`~loadtest.soak_model.Vio
   bookmark), unless strict, a mismatch is first held: if a checkpoint within a second matches,
   it is counted as tolerated (a relist's difference passes through states upstream never had);
 - paged lists keep one RV on every page; NotOlderThan/Exact lists honour their RV;
+- no object state comes back once the client learnt it was superseded ("reappeared": a DELETED
+  event at RV D, or a list at RV L without the object, means no state of it at or below D or L
+  may be seen again; a re-created object has a higher RV);
 - the daemon never answers 500 (nor any status a correct client cannot cause), and a watch asked
   for bookmarks every second never goes 15 s without a byte.
+
+Against a real API server the model learns a write when its response is back, which may be
+after a client saw the event: a checkpoint at an RV the model's history does not reach yet is
+kept (the view's summary and items at that moment) and judged, in order, once it does
+(:meth:`SoakClient.judge_waiting`, also called at every later checkpoint).
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +68,8 @@ _PENDING_SECONDS = 1.0
 is delivered at once: its bookmark follows within milliseconds)."""
 _TIMEOUT = httpx.Timeout(15.0, connect=2.0)
 """Watches are asked for bookmarks every second and end within 12 s: 15 s of silence is a fault."""
+_MAX_WAITING = 5000
+"""Checkpoints kept per client while upstream's history catches up; older ones are dropped."""
 
 
 @dataclass
@@ -78,6 +89,19 @@ class _Retry(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class _Waiting:
+    """A checkpoint taken before upstream's history reached its RV."""
+
+    rv: int
+    after: str
+    firm: bool
+    summary: tuple[int, int]
+    items: dict[str, int]
+    at: float
+    events: int
 
 
 class SoakClient:
@@ -121,6 +145,14 @@ class SoakClient:
         """An event-batch checkpoint that failed and is not judged yet (when, what)."""
         self._initial: dict[str, int] | None = None
         self._unchecked = 0
+        self._held_events = 0
+        self._waiting: deque[_Waiting] = deque()
+        self._failed_later = False
+        """A waiting checkpoint failed when judged: the client relists at its next checkpoint."""
+        self._gone: dict[str, int] = {}
+        """key → RV at or below which no state of the object may be seen again."""
+        self.relist_log: list[tuple[float, str]] = []
+        """(``time.monotonic()``, reason) of every relist, for attributing them to faults."""
 
     # ------------------------------------------------------------------ loop
 
@@ -139,6 +171,7 @@ class SoakClient:
                 except _Relist as relist:
                     self.synced = False
                     self.stats.relists[relist.reason] += 1
+                    self.relist_log.append((time.monotonic(), relist.reason))
                     if self._pending is not None:  # the view is rebuilt before a checkpoint
                         self.stats.tolerated[f"{_TRANSIENT} (then relisted)"] += 1
                         self._pending = None
@@ -216,7 +249,7 @@ class SoakClient:
             self._violation("list-rv", f"Exact list at {known} answered at {list_rv}")
         if match == "NotOlderThan" and list_rv < known:
             self._violation("list-rv", f"NotOlderThan {known} list answered at {list_rv}")
-        self.view.replace(items)
+        self._replace_view(items, list_rv, "list")
         self.view_rv = self._last_known_rv = list_rv
         self.synced = True
         self._checkpoint(list_rv, "list" + (" (paged)" if limit else ""), firm=True)
@@ -315,6 +348,10 @@ class SoakClient:
             self._deletes_seen += 1
             if self._deletes_seen % 5 == 1:
                 return 0  # checker self-test: this client "loses" the event
+        if kind == "DELETED":
+            self._gone[key] = max(rv, self._gone.get(key, 0))
+        else:
+            self._check_gone(key, rv, f"{kind} event")
         problem = self.view.apply(kind, key, rv)
         if problem is not None:
             self._violation("event-type", problem)
@@ -330,7 +367,7 @@ class SoakClient:
                 self._violation(
                     "list-rv", f"watch-list NotOlderThan {self._stream_rv} ended at {rv}"
                 )
-            self.view.replace(self._initial)
+            self._replace_view(self._initial, rv, "watch-list")
             self._initial = None
             self.synced = True
             self._stream_rv = self.view_rv = self._last_known_rv = rv
@@ -345,41 +382,103 @@ class SoakClient:
 
     # ------------------------------------------------------------------ checks
 
+    def _replace_view(self, items: dict[str, int], rv: int, how: str) -> None:
+        """A list or a watch-list's initial events: what left the view is gone at ``rv``."""
+        for key, item_rv in items.items():
+            self._check_gone(key, item_rv, f"{how} at {rv}")
+        for key in self.view.items.keys() - items.keys():
+            self._gone[key] = max(rv, self._gone.get(key, 0))
+        self.view.replace(items)
+
+    def _check_gone(self, key: str, rv: int, where: str) -> None:
+        gone = self._gone.get(key)
+        if gone is not None and rv <= gone:
+            self._violation(
+                "reappeared", f"{key} at {rv} in a {where}, after it was gone at RV {gone}"
+            )
+
     def _checkpoint(self, rv: int, after: str, *, firm: bool = False) -> None:
         """Does the view equal upstream's selection at ``rv``? A mismatch after a list, the
         initial events or a bookmark is a violation. After a batch of events it is judged at the
         next checkpoint, unless strict: the daemon delivers a relist as its difference (ADDED and
         MODIFIED in RV order, then DELETED at the relist RV, then a bookmark), whose
         intermediate states upstream never had; if a checkpoint within ``_PENDING_SECONDS``
-        matches (or a relist rebuilds the view), it is counted as tolerated, else a violation."""
+        matches (or a relist rebuilds the view), it is counted as tolerated, else a violation.
+
+        When upstream's history does not reach ``rv`` yet (a real upstream, writes in flight),
+        the check waits, with the view as it is now; waiting checks are judged in order."""
         self.stats.checkpoints += 1
-        name = self.selection.name
-        if rv > self.model.upstream_rv():
-            self._violation(
-                "rv-from-the-future", f"RV {rv} > upstream's {self.model.upstream_rv()}"
-            )
+        model = self.model
+        if model.complete_to is None and rv > model.upstream_rv():
+            self._violation("rv-from-the-future", f"RV {rv} > upstream's {model.upstream_rv()}")
             raise _Relist("violation")
-        now = time.monotonic()
-        if self.view.summary() == self.model.summary_at(name, rv):
-            self.stats.events_checked += self._unchecked
-            self._unchecked = 0
+        check = _Waiting(
+            rv,
+            after,
+            firm,
+            self.view.summary(),
+            self.view.items,  # copied below only if it has to wait
+            time.monotonic(),
+            self._unchecked,
+        )
+        self._unchecked = 0
+        if not self._waiting and model.knows(rv):
+            self._judge(check, at_once=True)
+        else:
+            self.stats.deferred += 1
+            if len(self._waiting) >= _MAX_WAITING:
+                self._waiting.popleft()
+                self.stats.deferred_dropped += 1
+            self._waiting.append(
+                _Waiting(rv, after, firm, check.summary, dict(check.items), check.at, check.events)
+            )
+            self.judge_waiting()
+        if self._failed_later:
+            self._failed_later = False
+            raise _Relist("violation")
+
+    def judge_waiting(self) -> None:
+        """Judge the waiting checkpoints that upstream's history now reaches, in order."""
+        while self._waiting and self.model.knows(self._waiting[0].rv):
+            if not self._judge(self._waiting.popleft(), at_once=False):
+                self._waiting.clear()
+                self._failed_later = True
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    def _judge(self, check: _Waiting, *, at_once: bool) -> bool:
+        """One checkpoint (see :meth:`_checkpoint`); False when it is a violation (recorded;
+        raised as a relist when judged at once)."""
+        name = self.selection.name
+        if check.summary == self.model.summary_at(name, check.rv):
+            self.stats.events_checked += check.events + self._held_events
+            self._held_events = 0
             if self._pending is not None:
                 self.stats.tolerated[_TRANSIENT] += 1
                 self._pending = None
-            return
-        detail = f"at RV {rv} after {after}: "
-        detail += describe_diff(self.view.items, self.model.state_at(name, rv))
+            return True
+        detail = f"at RV {check.rv} after {check.after}: "
+        detail += describe_diff(check.items, self.model.state_at(name, check.rv))
         pending = self._pending
-        if not firm and self.tolerant and (pending is None or now - pending[0] < _PENDING_SECONDS):
+        if (
+            not check.firm
+            and self.tolerant
+            and (pending is None or check.at - pending[0] < _PENDING_SECONDS)
+        ):
             if pending is None:
-                self._pending = (now, detail)
-            return
+                self._pending = (check.at, detail)
+            self._held_events += check.events  # checked by the next matching checkpoint
+            return True
         if pending is not None:
-            detail += f" (unresolved since {now - pending[0]:.2f} s: {pending[1]})"
+            detail += f" (unresolved since {check.at - pending[0]:.2f} s: {pending[1]})"
         self._pending = None
+        self._held_events = 0
         self._violation("view-mismatch", detail)
-        self._unchecked = 0
-        raise _Relist("violation")
+        if at_once:
+            raise _Relist("violation")
+        return False
 
     def _tolerable(self, kind: str, detail: str) -> None:
         if self.tolerant:

@@ -1,9 +1,14 @@
-"""The soak's truth and its bookkeeping: upstream's pods at any RV, client views, violations.
+"""The soak's truth and its bookkeeping: upstream's objects at any RV, client views, violations.
 
-- :class:`UpstreamModel` is a :class:`~cacheproxy.sim.store.WatchSink` registered on the
-  simulator's store before any pod exists. The store offers it every pod write synchronously, in
-  RV order, whatever the faults (``end_watches`` and restarts close only ``SimWatcher``\\ s, and
-  compaction does not touch it), so upstream's state at any RV can be rebuilt from it. For every
+- :class:`UpstreamModel` holds every write of one resource, in RV order. Against the simulator
+  it is a :class:`~cacheproxy.sim.store.WatchSink` registered on the simulator's store before
+  any pod exists: the store offers it every pod write synchronously, in RV order, whatever the
+  faults (``end_watches`` and restarts close only ``SimWatcher``\\ s, and compaction does not
+  touch it), so upstream's state at any RV can be rebuilt from it. Against a real API server
+  (:mod:`loadtest.soakreal`) the harness, the only writer, calls :meth:`UpstreamModel.record`
+  with each write's result; a write is known only once its response is back, possibly after a
+  client saw its event, so the model says up to which RV its history is complete
+  (``complete_to``) and a client's check at a later RV waits until then. For every
   :class:`Filter` (the query one client kind makes) it keeps, after each write, the count and an
   order-free hash (sum of ``hash((key, rv))``) of the matching objects: "does this view equal
   upstream at RV R" is a bisect and two integer comparisons, cheap enough to ask after every
@@ -28,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from cacheproxy.kube.resources import ResourceType
-from cacheproxy.sim.store import Event, WatchSink
+from cacheproxy.sim.store import Event, Progress, WatchSink
 
 __all__ = [
     "FILTERS",
@@ -119,11 +124,15 @@ class UpstreamModel(WatchSink):
         filters: Iterable[Filter] = FILTERS,
         *,
         upstream_rv: Callable[[], int] | None = None,
+        complete_to: Callable[[], int] | None = None,
     ) -> None:
         self.rtype = rtype
         self.upstream_rv = upstream_rv or (lambda: self.latest_rv)
         """Upstream's current RV (the store's: other resources' writes move it too); states at
-        RVs up to it are known."""
+        RVs up to it are known, and an RV beyond it comes from the future."""
+        self.complete_to = complete_to
+        """When writes are recorded after the fact (a real upstream): the RV up to which every
+        write is recorded. A check at a later RV is not wrong, only early: it waits."""
         self.namespace = None
         self.filters = {f.name: f for f in filters}
         self._order = list(self.filters)
@@ -140,17 +149,20 @@ class UpstreamModel(WatchSink):
 
     # ------------------------------------------------------------------ WatchSink
 
-    def offer(self, event: Event) -> None:
+    def offer(self, event: Event | Progress) -> None:
+        if not isinstance(event, Event):  # a progress notification: no write
+            return
         try:
-            self._record(event)
+            self.record(event.type, event.obj.key, event.rv, event.obj.obj)
         except Exception as exc:  # never break the simulator's write
             self.errors.append(f"model failed on rv {event.rv}: {exc!r}")
 
-    def _record(self, event: Event) -> None:
-        rv, key = event.rv, event.obj.key
+    def record(self, event_type: str, key: str, rv: int, obj: JsonObject | None) -> None:
+        """One write, after every write of a lower RV: ``obj`` is the new object (ignored for
+        ``DELETED``)."""
         if self.rvs and rv <= self.rvs[-1]:
-            self.errors.append(f"store offered rv {rv} after {self.rvs[-1]}")
-        new = None if event.type == "DELETED" else event.obj.obj
+            self.errors.append(f"write at rv {rv} recorded after {self.rvs[-1]}")
+        new = None if event_type == "DELETED" or obj is None else obj
         mask = 0
         for i, name in enumerate(self._order):
             state = self.current[name]
@@ -167,13 +179,18 @@ class UpstreamModel(WatchSink):
             self._sums[name].append((self._count[name], self._hash[name]))
         self.rvs.append(rv)
         self.writes.append((rv, key, mask))
-        self.by_type[event.type] += 1
+        self.by_type[event_type] += 1
 
     # ------------------------------------------------------------------ questions
 
     @property
     def latest_rv(self) -> int:
         return self.rvs[-1] if self.rvs else 0
+
+    def knows(self, rv: int) -> bool:
+        """Whether upstream's state at ``rv`` is known (every write up to it recorded)."""
+        limit = self.complete_to if self.complete_to is not None else self.upstream_rv
+        return rv <= limit()
 
     def summary_at(self, name: str, rv: int) -> tuple[int, int]:
         """(count, hash) of the objects matching filter ``name`` at ``rv``."""
@@ -283,6 +300,10 @@ class ClientStats:
     bookmarks: int = 0
     checkpoints: int = 0
     events_checked: int = 0
+    deferred: int = 0
+    """Checkpoints judged later: upstream's history was not complete to their RV yet."""
+    deferred_dropped: int = 0
+    """Checkpoints never judged: too many waited at once (see ``SoakClient``)."""
     relists: Counter[str] = field(default_factory=Counter)
     tolerated: Counter[str] = field(default_factory=Counter)
     """Deviations of known designs, tolerated unless strict (kind → count)."""
