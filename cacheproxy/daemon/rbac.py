@@ -2,26 +2,23 @@
 
 The informers only list and watch (and the server never writes), so the ClusterRole grants
 ``get``, ``list`` and ``watch`` on exactly the configured resources and nothing else: one rule per
-API group (core first, then the groups in order), the group's resources sorted. The same resource
-configured twice (two namespaces, two selectors) is one entry. A configuration limited to
-namespaces could make do with Roles; the deployment manifests use one ClusterRole so that what is
-committed under ``deploy/`` is this function's output, checked by the tests, and never drifts.
+API group (core first, then the groups in order), the group's resources sorted. A configuration
+limited to namespaces could make do with Roles; the deployment manifests use one ClusterRole so
+that what is committed under ``deploy/`` is this function's output, checked by the tests, and
+never drifts.
 """
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Final
 
 import yaml
 
-from cacheproxy.daemon.config import AuthMode, DaemonConfig, load_config
+from cacheproxy.daemon.config import AuthMode, DaemonConfig
 from cacheproxy.kube.resources import BUILTIN_RESOURCES
 from cacheproxy.server.crdtables import crd_name
 
-__all__ = ["VERBS", "cluster_role", "rbac_main", "render_cluster_role", "rules"]
+__all__ = ["DEFAULT_NAME", "VERBS", "cluster_role", "render_cluster_role", "rules"]
 
 VERBS: Final = ("get", "list", "watch")
 """What a list + watch informer needs (``get`` for kubectl-style reads of single objects)."""
@@ -95,19 +92,3 @@ def render_cluster_role(
     )
     body = yaml.safe_dump(cluster_role(config, name), sort_keys=False, default_flow_style=False)
     return header + body
-
-
-def rbac_main(
-    path: Path | None,
-    *,
-    overrides: Mapping[str, str] | None = None,
-    name: str = DEFAULT_NAME,
-) -> int:
-    """``cacheproxy rbac --config FILE``: print the ClusterRole the configuration needs.
-
-    A configuration error raises :class:`~cacheproxy.errors.ConfigError` (the CLI prints it
-    and exits 2)."""
-    config = load_config(path, overrides=overrides or {})
-    source = str(path) if path is not None else None
-    sys.stdout.write(render_cluster_role(config, name, source))
-    return 0

@@ -70,11 +70,10 @@ class ConfigReloader:
     async def reload(self, why: str) -> None:
         log.info("reloading the configuration (%s)", why)
         try:
-            config = self._load()
+            await self._apply(self._load())
         except ConfigError as err:
             log.error("config reload failed; keeping the current configuration: %s", err)
             return
-        await self._apply(config)
         self.reloads += 1
 
     async def stop(self) -> None:

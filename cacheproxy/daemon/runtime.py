@@ -3,7 +3,8 @@
 startup: upstream client → ``/version`` → one informer per configured resource → the HTTP server
 (listening at once; lists and watches answer 429 until their resource has synced, ``/readyz``
 503 until all have) → serve. Shutdown (SIGTERM): not ready → stop accepting → close watches →
-stop the server → stop the informers → close the upstream client, each step bounded.
+stop the server → stop the informers → close the upstream client, each step bounded. Every
+component is built from :func:`~.wiring.wire`'s options, never from the settings directly.
 """
 
 from __future__ import annotations
@@ -17,14 +18,15 @@ from typing import Any
 
 import uvicorn
 
-from cacheproxy.daemon.config import AuthMode, CachedResource, DaemonConfig, ServerLimits
+from cacheproxy.daemon.config import CachedResource, DaemonConfig
 from cacheproxy.daemon.memory import MemoryTrimmer
 from cacheproxy.daemon.metrics import MeteredListerWatcher
+from cacheproxy.daemon.wiring import ResourceWiring, Wiring, wire, wire_resource
 from cacheproxy.errors import CacheProxyError
 from cacheproxy.informer.factory import Collection, InformerFactory
 from cacheproxy.kube.resources import BUILTIN_RESOURCES, ResourceType, builtin
-from cacheproxy.server.access import AccessControl, AccessSettings, TokenAuthenticator
-from cacheproxy.server.app import CacheServer, ServerOptions
+from cacheproxy.server.access import AccessControl, TokenAuthenticator
+from cacheproxy.server.app import CacheServer
 from cacheproxy.server.crdtables import CrdTablePrinter, crd_name
 from cacheproxy.server.metrics import ServerMetrics
 from cacheproxy.server.resource import CachedResource as ServedResource
@@ -53,6 +55,7 @@ class Daemon:
         manage_gc: bool = True,
     ) -> None:
         self.config = config
+        self.wiring: Wiring = wire(config)
         self.upstream = upstream
         self.manage_gc = manage_gc
         """The daemon owns the process's garbage collector: paused while syncs decode their
@@ -68,17 +71,17 @@ class Daemon:
         self.trimmer = MemoryTrimmer()
         """Returns the memory a relist freed to the OS (when ``manage_gc``)."""
         self._version_task: asyncio.Task[None] | None = None
-        self.port = config.server.port
+        self.port = self.wiring.listener.port
 
     @property
     def url(self) -> str:
-        settings = self.config.server
-        host = f"[{settings.address}]" if ":" in settings.address else settings.address
-        return f"{'https' if settings.tls else 'http'}://{host}:{self.port}"
+        listener = self.wiring.listener
+        host = f"[{listener.address}]" if ":" in listener.address else listener.address
+        return f"{'https' if listener.cert_file else 'http'}://{host}:{self.port}"
 
     async def start(self) -> None:
-        config = self.config
-        if config.upstream.http2:
+        config, wiring = self.config, self.wiring
+        if wiring.http2:
             log.warning(
                 "upstream.http2 is on: over one HTTP/2 connection, httpx (httpcore 1.0) delays "
                 "the events of quiet watches until more bytes arrive, up to minutes, and "
@@ -86,7 +89,7 @@ class Daemon:
                 "'The upstream transport')"
             )
         self._client = client = build_client(
-            self.upstream, http2=config.upstream.http2, compression=config.upstream.compression
+            self.upstream, http2=wiring.http2, compression=wiring.compression
         )
         version: dict[str, Any] = {}
         try:
@@ -115,7 +118,7 @@ class Daemon:
             )
 
         reflector_options = dataclasses.replace(
-            config.upstream.reflector_options(), pause_gc_during_sync=self.manage_gc
+            wiring.reflector, pause_gc_during_sync=self.manage_gc
         )
         self.factory = factory = InformerFactory(
             lister_watcher, reflector_options=reflector_options, metrics=metrics
@@ -126,67 +129,55 @@ class Daemon:
         self.crd_factory = crd_factory = InformerFactory(
             lister_watcher, reflector_options=reflector_options, metrics=metrics
         )
-        limits = config.server.limits
         served = [
-            self._serve_resource(factory, crd_factory, spec, limits) for spec in config.resources
+            self._serve_resource(factory, crd_factory, spec, options)
+            for spec, options in zip(config.resources, wiring.resources, strict=True)
         ]
         self.server = CacheServer(
             served,
             version=version,
-            options=ServerOptions(
-                watch_buffer=limits.watch_buffer,
-                watch_stall=limits.watch_stall_seconds,
-                bookmark_interval=limits.bookmark_interval_seconds,
-                max_watchers=limits.max_watchers,
-                max_page_size=limits.max_page_size,
-                max_in_flight=limits.max_in_flight,
-                max_watchers_per_user=limits.max_watchers_per_user,
-                max_url_bytes=limits.max_url_bytes,
-                max_header_bytes=limits.max_header_bytes,
-                ready_max_staleness=limits.ready_max_staleness_seconds,
-                staleness_header=config.server.staleness_header,
-            ),
+            options=wiring.server,
             metrics=metrics,
             access=self._access_control(client, metrics),
         )
+        listener = wiring.listener
         kwargs: dict[str, Any] = {}
-        tls = config.server.tls
-        if tls is not None:
-            kwargs.update(ssl_certfile=str(tls.cert_file), ssl_keyfile=str(tls.key_file))
-            if tls.client_ca_file is not None:
-                # Without an auth mode the certificate is the only proof: required. With one,
-                # a certificate is an alternative to a bearer token (as the API server).
-                required = config.server.auth.mode is AuthMode.NONE
+        if listener.cert_file is not None and listener.key_file is not None:
+            kwargs.update(ssl_certfile=str(listener.cert_file), ssl_keyfile=str(listener.key_file))
+            if listener.client_ca_file is not None:
+                required = listener.client_certificate_required
                 kwargs.update(
-                    ssl_ca_certs=str(tls.client_ca_file),
+                    ssl_ca_certs=str(listener.client_ca_file),
                     ssl_cert_reqs=ssl.CERT_REQUIRED if required else ssl.CERT_OPTIONAL,
                 )
         uv_config = uvicorn.Config(
             self.server,
             http=serving_protocol(
-                header_timeout=limits.header_timeout_seconds,
+                header_timeout=listener.header_timeout,
                 on_header_timeout=lambda: metrics.rejected("header_timeout"),
             ),
             lifespan="off",
             log_level="warning",
             access_log=False,
-            timeout_graceful_shutdown=max(1, round(config.server.shutdown_grace_seconds)),
+            timeout_graceful_shutdown=listener.graceful_shutdown,
             **kwargs,
         )
-        if tls is not None:
+        if listener.cert_file is not None and listener.key_file is not None:
             uv_config.load()
             assert uv_config.ssl is not None
             uv_config.ssl.minimum_version = ssl.TLSVersion.TLSv1_2
-            self._cert_reloader = CertificateReloader(uv_config.ssl, tls.cert_file, tls.key_file)
+            self._cert_reloader = CertificateReloader(
+                uv_config.ssl, listener.cert_file, listener.key_file
+            )
             self._cert_reloader.start()
         factory.start()
         crd_factory.start()
         self._runner = UvicornRunner(
-            uv_config, host=config.server.address, port=config.server.port, name="cacheproxy"
+            uv_config, host=listener.address, port=listener.port, name="cacheproxy"
         )
         await self._runner.start()
         self.port = self._runner.port
-        self.server.server_address = f"{config.server.address}:{self.port}"
+        self.server.server_address = f"{listener.address}:{self.port}"
         log.info(
             "serving %s on %s", ", ".join(r.rtype.config_name for r in config.resources), self.url
         )
@@ -205,47 +196,30 @@ class Daemon:
             return
 
     def _access_control(self, client: Any, metrics: ServerMetrics) -> AccessControl | None:
-        auth = self.config.server.auth
-        if auth.mode is AuthMode.NONE:
+        settings = self.wiring.access
+        if settings is None:
             return None
         reviews = UpstreamReviews(client)
-        tokens: TokenAuthenticator
-        if auth.mode is AuthMode.TOKEN:
-            assert auth.token_file is not None
-            tokens = StaticTokens(auth.token_file)
-        else:
-            tokens = reviews
-        return AccessControl(
-            tokens=tokens,
-            reviewer=reviews,
-            settings=AccessSettings(
-                token_ttl=auth.token_cache_ttl_seconds,
-                allowed_ttl=auth.allowed_cache_ttl_seconds,
-                denied_ttl=auth.denied_cache_ttl_seconds,
-                cache_size=auth.cache_size,
-                allow_anonymous=auth.allow_anonymous,
-                namespace_filtering=auth.namespace_filtering,
-                cache_tokens=auth.mode is AuthMode.DELEGATED,
-            ),
-            metrics=metrics,
-        )
+        token_file = self.wiring.token_file
+        tokens: TokenAuthenticator = reviews if token_file is None else StaticTokens(token_file)
+        return AccessControl(tokens=tokens, reviewer=reviews, settings=settings, metrics=metrics)
 
     def _serve_resource(
         self,
         factory: InformerFactory,
         crd_factory: InformerFactory,
         spec: CachedResource,
-        limits: ServerLimits,
+        options: ResourceWiring,
     ) -> ServedResource:
         printer_source = None
         if spec.rtype not in BUILTIN_RESOURCES:
             crds = crd_factory.informer(_crd_collection(spec.rtype))
             printer_source = CrdTablePrinter(spec.rtype, crds)
         informer = factory.informer(
-            Collection(spec.rtype, spec.namespace, spec.label_selector, spec.field_selector),
-            field_indexes=spec.indexes,
-            transform=spec.transform,
-            history=spec.history,
+            options.collection,
+            field_indexes=options.field_indexes,
+            transform=options.transform,
+            history=options.history,
         )
         informer.freeze_gc_after_sync = self.manage_gc
         if self.manage_gc:
@@ -253,12 +227,10 @@ class Daemon:
         return ServedResource(
             spec.rtype,
             informer,
-            index_paths=set(spec.indexes),
-            rv_wait=limits.rv_wait_seconds,
+            index_paths=set(options.field_indexes),
+            rv_wait=options.rv_wait,
             printer_source=printer_source,
-            snapshots=SnapshotCache(
-                ttl=limits.continue_token_ttl_seconds, max_entries=limits.list_snapshot_entries
-            ),
+            snapshots=SnapshotCache(ttl=options.snapshot_ttl, max_entries=options.snapshot_entries),
         )
 
     async def reload(self, config: DaemonConfig) -> list[str]:
@@ -269,6 +241,7 @@ class Daemon:
         assert self.server is not None
         assert self.factory is not None
         assert self.crd_factory is not None
+        wire(config)  # one entry per resource, as at start
         old = {spec.rtype: spec for spec in self.config.resources}
         new = {spec.rtype: spec for spec in config.resources}
         gone = [r for r in old if old[r] != new.get(r)]
@@ -282,19 +255,26 @@ class Daemon:
             changes.append(f"-{rtype.config_name}")
         limits = self.config.server.limits
         for rtype in came:
-            served = self._serve_resource(self.factory, self.crd_factory, new[rtype], limits)
+            options = wire_resource(new[rtype], limits)
+            served = self._serve_resource(self.factory, self.crd_factory, new[rtype], options)
             self.server.add_resource(served)
             changes.append(f"+{rtype.config_name}")
         restart = [
-            name
-            for name in ("upstream", "server", "logging")
-            if getattr(config, name) != getattr(self.config, name)
+            f.name
+            for f in dataclasses.fields(config)
+            if f.name != "resources"
+            and f.metadata.get("setting", True)
+            and getattr(config, f.name) != getattr(self.config, f.name)
         ]
         if restart:
             log.warning(
                 "config reload: changes to %s need a restart (not applied)", ", ".join(restart)
             )
         self.config = dataclasses.replace(self.config, resources=config.resources)
+        self.wiring = dataclasses.replace(
+            self.wiring,
+            resources=tuple(wire_resource(spec, limits) for spec in config.resources),
+        )
         if changes:
             log.info("config reload: resources %s", " ".join(changes))
         else:
@@ -317,7 +297,7 @@ class Daemon:
             await self._cert_reloader.stop()
         if self.server is not None:
             self.server.draining = True
-            delay = self.config.server.shutdown_delay_seconds
+            delay = self.wiring.listener.shutdown_delay
             if delay and self._runner is not None:
                 log.info("not ready; serving %g s more before closing", delay)
                 await asyncio.sleep(delay)

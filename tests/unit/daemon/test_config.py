@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cacheproxy.cli.configured import check_config_main
 from cacheproxy.daemon.config import (
     SETTING_PATHS,
     AuthMode,
@@ -20,7 +21,6 @@ from cacheproxy.daemon.config import (
     ServerLimits,
     ServerSettings,
     UpstreamSettings,
-    check_config_main,
     describe,
     env_var_name,
     load_config,
@@ -528,11 +528,24 @@ def test_the_same_collection_twice_is_an_error_even_with_selectors_reordered() -
     ]
 
 
-def test_one_resource_in_two_namespaces_is_two_collections() -> None:
+def test_one_resource_in_two_namespaces_is_refused_naming_both_entries() -> None:
     path = write(
         "resources:\n  - {resource: pods, namespace: a}\n  - {resource: pods, namespace: b}\n"
     )
-    assert [r.namespace for r in load(path).resources] == ["a", "b"]
+    assert problems(path) == [
+        "config.yaml:3:16: resources[1]: caches pods again: resources[0] (config.yaml:2:16) "
+        "caches it with another namespace or selectors, and the server serves one collection "
+        "per resource; keep one entry whose namespace and selectors cover both"
+    ]
+
+
+def test_one_resource_with_two_selectors_is_refused_wherever_the_entries_come_from() -> None:
+    env = {"CACHEPROXY_RESOURCES": "[pods, {resource: po, labelSelector: app=x}]"}
+    [problem] = problems(env=env)
+    assert problem.startswith(
+        "$CACHEPROXY_RESOURCES:1:19: resources[1]: caches pods again: resources[0] "
+        "($CACHEPROXY_RESOURCES:1:2) caches it with another namespace or selectors"
+    )
 
 
 def test_drop_fields_can_be_emptied_but_cannot_fan_out() -> None:

@@ -53,21 +53,19 @@ def test_rules_are_grouped_by_api_group_and_sorted(tmp_path: Path) -> None:
     ]
 
 
-def test_a_resource_configured_twice_is_one_entry(tmp_path: Path) -> None:
+def test_resources_of_one_group_are_one_rule(tmp_path: Path) -> None:
     path = config_from(
         tmp_path,
         """
         resources:
           - resource: pods
             namespace: a
-          - resource: pods
-            namespace: b
-          - resource: pods
+          - resource: configmaps
             labelSelector: app=x
         """,
     )
     assert rules(load_config(path, env={})) == [
-        {"apiGroups": [""], "resources": ["pods"], "verbs": list(VERBS)}
+        {"apiGroups": [""], "resources": ["configmaps", "pods"], "verbs": list(VERBS)}
     ]
 
 

@@ -1,0 +1,203 @@
+"""The commands that read the daemon's configuration: ``serve``, ``check-config`` and ``rbac``.
+
+They share the configuration's flags: ``--config FILE``, ``--set PATH=VALUE`` and shortcuts for
+a few settings (``--port`` is ``--set server.port``), each named, typed and documented by the
+setting's declaration. The CLI only maps flags to settings; :mod:`cacheproxy.daemon.config`
+validates them with the file and the environment, flags first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from cacheproxy.cli.running import HelpFormatter, stop_on_signals
+from cacheproxy.errors import ConfigError, ListenError
+from cacheproxy.tasks import cancel_and_wait
+
+__all__ = ["LOG_LEVEL", "add_parsers", "check_config_main", "overrides", "rbac_main", "serve_main"]
+
+log = logging.getLogger("cacheproxy")
+
+LOG_LEVEL: Final = "logging.level"
+SHORTCUTS: Final = {
+    "kubeconfig": "upstream.kubeconfig",
+    "context": "upstream.context",
+    "port": "server.port",
+    "address": "server.address",
+    "log_level": LOG_LEVEL,
+}
+"""Flags that stand for ``--set PATH=VALUE`` (by argparse dest)."""
+
+
+def add_parsers(sub: Any, parent: argparse.ArgumentParser) -> None:
+    serve = sub.add_parser(
+        "serve",
+        parents=[parent],
+        formatter_class=HelpFormatter,
+        help="run the cache proxy",
+        description="List and watch the configured resources upstream; serve list/get/watch "
+        "from the cache. SIGHUP (or a changed config file) reloads the resources.",
+    )
+    _config_flags(serve)
+    check = sub.add_parser(
+        "check-config",
+        parents=[parent],
+        formatter_class=HelpFormatter,
+        help="validate a configuration and say what it would do",
+        description="Validate the configuration (the file, CACHEPROXY_* variables and flags, "
+        "as serve reads them) without starting anything. Prints 'OK:' and a summary of what "
+        "would be cached, from where and how it would be served (exit 0), or every problem "
+        "with where it was written (exit 1). Certificate and token files are not read.",
+    )
+    _config_flags(check)
+    rbac = sub.add_parser(
+        "rbac",
+        parents=[parent],
+        formatter_class=HelpFormatter,
+        help="print the ClusterRole a configuration needs (read-only)",
+        description="Print the least-privilege ClusterRole the configuration needs: get, list "
+        "and watch on exactly the configured resources (and reviews for delegated auth).",
+    )
+    _config_flags(rbac)
+    rbac.add_argument("--name", default="cacheproxy", help="the ClusterRole's name")
+
+
+def _config_flags(parser: argparse.ArgumentParser) -> None:
+    from cacheproxy.daemon.config import SETTINGS
+    from cacheproxy.daemon.config.reference import default_text
+
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=Path(os.environ["CACHEPROXY_CONFIG"])
+        if os.environ.get("CACHEPROXY_CONFIG")
+        else None,
+        metavar="FILE",
+        help="the YAML configuration file (docs/configuration.md); default $CACHEPROXY_CONFIG, "
+        "else none: the defaults, the environment and flags",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="PATH=VALUE",
+        help="set one setting by its dotted path, e.g. --set server.port=9090 or --set "
+        "resources=pods,apps/v1/deployments (repeatable; beats the environment and the file)",
+    )
+    for dest, path in SHORTCUTS.items():
+        if dest == "log_level":
+            continue  # every command has it (the parent parser)
+        setting = SETTINGS[path]
+        default = default_text(setting).strip("`")
+        parser.add_argument(
+            f"--{dest.replace('_', '-')}",
+            dest=dest,
+            metavar=setting.key.upper(),
+            help=f"same as --set {path}=…" + (f" (default: {default})" if default != "—" else ""),
+        )
+
+
+def overrides(args: argparse.Namespace) -> dict[str, str]:
+    """The flags as ``--set`` paths and values (a shortcut flag beats ``--set``)."""
+    out: dict[str, str] = {}
+    for item in getattr(args, "set", []):
+        path, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set {item!r}: expected PATH=VALUE, e.g. server.port=9090")
+        out[path.strip()] = value
+    for dest, path in SHORTCUTS.items():
+        value = getattr(args, dest, None)
+        if value is not None:
+            out[path] = str(value)
+    return out
+
+
+def check_config_main(
+    path: Path | None,
+    *,
+    env: Mapping[str, str] = os.environ,
+    overrides: Mapping[str, str] | None = None,
+) -> int:
+    """``cacheproxy check-config --config FILE``: print ``OK: `` and the summary (0), or every
+    problem (1)."""
+    from cacheproxy.daemon.config import describe, load_config
+
+    try:
+        config = load_config(path, env=env, overrides=overrides or {})
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    print(f"OK: {describe(config)}")
+    return 0
+
+
+def rbac_main(
+    path: Path | None, *, overrides: Mapping[str, str] | None = None, name: str = "cacheproxy"
+) -> int:
+    """``cacheproxy rbac --config FILE``: print the ClusterRole the configuration needs. A
+    configuration error raises ConfigError (the CLI prints it and exits 2)."""
+    from cacheproxy.daemon.config import load_config
+    from cacheproxy.daemon.rbac import render_cluster_role
+
+    config = load_config(path, overrides=overrides or {})
+    source = str(path) if path is not None else None
+    sys.stdout.write(render_cluster_role(config, name, source))
+    return 0
+
+
+async def _run_daemon(daemon: Any, stop: asyncio.Event, reloader: Any = None) -> None:
+    """Start, wait for a signal, shut down in order (not ready → stop accepting → close
+    watches → stop informers). SIGHUP (and a changed config file) reload the resources."""
+    stop_on_signals(stop)
+    await daemon.start()
+    if reloader is not None:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reloader.request)
+        reloader.start()
+    ready = asyncio.create_task(daemon.wait_ready(), name="wait-ready")
+    ready.add_done_callback(
+        lambda t: (
+            log.info("ready: every resource synced") if not t.cancelled() and t.result() else None
+        )
+    )
+    await stop.wait()
+    log.info("shutting down")
+    if reloader is not None:
+        await reloader.stop()
+    await cancel_and_wait(ready)
+    await daemon.stop()
+
+
+async def serve_main(args: argparse.Namespace) -> int:
+    from cacheproxy.daemon.config import describe, load_config
+    from cacheproxy.daemon.logs import configure_logging
+    from cacheproxy.daemon.reload import ConfigReloader
+    from cacheproxy.daemon.runtime import Daemon
+    from cacheproxy.daemon.wiring import wire
+
+    flags = overrides(args)
+    config = load_config(args.config, overrides=flags)
+    wiring = wire(config)
+    configure_logging(wiring.log_level, wiring.log_format.value)
+    for warning in wiring.warnings:
+        log.warning("%s", warning)
+    log.info("%s", describe(config))
+    daemon = Daemon(config, wiring.load_upstream())
+    reloader = ConfigReloader(
+        args.config, lambda: load_config(args.config, overrides=flags), daemon.reload
+    )
+    try:
+        await _run_daemon(daemon, asyncio.Event(), reloader)
+    except ListenError as err:
+        raise err.with_hint(
+            "choose another with --port, --set server.port=PORT, CACHEPROXY_SERVER_PORT or "
+            "server.port in the config file"
+        ) from None
+    return 0

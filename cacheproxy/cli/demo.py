@@ -1,0 +1,135 @@
+"""``cacheproxy demo`` (``make run``): the simulator with demo data and churn, the cache proxy in
+front of it, and commands to try against both."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+from typing import Any
+
+from cacheproxy.cli.running import HelpFormatter, env_default, stop_on_signals
+from cacheproxy.errors import ListenError
+from cacheproxy.tasks import cancel_and_wait
+
+__all__ = ["add_parser", "demo_main"]
+
+_RESOURCES = (
+    "pods",
+    "namespaces",
+    "nodes",
+    "configmaps",
+    "services",
+    "events",
+    "apps/v1/deployments",
+    "apps/v1/replicasets",
+)
+_POD_INDEXES = ("spec.nodeName", "metadata.ownerReferences[*].uid")
+
+
+def add_parser(sub: Any, parent: argparse.ArgumentParser) -> None:
+    demo = sub.add_parser(
+        "demo",
+        parents=[parent],
+        formatter_class=HelpFormatter,
+        help="the simulator with demo data and churn, the proxy in front of it",
+        description="Start the built-in API server simulator with demo data and churn and the "
+        "cache proxy in front of it, and print commands to try against both.",
+    )
+    demo.add_argument(
+        "--port", type=int, default=int(env_default("DEMO_PORT", "8080")), help="proxy port"
+    )
+    demo.add_argument(
+        "--sim-port",
+        type=int,
+        default=int(env_default("DEMO_SIM_PORT", "8001")),
+        help="simulator port",
+    )
+    demo.add_argument("--pods", type=int, default=60, help="demo pods")
+    demo.add_argument("--churn", type=float, default=2.0, help="pod writes per second")
+    demo.add_argument("--seed", type=int, default=1, help="random seed of demo data and churn")
+
+
+async def demo_main(args: argparse.Namespace) -> int:
+    from cacheproxy.daemon.config import CachedResource, DaemonConfig, ServerSettings
+    from cacheproxy.daemon.runtime import Daemon
+    from cacheproxy.kube.resources import builtin
+    from cacheproxy.sim import SimServer, Simulator
+    from cacheproxy.sim.churn import ChurnDriver
+    from cacheproxy.sim.workload import DemoSpec, demo_objects
+    from cacheproxy.upstream import UpstreamConfig
+
+    sim = Simulator()
+    sim.load(demo_objects(DemoSpec(pods=args.pods, seed=args.seed)))
+    sim_server = SimServer(sim, port=args.sim_port)
+    try:
+        await sim_server.start()
+    except ListenError as err:
+        raise err.with_hint(
+            "the simulator's port: choose another with --sim-port or CACHEPROXY_DEMO_SIM_PORT"
+        ) from None
+    resources = tuple(
+        CachedResource(rtype=builtin(name), indexes=_POD_INDEXES if name == "pods" else ())
+        for name in _RESOURCES
+    )
+    config = DaemonConfig(resources=resources, server=ServerSettings(port=args.port), source="demo")
+    daemon = Daemon(config, UpstreamConfig(server=sim_server.url))
+    stop = asyncio.Event()
+    namespaces = sorted({ns for ns, _ in sim.store.names(sim.resource("pods"))}) or ["default"]
+    nodes = [name for _, name in sim.store.names(sim.resource("nodes"))] or ["node-0"]
+    driver = ChurnDriver(
+        sim.store,
+        rate=args.churn,
+        rng=random.Random(args.seed),
+        namespaces=namespaces,
+        nodes=nodes,
+        apps=[f"app-{i}" for i in range(4)],
+        max_pods=max(args.pods * 2, 10),
+    )
+
+    async def announce() -> None:
+        await daemon.wait_ready()
+        _print_banner(daemon.url, sim_server.url)
+
+    banner: asyncio.Task[None] | None = None
+    churn: asyncio.Task[Any] | None = None
+    try:
+        stop_on_signals(stop)
+        try:
+            await daemon.start()
+        except ListenError as err:
+            raise err.with_hint(
+                "the proxy's port: choose another with --port or CACHEPROXY_DEMO_PORT"
+            ) from None
+        churn = asyncio.create_task(driver.run(), name="demo-churn")
+        banner = asyncio.create_task(announce(), name="demo-banner")
+        await stop.wait()
+    finally:
+        await cancel_and_wait(banner, churn)
+        await daemon.stop()
+        await sim_server.stop()
+    return 0
+
+
+def _print_banner(proxy: str, upstream: str) -> None:
+    kubectl = f"kubectl --server {proxy} --cache-dir $(mktemp -d)"
+    lines = [
+        f"cacheproxy is ready on {proxy}, caching the simulator on {upstream}",
+        "",
+        "Through the proxy:",
+        f"  curl -s '{proxy}/api/v1/pods?limit=2'",
+        f"  curl -s '{proxy}/api/v1/pods?labelSelector=app%3Dapp-1'",
+        f"  curl -s '{proxy}/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1'",
+        f"  curl -s '{proxy}/api/v1/pods?indexSelector=spec.nodeName+in+(node-1,node-2)'",
+        f"  curl -s -N '{proxy}/api/v1/pods?watch=1&allowWatchBookmarks=true'",
+        f"  {kubectl} get pods -A",
+        f"  {kubectl} get pods -A -w",
+        f"  {kubectl} api-resources",
+        "",
+        "The simulator directly (the upstream):",
+        f"  curl -s {upstream}/version",
+        f"  kubectl --server {upstream} --cache-dir $(mktemp -d) get pods -A",
+        "",
+        "Press Ctrl-C to stop.",
+    ]
+    print("\n".join(lines), flush=True)

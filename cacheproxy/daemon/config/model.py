@@ -1,0 +1,437 @@
+"""What the daemon is configured with: frozen dataclasses grouped by concern, each setting
+declared once (type, default, bounds, checks, doc) in the way :mod:`.settings` reads.
+
+A default that a component of the library already has (the reflector's page size, the server's
+watch buffer) is taken from that component with :func:`library_default`, so the number lives in
+one place; the daemon still passes every value explicitly (:mod:`cacheproxy.daemon.wiring`).
+The docstrings are the reference's words (``docs/configuration.md`` is generated from them).
+Nothing here opens a socket or reads a credential; :func:`resolve_upstream` is the one bridge to
+the kubeconfig loaders.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import ipaddress
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import AfterValidator, Field
+
+from cacheproxy.daemon.config.settings import (
+    NOT_A_SETTING,
+    TRISTATE,
+    Shown,
+    library_default,
+    settings_of,
+)
+from cacheproxy.informer.factory import Collection, InformerFactory
+from cacheproxy.informer.reflector import ReflectorOptions
+from cacheproxy.informer.store import Transform
+from cacheproxy.kube.resources import ResourceType
+from cacheproxy.server.access import AccessSettings
+from cacheproxy.server.app import ServerOptions
+from cacheproxy.server.resource import CachedResource as ServedResource
+from cacheproxy.server.snapshots import SnapshotCache
+from cacheproxy.serving import ServingProtocol
+from cacheproxy.upstream import build_client
+from cacheproxy.upstream.config import (
+    UpstreamConfig,
+    load_incluster,
+    load_kubeconfig,
+    load_upstream,
+)
+
+__all__ = [
+    "SETTINGS",
+    "AuthMode",
+    "AuthSettings",
+    "CachedResource",
+    "DaemonConfig",
+    "LogFormat",
+    "LogLevel",
+    "LoggingSettings",
+    "ServerLimits",
+    "ServerSettings",
+    "TLSSettings",
+    "UpstreamSettings",
+    "is_loopback",
+    "resolve_upstream",
+    "upstream_loader",
+]
+
+_DNS_SUBDOMAIN: Final = re.compile(
+    r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+)
+
+
+def _address(text: str) -> str:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        if text.startswith("["):
+            raise ValueError(f"write an IPv6 address without brackets, got {text!r}") from None
+        if not _DNS_SUBDOMAIN.fullmatch(text.lower()):
+            raise ValueError(f"expected an IP address or a host name, got {text!r}") from None
+    return text
+
+
+def is_loopback(address: str) -> bool:
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+class AuthMode(enum.StrEnum):
+    NONE = "none"
+    """No authentication: for a loopback sidecar."""
+    TOKEN = "token"
+    """Static bearer tokens read from ``tokenFile``."""
+    DELEGATED = "delegated"
+    """TokenReview + SubjectAccessReview against the upstream, answers cached."""
+
+
+class LogFormat(enum.StrEnum):
+    TEXT = "text"
+    JSON = "json"
+
+
+LogLevel = Literal["debug", "info", "warning", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class CachedResource:
+    """One collection to list and watch upstream, and how to keep it (one item of
+    ``resources``; its keys are declared by :class:`~.resources.ResourceEntry`)."""
+
+    rtype: ResourceType
+    namespace: str | None = None
+    """Only this namespace (namespaced resources only); None = all namespaces."""
+    label_selector: str = ""
+    """Applied upstream (server-side filtering), as written."""
+    field_selector: str = ""
+    indexes: tuple[str, ...] = ()
+    """Field paths indexed in the store (``spec.nodeName``, ``metadata.ownerReferences[*].uid``)."""
+    transform: Transform = dataclasses.field(default_factory=Transform)
+    history: int = library_default(InformerFactory.informer, "history")
+    """EventLog size: events kept for watch resume."""
+
+    @property
+    def collection(self) -> Collection:
+        """The informer factory's key for this collection."""
+        return Collection(self.rtype, self.namespace, self.label_selector, self.field_selector)
+
+    @property
+    def is_secret(self) -> bool:
+        return self.rtype.group == "" and self.rtype.resource == "secrets"
+
+
+_REFLECTOR: Final = ReflectorOptions
+_SERVER: Final = ServerOptions
+_ACCESS: Final = AccessSettings
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamSettings:
+    """``upstream``: where the API server is and how the reflectors talk to it."""
+
+    kubeconfig: Path | None = None
+    """A kubeconfig file."""
+    context: Annotated[str | None, Shown(default="its current context")] = None
+    """A context of the kubeconfig."""
+    in_cluster: Annotated[bool | None, TRISTATE] = None
+    """`true`: the pod's service account. `false`: a kubeconfig (`kubeconfig`, else
+    `$KUBECONFIG`, else `~/.kube/config`). `auto`: a given `kubeconfig`/`context` wins; else the
+    service account when running in a pod (`KUBERNETES_SERVICE_HOST` set); else `$KUBECONFIG` /
+    `~/.kube/config`. `true` together with `kubeconfig` or `context` is an error."""
+    watch_list: bool = library_default(_REFLECTOR, "watch_list")
+    """First sync by a streaming watch-list when the upstream supports it (else paged list)."""
+    watch_list_timeout_seconds: Annotated[float, Field(ge=1, le=3600)] = library_default(
+        _REFLECTOR, "watch_list_timeout"
+    )
+    """A watch-list whose initial events have stopped but whose `initial-events-end` bookmark
+    has not come within this long is given up for a paged list, and that resource syncs by lists
+    from then on (kube-apiserver 1.27 to 1.30 sends that bookmark only after the next write to the
+    resource)."""
+    http2: bool = library_default(build_client, "http2")
+    """Use HTTP/2 when the API server offers it (every list and watch multiplexed on one
+    connection). Off by default: see [the upstream transport](#the-upstream-transport)."""
+    compression: Annotated[bool | None, TRISTATE] = library_default(build_client, "compression")
+    """Ask the API server for gzip. It compresses every response over 128 KiB: a 70 MB list costs
+    it about a second of CPU (and the daemon a tenth to undo), worth it on a slow link, a loss on
+    a fast one. `auto`: gzip unless the upstream is in-cluster (service account) or on
+    loopback."""
+    page_size: Annotated[int, Field(ge=1, le=100_000)] = library_default(_REFLECTOR, "page_size")
+    """Items per page of an upstream list."""
+    min_watch_timeout_seconds: Annotated[float, Field(ge=10, le=3600)] = library_default(
+        _REFLECTOR, "min_watch_timeout"
+    )
+    """Upstream watches ask for a timeout between this and twice this (as client-go)."""
+
+    def reflector_options(self) -> ReflectorOptions:
+        """The reflectors' options: every one that is a setting, passed explicitly."""
+        return ReflectorOptions(
+            page_size=self.page_size,
+            watch_list=self.watch_list,
+            watch_list_timeout=self.watch_list_timeout_seconds,
+            min_watch_timeout=self.min_watch_timeout_seconds,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TLSSettings:
+    """``server.tls``: HTTPS (None: plain HTTP)."""
+
+    cert_file: Path
+    """Serve HTTPS with this certificate (PEM)…"""
+    key_file: Path
+    """…and this key. Both or neither."""
+    client_ca_file: Annotated[Path | None, Field(alias="clientCAFile")] = None
+    """Client certificates signed by this CA authenticate (CommonName = user, Organizations =
+    groups, as the API server maps them). With `auth.mode: none` every client must present one;
+    with `token`/`delegated` a certificate is an alternative to a bearer token. Needs
+    `certFile`/`keyFile`. The certificate and key files are re-read when they change on disk;
+    TLS 1.2 or newer."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuthSettings:
+    """``server.auth``: who clients are, and what they may read."""
+
+    mode: AuthMode = AuthMode.NONE
+    """`none`: no authentication (a loopback sidecar). `token`: static bearer tokens from
+    `tokenFile`. `delegated`: each request's bearer token is checked by the upstream
+    (TokenReview). With `token` and `delegated` every request but the health checks is
+    authorized by the upstream (SubjectAccessReview), so a client reads through the proxy only
+    what its RBAC lets it read directly; denied → the API server's 403. The daemon's own
+    credentials need `create` on `tokenreviews` and `subjectaccessreviews` (`cacheproxy rbac`
+    adds them)."""
+    token_file: Path | None = None
+    """The static tokens, in the API server's `--token-auth-file` format:
+    `token,user,uid[,"group1,group2"]` per line. Re-read when it changes. Required with
+    `mode: token`, refused otherwise."""
+    token_cache_ttl_seconds: Annotated[
+        float, Field(ge=0, le=3600, alias="tokenCacheTTLSeconds")
+    ] = library_default(_ACCESS, "token_ttl")
+    """How long a TokenReview answer is reused (a negative one at most 10 s)."""
+    allowed_cache_ttl_seconds: Annotated[
+        float, Field(ge=0, le=3600, alias="allowedCacheTTLSeconds")
+    ] = library_default(_ACCESS, "allowed_ttl")
+    """How long an allowing SubjectAccessReview answer is reused (the API server's webhook
+    default)."""
+    denied_cache_ttl_seconds: Annotated[
+        float, Field(ge=0, le=3600, alias="deniedCacheTTLSeconds")
+    ] = library_default(_ACCESS, "denied_ttl")
+    """How long a denying answer is reused."""
+    cache_size: Annotated[int, Field(ge=1, le=10_000_000)] = library_default(_ACCESS, "cache_size")
+    """Answers kept per cache (tokens, decisions); least recently used dropped first."""
+    namespace_filtering: bool = library_default(_ACCESS, "namespace_filtering")
+    """An extension, off by default: a cluster-wide list or watch of a namespaced resource that
+    the user may not make returns the objects of the namespaces they may read (one
+    SubjectAccessReview per namespace holding objects, cached), instead of the API server's 403.
+    Resource versions, paging and watch semantics are unchanged; the set of namespaces is fixed
+    when the request starts."""
+    allow_anonymous: bool = library_default(_ACCESS, "allow_anonymous")
+    """Requests without credentials are `system:anonymous` (RBAC decides) instead of 401.
+    Health checks (`/healthz`, `/livez`, `/readyz`) always answer everyone."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerLimits:
+    """``server.limits``: bounds that keep one client from hurting the others (DESIGN §7:
+    every buffer bounded)."""
+
+    max_in_flight: Annotated[int, Field(ge=1, le=1_000_000)] = library_default(
+        _SERVER, "max_in_flight"
+    )
+    """Requests other than watches served at once; more get 429 with `Retry-After: 1`."""
+    max_watchers: Annotated[int, Field(ge=1, le=1_000_000)] = library_default(
+        _SERVER, "max_watchers"
+    )
+    """Concurrent watches served per resource; more get 429."""
+    max_watchers_per_user: Annotated[int, Field(ge=1, le=1_000_000)] = library_default(
+        _SERVER, "max_watchers_per_user"
+    )
+    """Concurrent watches of one authenticated user; more get 429."""
+    max_url_bytes: Annotated[int, Field(ge=256, le=1_048_576, alias="maxURLBytes")] = (
+        library_default(_SERVER, "max_url_bytes")
+    )
+    """Path and query string; longer → 414."""
+    max_header_bytes: Annotated[int, Field(ge=1_024, le=16_777_216)] = library_default(
+        _SERVER, "max_header_bytes"
+    )
+    """All request headers together; more → 431."""
+    ready_max_staleness_seconds: Annotated[float, Field(ge=0, le=86_400)] = library_default(
+        _SERVER, "ready_max_staleness"
+    )
+    """`/readyz` fails (503) while some resource has not heard from upstream (an event or a
+    bookmark) for longer than this, so a load balancer can prefer fresher replicas; `0` = stay
+    ready once synced. The cache keeps serving its last state either way. Upstream bookmarks
+    come about once a minute on a quiet resource: use more than 120."""
+    header_timeout_seconds: Annotated[float, Field(ge=0.1, le=600)] = library_default(
+        ServingProtocol, "header_timeout"
+    )
+    """A connection that has not sent a request's complete headers this long after it opened
+    (or after the request began) is closed, so slow clients cannot hold connections."""
+    watch_buffer: Annotated[int, Field(ge=1, le=1_000_000)] = library_default(
+        _SERVER, "watch_buffer"
+    )
+    """Events queued per watcher; a watcher that falls this far behind is closed (it resumes
+    from its last resourceVersion)."""
+    watch_stall_seconds: Annotated[float, Field(ge=0.1, le=3600)] = library_default(
+        _SERVER, "watch_stall"
+    )
+    """A watch whose client takes no bytes for this long while events wait for it is dropped
+    (connection closed; counted in `cacheproxy_watch_evicted_total`), as the API server drops
+    watchers that do not keep up."""
+    rv_wait_seconds: Annotated[float, Field(ge=0.1, le=60)] = library_default(
+        ServedResource, "rv_wait"
+    )
+    """How long a list, get or watch-list at a resourceVersion newer than the cache waits
+    before 504 (as the API server). A plain watch from a newer resourceVersion does not time
+    out: it waits for the events after it, as the API server's."""
+    bookmark_interval_seconds: Annotated[float, Field(ge=1, le=3600)] = library_default(
+        _SERVER, "bookmark_interval"
+    )
+    """Bookmarks sent to watchers that asked for them."""
+    continue_token_ttl_seconds: Annotated[
+        float, Field(ge=1, le=86_400, alias="continueTokenTTLSeconds")
+    ] = library_default(SnapshotCache, "ttl")
+    """How long the state at an older resourceVersion that a paged list is served from (its
+    pages after the cache moved on, or a `limit` or `Exact` list at an older resourceVersion)
+    is kept after its last page, so the next page is a slice of it rather than a rebuild. A
+    continue token used later still works while the event history (`resources[].history`)
+    reaches its resourceVersion (the state is rebuilt), and gets 410 Expired with an
+    inconsistent continue token once it does not, as before."""
+    list_snapshot_entries: Annotated[int, Field(ge=0, le=1_000_000_000)] = library_default(
+        SnapshotCache, "max_entries"
+    )
+    """Objects those kept states (and the parts of them that paged selector queries select) may
+    reference together, per resource; the least recently used are dropped first. They refer to
+    the cache's objects, not copies: about 8 bytes an object. `0` keeps none: every page
+    rebuilds its state."""
+    max_page_size: Annotated[int, Field(ge=1, le=1_000_000)] = library_default(
+        _SERVER, "max_page_size"
+    )
+    """A larger `limit` is served in pages of this size."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    """``server``: where and how the daemon listens."""
+
+    address: Annotated[str, AfterValidator(_address), Shown(type="IP address or host name")] = (
+        "127.0.0.1"
+    )
+    """Where to listen. `0.0.0.0` / `::` = every interface."""
+    port: Annotated[int, Field(ge=0, le=65535)] = 8080
+    """`0` = any free port."""
+    allow_unauthenticated_non_loopback: bool = False
+    """See the rule below."""
+    shutdown_delay_seconds: Annotated[float, Field(ge=0, le=600)] = 0.0
+    """On SIGTERM, keep serving this long while `/readyz` already answers 503, so Service
+    endpoints and load balancers stop sending new requests first."""
+    shutdown_grace_seconds: Annotated[float, Field(ge=0, le=600)] = 20.0
+    """Then, after watches are ended cleanly and no new connection is accepted, how long open
+    lists may take to finish. Keep delay + grace below the pod's
+    `terminationGracePeriodSeconds`."""
+    staleness_header: bool = library_default(_SERVER, "staleness_header")
+    """Add `X-Cacheproxy-Staleness-Seconds` (seconds since upstream last moved that resource's
+    cache) to list, get and watch responses."""
+    tls: TLSSettings | None = None
+    auth: AuthSettings = dataclasses.field(default_factory=AuthSettings)
+    limits: ServerLimits = dataclasses.field(default_factory=ServerLimits)
+
+    @property
+    def loopback(self) -> bool:
+        return is_loopback(self.address)
+
+    @property
+    def authenticated(self) -> bool:
+        """Whether clients must prove who they are (an auth mode or required client certificates)."""
+        return self.auth.mode is not AuthMode.NONE or (
+            self.tls is not None and self.tls.client_ca_file is not None
+        )
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.address}]" if ":" in self.address else self.address
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class LoggingSettings:
+    """``logging``: what the daemon logs, and how."""
+
+    level: LogLevel = "info"
+    """The least severe messages logged. `--log-level` (before or after the command) is the
+    same as `--set logging.level`."""
+    format: LogFormat = LogFormat.TEXT
+    """`json`: one JSON object per line."""
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonConfig:
+    """Everything the daemon needs to start, validated."""
+
+    resources: tuple[CachedResource, ...] = dataclasses.field(metadata=NOT_A_SETTING)
+    upstream: UpstreamSettings = dataclasses.field(default_factory=UpstreamSettings)
+    server: ServerSettings = dataclasses.field(default_factory=ServerSettings)
+    logging: LoggingSettings = dataclasses.field(default_factory=LoggingSettings)
+    source: str = dataclasses.field(default="defaults", metadata=NOT_A_SETTING)
+    """The file read, or ``defaults`` when there was none."""
+    overridden_by: tuple[str, ...] = dataclasses.field(default=(), metadata=NOT_A_SETTING)
+    """The environment variables and flags that changed a value (``$CACHEPROXY_SERVER_PORT``)."""
+
+    @property
+    def caches_secrets(self) -> bool:
+        return any(r.is_secret for r in self.resources)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Legal but risky choices, for the daemon to log at WARNING on start."""
+        out: list[str] = []
+        server = self.server
+        if self.caches_secrets and server.auth.mode is AuthMode.DELEGATED:
+            out.append("Secrets are cached in memory (clients read those their RBAC allows)")
+        elif self.caches_secrets:
+            out.append("Secrets are cached: every client of this proxy can read them")
+        if not server.loopback and not server.authenticated:
+            out.append(
+                f"serving {server.address} without authentication "
+                "(server.allowUnauthenticatedNonLoopback is true)"
+            )
+        if not server.loopback and server.auth.mode is not AuthMode.NONE and server.tls is None:
+            out.append(
+                f"bearer tokens travel in clear text: {server.auth.mode} auth off loopback "
+                "without TLS (set server.tls)"
+            )
+        return tuple(out)
+
+
+SETTINGS: Final = {s.path: s for s in settings_of(DaemonConfig)}
+"""Every scalar setting by dotted path, in declaration order (``resources`` is read apart)."""
+
+
+def upstream_loader(
+    settings: UpstreamSettings,
+) -> tuple[Callable[..., UpstreamConfig], tuple[Any, ...]]:
+    """Which loader :func:`resolve_upstream` calls, with which arguments."""
+    if settings.in_cluster is True:
+        return load_incluster, ()
+    if settings.in_cluster is False:
+        return load_kubeconfig, (settings.kubeconfig, settings.context)
+    return load_upstream, (settings.kubeconfig, settings.context)
+
+
+def resolve_upstream(settings: UpstreamSettings) -> UpstreamConfig:
+    """Load the upstream's address and credentials as ``settings`` say (kubernetes loaders)."""
+    loader, args = upstream_loader(settings)
+    return loader(*args)

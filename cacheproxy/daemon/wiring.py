@@ -1,0 +1,164 @@
+"""Where each setting reaches the component it configures: a :class:`DaemonConfig` in, the
+options of every component out, as plain comparable values (no socket, no task).
+
+This is the one place the daemon reads its settings (:class:`~.runtime.Daemon` builds from a
+:class:`Wiring`, the command line configures logging and finds the upstream from it), so a test
+can walk every declared setting, change it, and see that :func:`wire` changes: a setting that is
+validated and documented but reaches nothing fails that test. Every component option that is a
+setting is passed explicitly, never left to the component's own default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cacheproxy.daemon.config import (
+    AuthMode,
+    CachedResource,
+    DaemonConfig,
+    LogFormat,
+    LogLevel,
+    ServerLimits,
+)
+from cacheproxy.daemon.config.model import upstream_loader
+from cacheproxy.errors import ConfigError
+from cacheproxy.informer.factory import Collection
+from cacheproxy.informer.reflector import ReflectorOptions
+from cacheproxy.informer.store import Transform
+from cacheproxy.server.access import AccessSettings
+from cacheproxy.server.app import ServerOptions
+from cacheproxy.upstream import UpstreamConfig
+
+__all__ = ["Listener", "ResourceWiring", "Wiring", "wire", "wire_resource"]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceWiring:
+    """One cached resource: its informer's options and how the server serves it."""
+
+    collection: Collection
+    field_indexes: tuple[str, ...]
+    transform: Transform
+    history: int
+    rv_wait: float
+    snapshot_ttl: float
+    snapshot_entries: int
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """The HTTP listener (uvicorn) and its lifecycle."""
+
+    address: str
+    port: int
+    cert_file: Path | None
+    key_file: Path | None
+    client_ca_file: Path | None
+    client_certificate_required: bool
+    header_timeout: float
+    graceful_shutdown: int
+    """Seconds open lists may take to finish once nothing new is accepted (uvicorn's unit)."""
+    shutdown_delay: float
+
+
+@dataclass(frozen=True, slots=True)
+class Wiring:
+    """Every component's options, as a configuration sets them."""
+
+    upstream: tuple[Callable[..., UpstreamConfig], tuple[Any, ...]]
+    """The loader of the upstream's address and credentials, and its arguments."""
+    http2: bool
+    compression: bool | None
+    reflector: ReflectorOptions
+    server: ServerOptions
+    access: AccessSettings | None
+    """None: no authentication."""
+    token_file: Path | None
+    listener: Listener
+    resources: tuple[ResourceWiring, ...]
+    log_level: LogLevel
+    log_format: LogFormat
+    warnings: tuple[str, ...]
+    """Logged at start: legal but risky choices."""
+
+    def load_upstream(self) -> UpstreamConfig:
+        loader, args = self.upstream
+        return loader(*args)
+
+
+def wire_resource(spec: CachedResource, limits: ServerLimits) -> ResourceWiring:
+    return ResourceWiring(
+        collection=spec.collection,
+        field_indexes=spec.indexes,
+        transform=spec.transform,
+        history=spec.history,
+        rv_wait=limits.rv_wait_seconds,
+        snapshot_ttl=limits.continue_token_ttl_seconds,
+        snapshot_entries=limits.list_snapshot_entries,
+    )
+
+
+def wire(config: DaemonConfig) -> Wiring:
+    """The options ``config`` gives each component. Raises ConfigError for two resources of the
+    same type (the server serves one collection per resource: it would keep only the last)."""
+    seen: set[object] = set()
+    for spec in config.resources:
+        if spec.rtype in seen:
+            raise ConfigError(
+                f"{spec.rtype.config_name} is configured twice: one entry per resource"
+            )
+        seen.add(spec.rtype)
+    upstream, server, limits = config.upstream, config.server, config.server.limits
+    auth, tls = server.auth, server.tls
+    return Wiring(
+        upstream=upstream_loader(upstream),
+        http2=upstream.http2,
+        compression=upstream.compression,
+        reflector=upstream.reflector_options(),
+        server=ServerOptions(
+            watch_buffer=limits.watch_buffer,
+            watch_stall=limits.watch_stall_seconds,
+            bookmark_interval=limits.bookmark_interval_seconds,
+            max_watchers=limits.max_watchers,
+            max_page_size=limits.max_page_size,
+            max_in_flight=limits.max_in_flight,
+            max_watchers_per_user=limits.max_watchers_per_user,
+            max_url_bytes=limits.max_url_bytes,
+            max_header_bytes=limits.max_header_bytes,
+            ready_max_staleness=limits.ready_max_staleness_seconds,
+            staleness_header=server.staleness_header,
+        ),
+        access=None
+        if auth.mode is AuthMode.NONE
+        else AccessSettings(
+            token_ttl=auth.token_cache_ttl_seconds,
+            allowed_ttl=auth.allowed_cache_ttl_seconds,
+            denied_ttl=auth.denied_cache_ttl_seconds,
+            cache_size=auth.cache_size,
+            allow_anonymous=auth.allow_anonymous,
+            namespace_filtering=auth.namespace_filtering,
+            # A local token file is asked directly, so a rotation applies at once.
+            cache_tokens=auth.mode is AuthMode.DELEGATED,
+        ),
+        token_file=auth.token_file if auth.mode is AuthMode.TOKEN else None,
+        listener=Listener(
+            address=server.address,
+            port=server.port,
+            cert_file=tls.cert_file if tls else None,
+            key_file=tls.key_file if tls else None,
+            client_ca_file=tls.client_ca_file if tls else None,
+            # Without an auth mode the certificate is the only proof: required. With one, a
+            # certificate is an alternative to a bearer token (as the API server).
+            client_certificate_required=auth.mode is AuthMode.NONE,
+            header_timeout=limits.header_timeout_seconds,
+            graceful_shutdown=max(1, round(server.shutdown_grace_seconds)),
+            shutdown_delay=server.shutdown_delay_seconds,
+        ),
+        resources=tuple(wire_resource(spec, limits) for spec in config.resources),
+        log_level=config.logging.level,
+        log_format=config.logging.format,
+        warnings=config.warnings,
+    )

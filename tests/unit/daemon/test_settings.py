@@ -1,0 +1,147 @@
+"""Settings read back from their declarations: path, key, kind, bounds, doc, and the wording of
+each problem with a value."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Literal
+
+import pytest
+from pydantic import AfterValidator, Field
+
+from cacheproxy.daemon.config import SETTINGS, ServerLimits
+from cacheproxy.daemon.config.settings import (
+    NOT_A_SETTING,
+    TRISTATE,
+    UNSET,
+    Invalid,
+    Kind,
+    Setting,
+    Shown,
+    assemble,
+    library_default,
+    settings_of,
+)
+from cacheproxy.server.app import ServerOptions
+
+
+def _even(n: int) -> int:
+    if n % 2:
+        raise ValueError(f"{n} is odd")
+    return n
+
+
+@dataclass(frozen=True, slots=True)
+class Inner:
+    path: Path
+    """Required when the section is given."""
+    extra: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Toy:
+    name: str = dataclasses.field(default="x", metadata=NOT_A_SETTING)
+    max_url_bytes: Annotated[
+        int, Field(ge=2, le=10, alias="maxURLBytes"), AfterValidator(_even)
+    ] = 4
+    """How many, at most.
+    Wrapped."""
+    wait_seconds: Annotated[float, Field(ge=0.5, le=60)] = 3.0
+    mode: Literal["a", "b"] = "a"
+    auto: Annotated[bool | None, TRISTATE] = None
+    label: Annotated[str | None, Shown(type="a label")] = None
+    inner: Inner | None = None
+
+
+def toy() -> dict[str, Setting]:
+    return {s.path: s for s in settings_of(Toy)}
+
+
+def test_paths_keys_kinds_and_docs_come_from_the_fields() -> None:
+    found = toy()
+    assert list(found) == [
+        "maxURLBytes",
+        "waitSeconds",
+        "mode",
+        "auto",
+        "label",
+        "inner.path",
+        "inner.extra",
+    ]
+    urls = found["maxURLBytes"]
+    assert (urls.kind, urls.default, urls.bounds, urls.doc) == (
+        Kind.INT,
+        4,
+        (2, 10),
+        "How many, at most. Wrapped.",
+    )
+    assert urls.env == "CACHEPROXY_MAX_URL_BYTES"
+    assert found["waitSeconds"].kind is Kind.SECONDS
+    assert found["mode"].choices == ("a", "b")
+    assert found["auto"].kind is Kind.TRISTATE
+    assert found["label"].shown.type == "a label"
+    assert found["label"].optional
+    assert found["inner.path"].attrs == ("inner", "path")
+    assert found["inner.path"].default is dataclasses.MISSING
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "text", "message"),
+    [
+        ("maxURLBytes", 12, False, "must be between 2 and 10, got 12"),
+        ("maxURLBytes", "12", True, "must be between 2 and 10, got 12"),
+        ("maxURLBytes", "8k", True, "expected an integer, got '8k'"),
+        ("maxURLBytes", "8", False, "expected an integer, got a string ('8')"),
+        ("maxURLBytes", True, False, "expected an integer, got a boolean (true)"),
+        ("maxURLBytes", 3, False, "3 is odd"),
+        ("waitSeconds", 0.1, False, "must be between 0.5 and 60 seconds, got 0.1"),
+        ("mode", "c", False, "expected one of a, b; got a string ('c')"),
+        ("auto", "maybe", True, "expected one of auto, true, false; got a string ('maybe')"),
+        ("label", 5, False, "expected a string, got a number (5); quote it"),
+    ],
+)
+def test_each_problem_is_worded_from_the_declaration(
+    path: str, value: object, text: bool, message: str
+) -> None:
+    with pytest.raises(Invalid) as info:
+        toy()[path].convert(value, text=text)
+    assert str(info.value) == message
+
+
+def test_values_are_converted_to_the_declared_type() -> None:
+    found = toy()
+    assert found["waitSeconds"].convert(2, text=False) == 2.0
+    assert found["waitSeconds"].convert(" 0.5 ", text=True) == 0.5
+    assert found["mode"].convert(" B ", text=False) == "b"
+    assert found["auto"].convert("auto", text=True) is None
+    assert found["auto"].convert(False, text=False) is False
+    assert found["label"].convert("", text=False) is UNSET
+    assert found["label"].convert(" ", text=True) is None
+    assert found["inner.path"].convert("a/b", text=True) == Path("a/b")
+
+
+def test_assemble_builds_sections_and_leaves_an_incomplete_optional_one_unset() -> None:
+    values = {
+        s.attrs: (None if s.default is dataclasses.MISSING else s.default) for s in toy().values()
+    }
+    assert assemble(Toy, values, name="y") == Toy(name="y")
+    values[("inner", "path")] = Path("p")
+    assert assemble(Toy, values).inner == Inner(Path("p"))
+
+
+def test_a_library_default_is_read_from_the_component() -> None:
+    assert library_default(ServerOptions, "watch_buffer") == ServerOptions().watch_buffer
+    assert ServerLimits().watch_buffer == ServerOptions().watch_buffer
+    assert ServerLimits().max_in_flight == ServerOptions().max_in_flight
+
+
+def test_every_daemon_setting_has_a_doc_and_numbers_have_both_bounds() -> None:
+    for setting in SETTINGS.values():
+        assert setting.doc, setting.path
+        if setting.kind in (Kind.INT, Kind.SECONDS):
+            assert None not in setting.bounds, setting.path
+            lo, hi = setting.bounds
+            assert lo is not None and hi is not None
+            assert lo <= setting.default <= hi, setting.path
