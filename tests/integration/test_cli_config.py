@@ -1,0 +1,130 @@
+"""The command line maps flags onto the configuration's settings: ``--log-level`` before or after
+the command is ``logging.level`` (one setting, flag > environment > file), ``--help`` says what
+each command does and each option's default, and ``sim --crd`` reads the configuration's
+grammar of a custom resource."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from cacheproxy.cli import build_parser, main
+from cacheproxy.cli.configured import overrides
+from cacheproxy.daemon.config import load_config
+from cacheproxy.kube.resources import ResourceType
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["serve", "--log-level", "debug"],
+        ["--log-level", "debug", "serve"],
+        ["check-config", "--set", "logging.level=info", "--log-level", "debug"],
+    ],
+)
+def test_log_level_before_or_after_the_command_is_the_logging_level_setting(
+    argv: list[str],
+) -> None:
+    assert overrides(build_parser().parse_args(argv))["logging.level"] == "debug"
+
+
+def test_without_the_flag_the_file_or_environment_decides(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("resources: [pods]\nlogging: {level: error}\n")
+    flags = overrides(build_parser().parse_args(["serve"]))
+    assert "logging.level" not in flags
+    assert load_config(path, env={}, overrides=flags).logging.level == "error"
+    env = {"CACHEPROXY_LOGGING_LEVEL": "warning"}
+    assert load_config(path, env=env, overrides=flags).logging.level == "warning"
+    flags = overrides(build_parser().parse_args(["serve", "--log-level", "debug"]))
+    assert load_config(path, env=env, overrides=flags).logging.level == "debug"
+
+
+def test_check_config_help_describes_it_and_shows_defaults(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["check-config", "--help"])
+    assert info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Validate the configuration" in text
+    assert "--port PORT same as --set server.port=… (default: 8080)" in text
+    assert "--address ADDRESS same as --set server.address=… (default: 127.0.0.1)" in text
+
+
+def test_sim_help_shows_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["sim", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert (
+        "--history HISTORY events kept for watch resume before compaction (default: 10000)" in text
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "namespaced"),
+    [
+        ("example.com/v1/widgets:Widget", True),
+        ("example.com/v1/widgets:Widget:namespaced", True),
+        ("example.com/v1/widgets:Widget:cluster", False),
+    ],
+)
+def test_sim_crd_takes_the_configurations_grammar(text: str, namespaced: bool) -> None:
+    args = build_parser().parse_args(["sim", "--crd", text])
+    assert args.crd == [
+        ResourceType("example.com", "v1", "widgets", "Widget", namespaced=namespaced)
+    ]
+    config = load_config(None, env={}, overrides={"resources": text})
+    assert [r.rtype for r in config.resources] == args.crd
+
+
+def test_sim_crd_refuses_what_the_configuration_refuses(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["sim", "--crd", "Example.com/v1/widgets:widget"])
+    err = capsys.readouterr().err
+    assert "group 'Example.com' is not a DNS subdomain" in err
+    assert "expected a CamelCase kind like Widget, got 'widget'" in err
+
+
+async def _serve_logs(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    """stderr of ``cacheproxy serve`` (an unreachable upstream) until a SIGTERM a while later."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+        "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+        "users: [{name: u, user: {}}]\n"
+        "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+    )
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"resources: [pods]\nupstream: {{kubeconfig: {kubeconfig}, inCluster: false}}\n"
+        "server: {port: 0}\nlogging: {level: error}\n"
+    )
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CACHEPROXY_")}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "cacheproxy", *args, "--config", str(config),
+        stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
+        env={**clean, **(env or {})},
+    )  # fmt: skip
+    assert proc.stderr is not None
+    await asyncio.sleep(3)
+    proc.send_signal(signal.SIGTERM)
+    err = await asyncio.wait_for(proc.stderr.read(), 20)
+    await asyncio.wait_for(proc.wait(), 20)
+    return err.decode()
+
+
+async def test_serve_logs_at_the_level_given_after_the_command(tmp_path: Path) -> None:
+    # The file says error, the environment warning: the flag after the command wins.
+    env = {"CACHEPROXY_LOGGING_LEVEL": "warning"}
+    err = await _serve_logs(tmp_path, "serve", "--log-level", "info", env=env)
+    assert " INFO cacheproxy.daemon: serving pods on http://127.0.0.1:" in err, err
+    # Without the flag, the environment's warning: no INFO line, the upstream's WARNING.
+    err = await _serve_logs(tmp_path, "serve", env=env)
+    assert " INFO " not in err, err
+    assert " WARNING " in err, err
