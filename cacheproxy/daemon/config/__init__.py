@@ -9,13 +9,16 @@ reference tables of ``docs/configuration.md`` are derived from that declaration
 - :mod:`.settings`: reading declarations back (paths, kinds, bounds, docs) and validating a value;
 - :mod:`.sources`: the file, variables and flags as YAML nodes that remember where they were
   written, and the problems found, reported together;
-- :mod:`.resources`: the ``resources`` list, its entries and the one string grammar of a resource;
+- :mod:`.entry`: one item of ``resources``: what it may say, and the one string grammar of a
+  resource;
+- :mod:`.resources`: the ``resources`` list read, every problem located;
 - :mod:`.load`: merging the sources, the rules between settings, assembling the model;
 - :mod:`.describe`: the summary ``check-config`` prints;
 - :mod:`.reference`: the generated tables of ``docs/configuration.md``.
 """
 
 from cacheproxy.daemon.config.describe import describe
+from cacheproxy.daemon.config.entry import RESOURCE_GRAMMAR, parse_custom_resource
 from cacheproxy.daemon.config.load import SETTING_PATHS, load_config, load_logging
 from cacheproxy.daemon.config.model import (
     SETTINGS,
@@ -32,7 +35,6 @@ from cacheproxy.daemon.config.model import (
     UpstreamSettings,
     resolve_upstream,
 )
-from cacheproxy.daemon.config.resources import RESOURCE_GRAMMAR, parse_custom_resource
 from cacheproxy.daemon.config.settings import env_var_name
 
 __all__ = [

@@ -22,6 +22,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import AfterValidator, Field
 
+from cacheproxy.daemon.config.entry import CachedResource
 from cacheproxy.daemon.config.settings import (
     NOT_A_SETTING,
     TRISTATE,
@@ -29,10 +30,7 @@ from cacheproxy.daemon.config.settings import (
     library_default,
     settings_of,
 )
-from cacheproxy.informer.factory import Collection, InformerFactory
 from cacheproxy.informer.reflector import ReflectorOptions
-from cacheproxy.informer.store import Transform
-from cacheproxy.kube.resources import ResourceType
 from cacheproxy.server.access import AccessSettings
 from cacheproxy.server.app import ServerOptions
 from cacheproxy.server.resource import CachedResource as ServedResource
@@ -104,33 +102,6 @@ class LogFormat(enum.StrEnum):
 
 
 LogLevel = Literal["debug", "info", "warning", "error"]
-
-
-@dataclass(frozen=True, slots=True)
-class CachedResource:
-    """One collection to list and watch upstream, and how to keep it (one item of
-    ``resources``; its keys are declared by :class:`~.resources.ResourceEntry`)."""
-
-    rtype: ResourceType
-    namespace: str | None = None
-    """Only this namespace (namespaced resources only); None = all namespaces."""
-    label_selector: str = ""
-    """Applied upstream (server-side filtering), as written."""
-    field_selector: str = ""
-    indexes: tuple[str, ...] = ()
-    """Field paths indexed in the store (``spec.nodeName``, ``metadata.ownerReferences[*].uid``)."""
-    transform: Transform = dataclasses.field(default_factory=Transform)
-    history: int = library_default(InformerFactory.informer, "history")
-    """EventLog size: events kept for watch resume."""
-
-    @property
-    def collection(self) -> Collection:
-        """The informer factory's key for this collection."""
-        return Collection(self.rtype, self.namespace, self.label_selector, self.field_selector)
-
-    @property
-    def is_secret(self) -> bool:
-        return self.rtype.group == "" and self.rtype.resource == "secrets"
 
 
 _REFLECTOR: Final = ReflectorOptions

@@ -23,8 +23,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from cacheproxy.daemon.config.entry import ENTRY
 from cacheproxy.daemon.config.model import SETTINGS
-from cacheproxy.daemon.config.resources import ENTRY
 from cacheproxy.daemon.config.settings import Kind, Setting, env_var_name
 from cacheproxy.daemon.config.sources import RESOURCES
 

@@ -1,6 +1,5 @@
-"""The ``resources`` list: what an entry may say (:class:`ResourceEntry`, declared once), the one
-grammar of a resource written as a string (also ``cacheproxy sim --crd``), and the reader that
-turns a list of entries into :class:`~.model.CachedResource` records, every problem located.
+"""The ``resources`` list read: each entry (:mod:`.entry`) validated into a
+:class:`~.entry.CachedResource`, every problem located where it was written.
 
 One entry per resource: the server serves one collection per resource on the resource's paths,
 so two entries for the same resource (other namespaces or selectors) are refused, naming both.
@@ -8,24 +7,23 @@ so two entries for the same resource (other namespaces or selectors) are refused
 
 from __future__ import annotations
 
-import dataclasses
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Annotated, Any, Final
+from typing import Any, Final
 
-from pydantic import AfterValidator, Field
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from cacheproxy.daemon.config.model import CachedResource
-from cacheproxy.daemon.config.settings import (
-    UNSET,
-    Invalid,
-    Setting,
-    Shown,
-    library_default,
-    settings_of,
+from cacheproxy.daemon.config.entry import (
+    ENTRY,
+    ENTRY_KEYS,
+    FIELD_PATH,
+    RESOURCE_GRAMMAR,
+    TRANSFORM_KEYS,
+    CachedResource,
+    custom_resource_problems,
+    kind_problem,
+    split_resource_text,
 )
+from cacheproxy.daemon.config.settings import UNSET, Invalid, Setting
 from cacheproxy.daemon.config.sources import (
     RESOURCES,
     TEXT_TAG,
@@ -44,22 +42,8 @@ from cacheproxy.kube.fields import parse_field_selector, validate_field_selector
 from cacheproxy.kube.labels import parse_label_selector
 from cacheproxy.kube.resources import BUILTIN_RESOURCES, ResourceRegistry, ResourceType
 
-__all__ = [
-    "ENTRY",
-    "RESOURCE_GRAMMAR",
-    "ResourceEntry",
-    "ResourceReader",
-    "TransformEntry",
-    "parse_custom_resource",
-]
+__all__ = ["ResourceReader"]
 
-_DNS_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-_DNS_SUBDOMAIN: Final = re.compile(
-    r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-)
-_VERSION: Final = re.compile(r"v[1-9][0-9]*((alpha|beta)[1-9][0-9]*)?")
-_KIND: Final = re.compile(r"[A-Z][A-Za-z0-9]*")
-RESOURCE_GRAMMAR: Final = "NAME or GROUP/VERSION/PLURAL:Kind[:namespaced|cluster]"
 _STR_TAG: Final = "tag:yaml.org,2002:str"
 _BAD: Final = object()
 """A value already reported as a problem."""
@@ -67,112 +51,9 @@ _BUILTINS: Final = ResourceRegistry(BUILTIN_RESOURCES)
 _BUILTIN_NAMES: Final = [t.config_name for t in BUILTIN_RESOURCES]
 
 
-def _namespace(text: str) -> str:
-    if _DNS_LABEL.fullmatch(text):
-        return text
-    raise ValueError(
-        f"invalid namespace {text!r}: expected a lower-case DNS label (a-z, 0-9, -; at most 63)"
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class TransformEntry:
-    """``resources[].transform``: what is kept of each object."""
-
-    drop_fields: tuple[str, ...] = library_default(Transform, "drop_fields")
-    """Fields removed before storing. `[]` keeps everything. No `[*]`."""
-    metadata_only: bool = library_default(Transform, "metadata_only")
-    """Keep only `kind`, `apiVersion` and `metadata` (like PartialObjectMetadata)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ResourceEntry:
-    """One item of ``resources``, as written (the reader makes a CachedResource of it)."""
-
-    resource: Annotated[str, Shown(default="required")]
-    """`pods`, `apps/v1/deployments`, or `GROUP/VERSION/PLURAL` for a custom resource. Built-in
-    names are also accepted by short name, singular or `plural.group` (`po`, `deploy`,
-    `deployments.apps`)."""
-    kind: str | None = None
-    """Custom resources only (required for them): the Kind, e.g. `Widget`."""
-    namespaced: bool | None = None
-    """Custom resources only (required for them): whether the resource lives in namespaces."""
-    namespace: (
-        Annotated[str, AfterValidator(_namespace), Shown(default="all namespaces")] | None
-    ) = None
-    """Only this namespace (not allowed for cluster-scoped resources)."""
-    label_selector: Annotated[str, Shown(default="everything")] = ""
-    """Label selector applied **upstream** (server-side filtering), Kubernetes syntax."""
-    field_selector: Annotated[str, Shown(default="everything")] = ""
-    """Field selector applied upstream. For built-in resources only the fields the API server
-    supports for that kind are accepted (pods: `spec.nodeName`, `status.phase`, …); for custom
-    resources only the syntax is checked (CRDs may declare `selectableFields`)."""
-    indexes: tuple[str, ...] = ()
-    """Fields indexed in memory, answered without a scan: `spec.nodeName`,
-    `metadata.labels.app`, `metadata.ownerReferences[*].uid` (`[*]` indexes every element of a
-    list). In a YAML flow list (`[…]`) quote paths containing `[*]`."""
-    transform: TransformEntry = dataclasses.field(default_factory=TransformEntry)
-    history: Annotated[int, Field(ge=1_000, le=10_000_000)] = library_default(
-        CachedResource, "history"
-    )
-    """Events kept for watch resume; a client resuming from an older resourceVersion gets 410
-    Gone and relists."""
-
-
-ENTRY: Final = {s.path: s for s in settings_of(ResourceEntry)}
-"""The keys of one entry by (dotted) path: ``history``, ``transform.dropFields``."""
-_ENTRY_KEYS: Final = list(dict.fromkeys(p.split(".")[0] for p in ENTRY))
-_TRANSFORM_KEYS: Final = [p.split(".", 1)[1] for p in ENTRY if p.startswith("transform.")]
-_FIELD_PATH: Final = dataclasses.replace(ENTRY["resource"], path="item")
-
-
-def _split(text: str) -> tuple[str, str | None, bool | None] | None:
-    """``NAME`` or ``GROUP/VERSION/PLURAL:Kind[:namespaced|cluster]`` → name, kind, namespaced
-    (a kind without a scope is namespaced); None when the text has neither form."""
-    name, *rest = (part.strip() for part in text.split(":"))
-    if not rest:
-        return name, None, None
-    if len(rest) > 2 or (len(rest) == 2 and rest[1] not in ("namespaced", "cluster")):
-        return None
-    return name, rest[0], len(rest) == 1 or rest[1] == "namespaced"
-
-
-def _custom_problems(name: str) -> list[str]:
-    """What is wrong with ``GROUP/VERSION/PLURAL`` as a custom resource's name."""
-    group, version, plural = name.split("/")
-    return [
-        why
-        for why, ok in (
-            (f"group {group!r} is not a DNS subdomain", _DNS_SUBDOMAIN.fullmatch(group)),
-            (f"version {version!r} is not like v1 or v1beta1", _VERSION.fullmatch(version)),
-            (f"plural {plural!r} is not a lower-case DNS label", _DNS_LABEL.fullmatch(plural)),
-        )
-        if not ok
-    ]
-
-
-def _kind_problem(kind: str) -> str | None:
-    return None if _KIND.fullmatch(kind) else f"expected a CamelCase kind like Widget, got {kind!r}"
-
-
-def parse_custom_resource(text: str) -> ResourceType:
-    """``GROUP/VERSION/PLURAL:Kind[:namespaced|cluster]`` → a custom resource type (the grammar
-    of ``resources`` entries written as strings). Raises ValueError saying what is wrong."""
-    name, kind, namespaced = _split(text) or ("", None, None)
-    if kind is None or name.count("/") != 2:
-        raise ValueError(f"{text!r}: expected GROUP/VERSION/PLURAL:Kind[:namespaced|cluster]")
-    problems = _custom_problems(name)
-    if (problem := _kind_problem(kind)) is not None:
-        problems.append(problem)
-    if problems:
-        raise ValueError(f"{text!r}: {'; '.join(problems)}")
-    group, version, plural = name.split("/")
-    return ResourceType(group, version, plural, kind, namespaced=namespaced is not False)
-
-
 def _string_item(node: ScalarNode) -> dict[str, Node] | None:
     """A list item written as a string, as the keys it stands for (marked where the item is)."""
-    split = _split(str(node.value))
+    split = split_resource_text(str(node.value))
     if split is None:
         return None
     name, kind, namespaced = split
@@ -270,7 +151,7 @@ class ResourceReader:
 
     def fields(self, node: Node, path: str) -> dict[str, Node] | None:
         if isinstance(node, MappingNode):
-            fields = mapping(node, path, _ENTRY_KEYS, self.problems)
+            fields = mapping(node, path, ENTRY_KEYS, self.problems)
             if "resource" not in fields:
                 self.problems.at(node, path, 'missing key "resource"')
                 return None
@@ -328,7 +209,7 @@ class ResourceReader:
                 f"unknown resource {name!r}{hint} (custom resources are GROUP/VERSION/PLURAL)",
             )
             return None
-        bad = _custom_problems(name)
+        bad = custom_resource_problems(name)
         if bad:
             self.problems.at(node, here, f"invalid resource {name!r}: {'; '.join(bad)}")
             return None
@@ -343,7 +224,7 @@ class ResourceReader:
                 "(e.g. kind: Widget, namespaced: true)",
             )
             return None
-        if (problem := _kind_problem(kind)) is not None:
+        if (problem := kind_problem(kind)) is not None:
             self.problems.at(fields["kind"], f"{path}.kind", problem)
             return None
         group, version, plural = name.split("/")
@@ -412,7 +293,7 @@ class ResourceReader:
         ok = True
         for i, item in enumerate(node.value):
             try:
-                text = node_value(item, _FIELD_PATH)
+                text = node_value(item, FIELD_PATH)
                 if text is UNSET or text is None:
                     raise Invalid("expected a field path, got nothing")
                 compile_field_path(text)
@@ -433,7 +314,7 @@ class ResourceReader:
         if not isinstance(node, MappingNode):
             self.problems.at(node, path, "expected a mapping (dropFields, metadataOnly)")
             return None
-        fields = mapping(node, path, _TRANSFORM_KEYS, self.problems)
+        fields = mapping(node, path, TRANSFORM_KEYS, self.problems)
         drop = self.paths(fields, "dropFields", path, fan_out=False)
         metadata_only = self.get(fields, "metadataOnly", path, ENTRY["transform.metadataOnly"])
         if drop is None or metadata_only is _BAD:

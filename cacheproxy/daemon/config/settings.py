@@ -50,7 +50,6 @@ __all__ = [
     "assemble",
     "env_var_name",
     "library_default",
-    "sections_of",
     "settings_of",
 ]
 
@@ -370,25 +369,6 @@ def _walk(cls: type, prefix: str, attrs: tuple[str, ...]) -> Iterator[Setting]:
             yield from _walk(section, path + ".", (*attrs, field.name))
         else:
             yield _leaf(path, (*attrs, field.name), field, hint, docs.get(field.name, ""))
-
-
-def sections_of(cls: type) -> dict[str, tuple[type, bool]]:
-    """The sections below ``cls`` by dotted path: their dataclass, and whether it is optional
-    (``server.tls``: None unless configured)."""
-    out: dict[str, tuple[type, bool]] = {}
-
-    def walk(owner: type, prefix: str) -> None:
-        hints = typing.get_type_hints(owner, include_extras=True)
-        for field in dataclasses.fields(typing.cast(Any, owner)):
-            section = _dataclass_of(hints[field.name])
-            if section is None or field.metadata.get("setting", True) is False:
-                continue
-            path = prefix + _key(field, hints[field.name])
-            out[path] = (section, _strip_optional(hints[field.name])[1])
-            walk(section, path + ".")
-
-    walk(cls, "")
-    return out
 
 
 def assemble(

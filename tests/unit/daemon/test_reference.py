@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from cacheproxy.daemon.config import SETTINGS
+from cacheproxy.daemon.config.entry import ENTRY
 from cacheproxy.daemon.config.reference import DOCUMENT, main, regenerate, tables
-from cacheproxy.daemon.config.resources import ENTRY
 
 
 def test_the_reference_tables_are_generated_from_the_declarations() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cacheproxy.daemon.config import SETTINGS, DaemonConfig, describe, load_config
-from cacheproxy.daemon.config.resources import ENTRY
+from cacheproxy.daemon.config.entry import ENTRY
 from cacheproxy.daemon.config.settings import Kind, Setting
 from cacheproxy.daemon.wiring import Wiring, wire
 from cacheproxy.errors import ConfigError
