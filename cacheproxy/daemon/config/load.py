@@ -117,7 +117,11 @@ def load_logging(
     problems = Problems(None)
     paths = [p for p in SETTINGS if p.startswith("logging.")]
     texts = env_texts(env, paths, problems) + flag_texts(overrides, paths, problems)
-    nodes = {s: n for label, s, text in texts if (n := text_source(s, text, label, problems))}
+    nodes: dict[str, Node] = {}
+    for label, setting, text in texts:
+        node = text_source(setting, text, label, problems)
+        if node is not None:
+            nodes[setting] = node
     values = _values(nodes, None, problems, paths)
     _raise(problems)
     return LoggingSettings(**{SETTINGS[p].attrs[-1]: values[p] for p in paths})

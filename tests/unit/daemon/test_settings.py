@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 import pytest
 from pydantic import AfterValidator, Field
 
-from cacheproxy.daemon.config import SETTINGS, ServerLimits
+from cacheproxy.daemon.config import SETTINGS, LoggingSettings, ServerLimits, load_logging
 from cacheproxy.daemon.config.settings import (
     NOT_A_SETTING,
     TRISTATE,
@@ -24,6 +24,7 @@ from cacheproxy.daemon.config.settings import (
     library_default,
     settings_of,
 )
+from cacheproxy.errors import ConfigError
 from cacheproxy.server.app import ServerOptions
 
 
@@ -145,3 +146,16 @@ def test_every_daemon_setting_has_a_doc_and_numbers_have_both_bounds() -> None:
             lo, hi = setting.bounds
             assert lo is not None and hi is not None
             assert lo <= setting.default <= hi, setting.path
+
+
+def test_commands_without_a_file_read_logging_from_flags_then_the_environment() -> None:
+    env = {"CACHEPROXY_LOGGING_LEVEL": "warning", "CACHEPROXY_SIM_PORT": "1"}
+    assert load_logging(env=env).level == "warning"
+    assert load_logging(env=env, overrides={"logging.level": "debug"}).level == "debug"
+    assert load_logging(env={}) == LoggingSettings()
+    with pytest.raises(ConfigError) as info:
+        load_logging(env={"CACHEPROXY_LOGGING_LEVEL": "loud"})
+    assert str(info.value) == (
+        "$CACHEPROXY_LOGGING_LEVEL: logging.level: expected one of debug, info, warning, error; "
+        "got a string ('loud')"
+    )
