@@ -69,12 +69,14 @@ def load_config(
         root = read_file(path, problems)
         file_ok = not problems and (root is None or isinstance(root, MappingNode))
         if root is not None:
-            nodes = walk(root, SETTING_PATHS, problems)
+            nodes = walk(root, paths=SETTING_PATHS, problems=problems)
     paths = list(SETTING_PATHS)
-    texts = env_texts(env, paths, problems) + flag_texts(overrides, paths, problems)
+    texts = env_texts(env, paths=paths, problems=problems) + flag_texts(
+        overrides, paths=paths, problems=problems
+    )
     overridden: dict[str, str] = {}
     for label, setting, text in texts:  # environment first, then flags: the last one wins
-        node = text_source(setting, text, label, problems)
+        node = text_source(setting, text, label=label, problems=problems)
         if node is not None:
             overridden[setting] = label
             nodes[setting] = node
@@ -116,10 +118,12 @@ def load_logging(
     no configuration file (``sim``, ``demo``): the same names, precedence and checks."""
     problems = Problems(None)
     paths = [p for p in SETTINGS if p.startswith("logging.")]
-    texts = env_texts(env, paths, problems) + flag_texts(overrides, paths, problems)
+    texts = env_texts(env, paths=paths, problems=problems) + flag_texts(
+        overrides, paths=paths, problems=problems
+    )
     nodes: dict[str, Node] = {}
     for label, setting, text in texts:
-        node = text_source(setting, text, label, problems)
+        node = text_source(setting, text, label=label, problems=problems)
         if node is not None:
             nodes[setting] = node
     values = _values(nodes, None, problems, paths)

@@ -151,7 +151,7 @@ class ResourceReader:
 
     def fields(self, node: Node, path: str) -> dict[str, Node] | None:
         if isinstance(node, MappingNode):
-            fields = mapping(node, path, ENTRY_KEYS, self.problems)
+            fields = mapping(node, path=path, keys=ENTRY_KEYS, problems=self.problems)
             if "resource" not in fields:
                 self.problems.at(node, path, 'missing key "resource"')
                 return None
@@ -314,7 +314,7 @@ class ResourceReader:
         if not isinstance(node, MappingNode):
             self.problems.at(node, path, "expected a mapping (dropFields, metadataOnly)")
             return None
-        fields = mapping(node, path, TRANSFORM_KEYS, self.problems)
+        fields = mapping(node, path=path, keys=TRANSFORM_KEYS, problems=self.problems)
         drop = self.paths(fields, "dropFields", path, fan_out=False)
         metadata_only = self.get(fields, "metadataOnly", path, ENTRY["transform.metadataOnly"])
         if drop is None or metadata_only is _BAD:

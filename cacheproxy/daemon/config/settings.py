@@ -372,7 +372,7 @@ def _walk(cls: type, prefix: str, attrs: tuple[str, ...]) -> Iterator[Setting]:
 
 
 def assemble(
-    cls: type, values: Mapping[tuple[str, ...], Any], attrs: tuple[str, ...] = (), **given: Any
+    cls: type, values: Mapping[tuple[str, ...], Any], *, attrs: tuple[str, ...] = (), **given: Any
 ) -> Any:
     """An instance of dataclass ``cls`` from its settings' ``values`` (by attribute path, as in
     :attr:`Setting.attrs`) and the fields that are not settings (``given``). An optional section
@@ -387,7 +387,7 @@ def assemble(
         if section is None:
             kwargs[field.name] = values[here]
             continue
-        built = assemble(section, values, here)
+        built = assemble(section, values, attrs=here)
         if built is not None:
             kwargs[field.name] = built
     required = [

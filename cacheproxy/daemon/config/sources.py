@@ -132,7 +132,7 @@ def is_text(node: Node) -> bool:
         return False
 
 
-def mapping(node: Node, path: str, keys: list[str], problems: Problems) -> dict[str, Node]:
+def mapping(node: Node, *, path: str, keys: list[str], problems: Problems) -> dict[str, Node]:
     """The entries of a mapping node whose keys are all in ``keys``; reports the others."""
     if is_null(node):
         return {}
@@ -158,22 +158,20 @@ def mapping(node: Node, path: str, keys: list[str], problems: Problems) -> dict[
     return out
 
 
-def walk(
-    root: Node, paths: Iterable[str], problems: Problems, *, whole: Iterable[str] = ()
-) -> dict[str, Node]:
+def walk(root: Node, *, paths: Iterable[str], problems: Problems) -> dict[str, Node]:
     """The nodes of ``paths`` (dotted) found under the mapping ``root``, unknown keys reported.
-    A path in ``whole`` is taken as one node even when it holds a list or mapping."""
+    A path's node is taken whole, whatever it holds (``resources``: a list)."""
     known = list(paths)
-    whole = set(whole)
     found: dict[str, Node] = {}
 
     def visit(node: Node, prefix: str) -> None:
-        keys = [p[len(prefix) :].split(".")[0] for p in known if p.startswith(prefix)]
-        for key, value in mapping(
-            node, prefix.rstrip("."), list(dict.fromkeys(keys)), problems
-        ).items():
+        keys = list(
+            dict.fromkeys(p[len(prefix) :].split(".")[0] for p in known if p.startswith(prefix))
+        )
+        here = mapping(node, path=prefix.rstrip("."), keys=keys, problems=problems)
+        for key, value in here.items():
             path = prefix + key
-            if path in whole or path in known:
+            if path in known:
                 found[path] = value
             else:
                 visit(value, path + ".")
@@ -203,7 +201,7 @@ def read_file(path: Path, problems: Problems) -> Node | None:
         return None
 
 
-def text_source(setting: str, text: str, label: str, problems: Problems) -> Node | None:
+def text_source(setting: str, text: str, *, label: str, problems: Problems) -> Node | None:
     """The node of one environment variable or flag value (None once reported)."""
     if _SERVICE_LINK_VALUE.fullmatch(text.strip()):
         problems.add(
@@ -235,7 +233,7 @@ def text_source(setting: str, text: str, label: str, problems: Problems) -> Node
 
 
 def env_texts(
-    env: Mapping[str, str], paths: list[str], problems: Problems
+    env: Mapping[str, str], *, paths: list[str], problems: Problems
 ) -> list[tuple[str, str, str]]:
     """``(label, setting, text)`` of each ``CACHEPROXY_*`` variable naming a setting. Unknown
     names in a section's namespace are reported; other ``CACHEPROXY_*`` names belong to other
@@ -253,7 +251,7 @@ def env_texts(
 
 
 def flag_texts(
-    overrides: Mapping[str, str], paths: list[str], problems: Problems
+    overrides: Mapping[str, str], *, paths: list[str], problems: Problems
 ) -> list[tuple[str, str, str]]:
     out = []
     for key, text in overrides.items():
