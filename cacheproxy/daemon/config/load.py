@@ -70,16 +70,8 @@ def load_config(
         file_ok = not problems and (root is None or isinstance(root, MappingNode))
         if root is not None:
             nodes = walk(root, paths=SETTING_PATHS, problems=problems)
-    paths = list(SETTING_PATHS)
-    texts = env_texts(env, paths=paths, problems=problems) + flag_texts(
-        overrides, paths=paths, problems=problems
-    )
-    overridden: dict[str, str] = {}
-    for label, setting, text in texts:  # environment first, then flags: the last one wins
-        node = text_source(setting, text, label=label, problems=problems)
-        if node is not None:
-            overridden[setting] = label
-            nodes[setting] = node
+    given = _given(env, overrides, paths=list(SETTING_PATHS), problems=problems)
+    nodes.update({setting: node for setting, (_, node) in given.items()})
     resources = nodes.pop(RESOURCES, None)
     values = _values(nodes, path, problems)
     cached = ResourceReader(problems).read_list(resources) if resources is not None else []
@@ -99,7 +91,7 @@ def load_config(
         {SETTINGS[key].attrs: value for key, value in values.items()},
         resources=tuple(cached),
         source=str(path) if path is not None else "defaults",
-        overridden_by=tuple(dict.fromkeys(overridden.values())),
+        overridden_by=tuple(dict.fromkeys(label for label, _ in given.values())),
     )
     for rule in RULES:
         for setting, message in rule(values, config):
@@ -118,17 +110,25 @@ def load_logging(
     no configuration file (``sim``, ``demo``): the same names, precedence and checks."""
     problems = Problems(None)
     paths = [p for p in SETTINGS if p.startswith("logging.")]
-    texts = env_texts(env, paths=paths, problems=problems) + flag_texts(
-        overrides, paths=paths, problems=problems
-    )
-    nodes: dict[str, Node] = {}
+    given = _given(env, overrides, paths=paths, problems=problems)
+    values = _values({s: node for s, (_, node) in given.items()}, None, problems, paths)
+    _raise(problems)
+    return LoggingSettings(**{SETTINGS[p].attrs[-1]: values[p] for p in paths})
+
+
+def _given(
+    env: Mapping[str, str], overrides: Mapping[str, str], *, paths: list[str], problems: Problems
+) -> dict[str, tuple[str, Node]]:
+    """The variable or flag (its label) and node of each of ``paths`` they set: environment
+    first, then flags, so a flag wins."""
+    texts = env_texts(env, paths=paths, problems=problems)
+    texts += flag_texts(overrides, paths=paths, problems=problems)
+    given: dict[str, tuple[str, Node]] = {}
     for label, setting, text in texts:
         node = text_source(setting, text, label=label, problems=problems)
         if node is not None:
-            nodes[setting] = node
-    values = _values(nodes, None, problems, paths)
-    _raise(problems)
-    return LoggingSettings(**{SETTINGS[p].attrs[-1]: values[p] for p in paths})
+            given[setting] = (label, node)
+    return given
 
 
 def _raise(problems: Problems) -> None:
