@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from cacheproxy.daemon.config import SETTINGS, DaemonConfig, describe, load_config
+from cacheproxy.daemon.config.describe import SHOWN
 from cacheproxy.daemon.config.entry import ENTRY
 from cacheproxy.daemon.config.settings import Kind, Setting
 from cacheproxy.daemon.wiring import Wiring, wire
@@ -152,3 +153,7 @@ def test_the_upstream_loader_follows_in_cluster_kubeconfig_and_context(tmp_path:
     assert auto[1].upstream[0].__name__ == "load_upstream"
     assert kubeconfig[1].upstream == (kubeconfig[1].upstream[0], (None, "c"))
     assert kubeconfig[1].upstream[0].__name__ == "load_kubeconfig"
+
+
+def test_the_summarys_sentences_name_only_declared_settings() -> None:
+    assert set(SHOWN) <= set(SETTINGS)
