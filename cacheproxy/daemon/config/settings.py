@@ -25,6 +25,7 @@ import dataclasses
 import enum
 import inspect
 import itertools
+import math
 import re
 import textwrap
 import types
@@ -130,7 +131,7 @@ def _kind_of(value: object) -> str:
 
 
 def _num(x: float) -> str:
-    return str(int(x)) if x == int(x) else str(x)
+    return str(int(x)) if math.isfinite(x) and x == int(x) else str(x)
 
 
 _TRUE_TEXT: Final = frozenset({"true", "1", "yes", "on"})

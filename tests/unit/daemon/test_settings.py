@@ -98,6 +98,8 @@ def test_paths_keys_kinds_and_docs_come_from_the_fields() -> None:
         ("maxURLBytes", True, False, "expected an integer, got a boolean (true)"),
         ("maxURLBytes", 3, False, "3 is odd"),
         ("waitSeconds", 0.1, False, "must be between 0.5 and 60 seconds, got 0.1"),
+        ("waitSeconds", "nan", True, "must be between 0.5 and 60 seconds, got nan"),
+        ("waitSeconds", "inf", True, "must be between 0.5 and 60 seconds, got inf"),
         ("mode", "c", False, "expected one of a, b; got a string ('c')"),
         ("auto", "maybe", True, "expected one of auto, true, false; got a string ('maybe')"),
         ("label", 5, False, "expected a string, got a number (5); quote it"),
