@@ -5,7 +5,7 @@
   browsers), compression of large bodies;
 - :func:`send_parts`: a 200 whose body is stored pieces written one after the other with
   scatter/gather writes — lists go out from the store's bytes without being joined;
-- :func:`send_status` and :func:`answer`: the one place an exception becomes a response: an
+- :func:`send_status` and :func:`send_error`: the one place an exception becomes a response: an
   :class:`~cacheproxy.errors.ApiError` is written as its ``metav1.Status`` (``Retry-After`` when
   it carries one, as the API server's ``ErrorNegotiated``); anything else is logged and answered
   with a 500 Status, never a traceback.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import orjson
@@ -31,10 +31,10 @@ __all__ = [
     "JSON",
     "NO_CACHE",
     "JsonAnswers",
-    "answer",
     "error_line",
     "indented",
     "send_body",
+    "send_error",
     "send_parts",
     "send_status",
     "with_header",
@@ -96,12 +96,14 @@ class JsonAnswers:
             self.check(req)
         if req.pretty:
             body = indented(body, newline=self.pretty_newline)
-        out = [(b"content-type", content_type), (b"cache-control", cache_control), *headers]
+        out = [(b"content-type", content_type), (b"cache-control", cache_control)]
+        if headers:
+            out.extend(headers)
         limit = self.compress_above
         if limit is not None and len(body) > limit and "gzip" in req.header("accept-encoding"):
             body = gzip.compress(body, compresslevel=1)
             out += [(b"content-encoding", b"gzip"), (b"vary", b"Accept-Encoding")]
-        out.append((b"content-length", str(len(body)).encode()))
+        out.append((b"content-length", b"%d" % len(body)))
         await send({"type": "http.response.start", "status": code, "headers": out})
         req.started = True
         await send({"type": "http.response.body", "body": body})
@@ -173,26 +175,16 @@ def error_line(err: ApiError) -> bytes:
     return event_line("ERROR", orjson.dumps(err.status))
 
 
-async def answer(
-    req: Request,
-    send: Send,
-    handle: Callable[[], Awaitable[None]],
-    *,
-    logger: logging.Logger,
-) -> ApiError | None:
-    """Run ``handle``; the error it raised, if any, written as a Status (see
-    :func:`send_status`) and returned. Anything but an ApiError is logged with its traceback and
-    answered as a 500 Status."""
-    try:
-        await handle()
-    except ApiError as err:
-        await send_status(send, err, started=req.started)
-        return err
-    except Exception:
-        logger.exception("unexpected error serving %s %s", req.method, req.path)
-        internal = status.internal_error("unexpected server error")
-        await send_status(send, internal, started=req.started)
-    return None
+async def send_error(req: Request, send: Send, exc: Exception, *, logger: logging.Logger) -> None:
+    """Answer what a handler raised: an :class:`~cacheproxy.errors.ApiError` as its Status (see
+    :func:`send_status`); anything else is logged with its traceback and answered as a 500
+    Status. Called from the application's ``except`` (a handler that succeeds pays nothing)."""
+    if isinstance(exc, ApiError):
+        await send_status(send, exc, started=req.started)
+        return
+    logger.error("unexpected error serving %s %s", req.method, req.path, exc_info=exc)
+    internal = status.internal_error("unexpected server error")
+    await send_status(send, internal, started=req.started)
 
 
 def with_header(send: Send, name: bytes, value: bytes) -> Send:
