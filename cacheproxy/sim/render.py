@@ -7,28 +7,44 @@ JSON); client-go's metadata client for ``PartialObjectMetadata`` (``…List`` fo
 naming a form or a media type the simulator does not serve (protobuf, YAML) is skipped; when none
 is usable the answer is the API server's 406. Tables use the API server's printers
 (:mod:`cacheproxy.kube.table`; the default Table for custom resources), ages relative to now.
+
+Every JSON answer is negotiated (406 naming kube-apiserver's list of what it serves), indented
+for people, and gzip-compressed above 128 KiB when the client accepts it (:data:`ANSWERS`).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Literal
 
 import orjson
 
 from cacheproxy.kube import status
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.table import WatchTables, printer_for, table
+from cacheproxy.serving import JsonAnswers, Message, Send
 from cacheproxy.sim import statuses
 from cacheproxy.sim.api import ListResult, partial_object_metadata
 
-__all__ = ["PLAIN", "Form", "list_body", "negotiate", "object_body", "watch_send"]
+__all__ = [
+    "ANSWERS",
+    "GZIP_THRESHOLD",
+    "PLAIN",
+    "Form",
+    "list_body",
+    "negotiate",
+    "object_body",
+    "watch_send",
+]
 
-Message = MutableMapping[str, Any]
-Send = Callable[[Message], Awaitable[None]]
+GZIP_THRESHOLD = 128 * 1024  # the API server compresses responses above 128 KiB
+ANSWERS = JsonAnswers(
+    representations=statuses.REPRESENTATIONS, negotiate=True, compress_above=GZIP_THRESHOLD
+)
+"""How the simulator answers in JSON."""
 
 _META_VERSIONS = ("v1", "v1beta1")
 _INCLUDE = ("Metadata", "Object", "None")

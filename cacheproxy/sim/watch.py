@@ -6,8 +6,9 @@ Mirrors the API server's ``cacheWatcher``:
   buffer is full is closed (the API server terminates slow watchers rather than block writes);
 - only events newer than the watch's starting RV are sent (``cacheWatcher.process``), so a watch
   from an RV its cache has not reached yet starts quietly;
-- selectors follow the transition rule (``convertToWatchEvent``): an object that stops matching
-  is sent as DELETED, one that starts matching as ADDED;
+- selectors follow the transition rule (``convertToWatchEvent``,
+  :func:`cacheproxy.kube.transitions.seen`): an object that stops matching is sent as DELETED,
+  one that starts matching as ADDED;
 - bookmarks, only when asked, every ``bookmark_interval`` and ~2 s before the deadline; their
   object is the kind's empty object with only ``metadata.resourceVersion`` set, the RV the
   resource's cache has reached. With per-resource caches a bookmark that would not be newer than
@@ -21,7 +22,7 @@ Mirrors the API server's ``cacheWatcher``:
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import orjson
@@ -29,8 +30,9 @@ import orjson
 from cacheproxy.kube.fields import FieldSelector
 from cacheproxy.kube.labels import LabelSelector
 from cacheproxy.kube.resources import ResourceType
+from cacheproxy.kube.transitions import Seen, seen
 from cacheproxy.kube.watchevents import bookmark_line, event_line
-from cacheproxy.serving import Mailbox, live_lines
+from cacheproxy.serving import Mailbox, watch_batches
 from cacheproxy.sim.store import Event, Progress, StoredObject, WatchSink
 
 __all__ = ["SimWatcher", "WatchPlan", "stream_watch"]
@@ -79,17 +81,17 @@ class SimWatcher(WatchSink, Mailbox[Event | Progress]):
         """The event as this watcher sees it, or None when it does not concern it."""
         if event.rv <= self.start_rv:
             return None
-        new_visible = event.type != "DELETED" and self.visible(event.obj)
-        old_visible = event.prev is not None and self.visible(event.prev)
-        if event.type == "DELETED":
-            return event_line("DELETED", event.obj.full) if old_visible else None
-        if new_visible and old_visible:
-            return event_line("MODIFIED", event.obj.full)
-        if new_visible:
-            return event_line("ADDED", event.obj.full)
-        if old_visible and event.prev is not None:
+        kind = seen(
+            event.type,
+            matched_before=event.prev is not None and self.visible(event.prev),
+            matches_now=event.type != "DELETED" and self.visible(event.obj),
+        )
+        if kind is None:
+            return None
+        if kind is Seen.LEFT:
+            assert event.prev is not None
             return event_line("DELETED", _as_deleted_at(event.prev, event.rv))
-        return None
+        return event_line(kind.event_type, event.obj.full)
 
     def end_line(self, cache_rv: int) -> bytes | None:
         """The initial-events-end bookmark, once the cache has reached ``cache_rv`` and it is
@@ -141,24 +143,23 @@ async def stream_watch(
 ) -> AsyncIterator[bytes]:
     """The bytes of a watch response, chunk by chunk, until the deadline or the watcher closes.
     ``current_rv`` is the RV the watched resource's cache has reached."""
-    deadline = clock() + plan.timeout
-    batch: list[bytes] = []
-    for stored in plan.initial:
-        batch.append(event_line("ADDED", stored.full))
-        if len(batch) >= 256:
-            yield b"".join(batch)
-            batch.clear()
-    for event in plan.replay:
-        line = watcher.line_for(event)
-        if line is not None:
-            batch.append(line)
-    watcher.end_bookmark_after = plan.end_bookmark_after
-    end = watcher.end_line(current_rv())
-    if end is not None:
-        batch.append(end)
-    if batch:
-        yield b"".join(batch)
-        batch.clear()
+
+    def first() -> Iterator[list[bytes]]:
+        batch: list[bytes] = []
+        for stored in plan.initial:
+            batch.append(event_line("ADDED", stored.full))
+            if len(batch) >= 256:
+                yield batch
+                batch = []
+        for event in plan.replay:
+            line = watcher.line_for(event)
+            if line is not None:
+                batch.append(line)
+        watcher.end_bookmark_after = plan.end_bookmark_after
+        end = watcher.end_line(current_rv())
+        if end is not None:
+            batch.append(end)
+        yield batch
 
     def bookmark() -> bytes:
         rv = current_rv()
@@ -168,13 +169,14 @@ async def stream_watch(
             return b""
         return bookmark_line(watcher.rtype, rv)
 
-    async for chunk in live_lines(
+    async for lines in watch_batches(
         watcher,
-        deadline=deadline,
+        first=first(),
+        seconds=plan.timeout,
         bookmark=bookmark if plan.allow_bookmarks else None,
         bookmark_interval=plan.bookmark_interval,
         clock=clock,
     ):
-        data = b"".join(chunk)
+        data = b"".join(lines)
         if data:
             yield data
