@@ -1,9 +1,11 @@
 """SharedInformer: one Reflector, one Store, one EventLog, any number of handlers.
 
-The processing loop takes the EventQueue's items in order and, for each, synchronously updates
-the Store, appends to the EventLog and calls the *listeners* (inline, for consumers such as the
-daemon's watch fan-out that must see every event and never block), then hands a notification to
-every *handler*.
+The flow is one-way: the Reflector puts what upstream said on the EventQueue (objects already in
+their stored form: the informer gives it ``Store.make_entry`` as its decode, so a large list is
+never held parsed); the processing loop takes the items in order and, for each, synchronously
+applies it to the Store (which moves its RV with it), appends to the EventLog and calls the
+*listeners* (inline, for consumers such as the daemon's watch fan-out that must see every event
+and never block), then hands a notification to every *handler*.
 
 Handlers (``on_add(entry, in_initial_list)``, ``on_update(old, new)``, ``on_delete(entry or
 tombstone)``) run in their own task with their own bounded buffer, so a slow handler delays only
@@ -16,9 +18,12 @@ the bytes the store keeps, parsed only when the handler calls ``entry.object()``
 
 Guarantees: per informer, handlers see events in RV order; after a relist they see the
 difference between the old and new state (adds, updates, and deletes carrying the last known
-object as a :class:`DeletedFinalStateUnknown` tombstone). Event listeners (the server's watch
-fan-out) get the same difference as events after a relist — ADDED/MODIFIED in RV order, then
-DELETED at distinct RVs up to the relist's — before the relist listeners hear of it.
+object as a :class:`DeletedFinalStateUnknown` tombstone). Event listeners get every change the
+EventLog records, in order. After a relist (not the first sync), difference listeners get what
+it changed as one :class:`RelistDifference` — the changed objects and the last known state of
+the vanished ones, as upstream's list told them, with no RVs made up for the deletions (when
+each happened is unknown; a consumer that must replay them as events decides how, as the
+server's watch fan-out does) — and then the relist listeners hear of it.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import inspect
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -48,6 +53,7 @@ __all__ = [
     "FuncHandler",
     "HandlerRegistration",
     "Overflow",
+    "RelistDifference",
     "ResourceEventHandler",
     "SharedInformer",
 ]
@@ -61,6 +67,20 @@ class DeletedFinalStateUnknown:
 
     key: str
     entry: Entry
+
+
+@dataclass(frozen=True, slots=True)
+class RelistDifference:
+    """What a relist changed in the store (immutable by contract, like the entries)."""
+
+    rv: int
+    """The relist's RV: the store is at it now, and the EventLog starts there."""
+    before: int
+    """The RV the store was at before: every difference happened after it, by ``rv``."""
+    changed: Sequence[tuple[Entry, Entry | None]]
+    """``(new, previous)`` for each object that is new (previous None) or not the same."""
+    gone: Mapping[str, Entry]
+    """The last known state of each vanished object, by key."""
 
 
 class ResourceEventHandler(Protocol):
@@ -209,15 +229,17 @@ class SharedInformer:
             clock=clock,
             sleep=sleep,
             metrics=metrics,
-            # In order, objects become entries as they arrive (parsed dicts die young); the
-            # coalescing queue keys and merges parsed objects itself.
-            prepare=None if coalesce else store.make_entry,
+            # In order, objects become entries as they are read (parsed dicts die young, and a
+            # large list is never held parsed: DESIGN §6); the coalescing queue keys and merges
+            # parsed objects itself.
+            decode=None if coalesce else store.make_entry,
         )
         self.resync_period = resync_period
         self._sleep = sleep
         self._handlers: list[HandlerRegistration] = []
         self._listeners: list[Callable[[LogEvent], None]] = []
         self._relist_listeners: list[Callable[[int], None]] = []
+        self._difference_listeners: list[Callable[[RelistDifference], None]] = []
         self._bookmark_listeners: list[Callable[[int], None]] = []
         self._synced = asyncio.Event()
         self._running = False
@@ -248,6 +270,14 @@ class SharedInformer:
         """Called inline after the store was replaced by a relist at the given RV."""
         self._relist_listeners.append(listener)
         return lambda: self._relist_listeners.remove(listener)
+
+    def add_difference_listener(
+        self, listener: Callable[[RelistDifference], None]
+    ) -> Callable[[], None]:
+        """Called inline with what a relist changed (not for the first sync), before the relist
+        listeners."""
+        self._difference_listeners.append(listener)
+        return lambda: self._difference_listeners.remove(listener)
 
     def add_bookmark_listener(self, listener: Callable[[int], None]) -> Callable[[], None]:
         """Called inline when a bookmark moves the store's RV without a change."""
@@ -359,7 +389,7 @@ class SharedInformer:
         elif isinstance(item, Replaced):
             await self._apply_replaced(item)
         elif isinstance(item, Bookmark):
-            self.store.resource_version = max(self.store.resource_version, item.rv)
+            self.store.advance(item.rv)
             self.event_log.advance(item.rv)
             for listener in self._bookmark_listeners:
                 listener(item.rv)
@@ -370,19 +400,16 @@ class SharedInformer:
         store = self.store
         self.events_processed += 1
         self.last_event_at = self._clock()
-        obj = delta.object
-        entry = obj if isinstance(obj, Entry) else store.make_entry(obj)
+        entry = self._entry(delta.object)
         if delta.type == "DELETED":
-            prev = store.delete(entry.key)
+            prev = store.delete(entry.key, rv=delta.rv)
             event = self.event_log.append("DELETED", entry, prev, delta.rv)
-            store.resource_version = delta.rv
             self._emit(event)
             await self._notify(("delete", entry, None))
             return
-        prev = store.put(entry)
+        prev = store.put(entry, rv=delta.rv)
         event_type = "ADDED" if prev is None else "MODIFIED"
         event = self.event_log.append(event_type, entry, prev, delta.rv)
-        store.resource_version = delta.rv
         self._emit(event)
         if prev is None:
             await self._notify(("add", entry, False))
@@ -392,7 +419,7 @@ class SharedInformer:
     async def _apply_replaced(self, item: Replaced) -> None:
         store = self.store
         first = not self.has_synced
-        entries = [o if isinstance(o, Entry) else store.make_entry(o) for o in item.objects]
+        entries = [self._entry(o) for o in item.objects]
         before = store.resource_version
         old = store.replace(entries, item.rv)
         self.event_log.reset(item.rv)
@@ -402,8 +429,10 @@ class SharedInformer:
             prev = old.pop(entry.key, None)
             if prev is None or not prev.same_object(entry):
                 changed.append((entry, prev))
-        if not first:
-            self._emit_relist_difference(changed, old, before, item.rv)
+        if not first and self._difference_listeners:
+            difference = RelistDifference(item.rv, before, changed, old)
+            for on_difference in self._difference_listeners:
+                on_difference(difference)
         for listener in self._relist_listeners:
             listener(item.rv)
         for entry, prev in changed:
@@ -417,49 +446,6 @@ class SharedInformer:
         if first and self.freeze_gc_after_sync:
             gc.collect()
             gc.freeze()
-
-    def _emit_relist_difference(
-        self,
-        changed: list[tuple[Entry, Entry | None]],
-        gone: dict[str, Entry],
-        before: int,
-        rv: int,
-    ) -> None:
-        """What a relist changed, as events to the event listeners (watchers survive a relist):
-        one event per resourceVersion, in ascending order, ending at most at the relist's RV.
-
-        ADDED and MODIFIED objects carry their own RVs. When each vanished object was deleted
-        is unknown — only that it was, after ``before`` (what the cache had seen) and by ``rv``
-        — so each DELETED gets a distinct RV of that interval that no changed object holds:
-        every deletion consumed a revision there, so there are enough (the highest are used).
-        Distinct RVs keep resumes exact: a client whose stream breaks inside the difference
-        resumes from an RV below the relist's and gets 410 (the log restarts at ``rv``), never
-        a silent loss of the deletions it did not see. Not logged: the log restarts at ``rv``.
-        """
-        now = self._clock()
-        events = [
-            LogEvent(entry.rv, "ADDED" if prev is None else "MODIFIED", entry, prev, now)
-            for entry, prev in changed
-        ]
-        taken = {e.rv for e in events}
-        free = (r for r in range(rv, before, -1) if r not in taken)
-        for last in gone.values():
-            stamp = next(free, rv)
-            if stamp == rv and rv in taken:
-                log.warning(
-                    "%s: more deletions than revisions between %d and %d: a resume inside this "
-                    "relist's difference may miss deletions",
-                    self.name,
-                    before,
-                    rv,
-                )
-            taken.add(stamp)
-            obj = last.object()
-            obj.setdefault("metadata", {})["resourceVersion"] = str(stamp)
-            events.append(LogEvent(stamp, "DELETED", self.store.make_entry(obj), last, now))
-        events.sort(key=lambda e: e.rv)
-        for event in events:
-            self._emit(event)
 
     async def _apply_coalesced(self, item: coalescing.Deltas) -> None:
         """Coalescing mode: apply each recorded delta of one key (client-go's processDeltas)."""
@@ -482,12 +468,15 @@ class SharedInformer:
                 continue
             assert not isinstance(obj, coalescing.DeletedFinalStateUnknown)
             entry = store.make_entry(_copy(obj))
-            prev = store.put(entry)
-            store.resource_version = max(store.resource_version, delta.rv)
+            prev = store.put(entry, rv=max(store.resource_version, delta.rv))
             if prev is None:
                 await self._notify(("add", entry, item.in_initial_list))
             else:
                 await self._notify(("update", prev, entry))
+
+    def _entry(self, obj: Any) -> Entry:
+        """An object as the store keeps it (the Reflector's decode made most already)."""
+        return obj if isinstance(obj, Entry) else self.store.make_entry(obj)
 
     def _emit(self, event: LogEvent) -> None:
         for listener in self._listeners:

@@ -22,7 +22,7 @@ __all__ = ["Bookmark", "Delta", "EventQueue", "InOrderQueue", "QueueItem", "Repl
 
 @dataclass(frozen=True, slots=True)
 class Delta:
-    """One watch event: the object as parsed, or as the Reflector's ``prepare`` made it (the
+    """One watch event: the object as parsed, or as the Reflector's ``decode`` made it (the
     informer's in-order mode carries store entries). The consumer owns it."""
 
     type: Literal["ADDED", "MODIFIED", "DELETED"]

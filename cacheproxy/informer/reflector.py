@@ -21,6 +21,11 @@ says what an error does:
 
 Backoff: 0.8 s doubling to 30 s with jitter, reset after 2 min without errors. Clock, sleep and
 randomness are injectable, so tests drive it in virtual time.
+
+What it yields goes one way, onto its queue: ``Replaced`` per (re)sync, ``Delta`` per watch event,
+``Bookmark`` per bookmark, each object as its ``decode`` made it while it was read (the
+ListerWatcher's per-item hook: a large list is then never held as parsed objects). It knows
+nothing of stores; what an object becomes is its owner's choice.
 """
 
 from __future__ import annotations
@@ -38,7 +43,14 @@ from typing import Any
 from cacheproxy.errors import ApiError, CacheProxyError, TransportError
 from cacheproxy.informer.backoff import Backoff
 from cacheproxy.informer.gcpause import gc_paused
-from cacheproxy.informer.listwatch import ListerWatcher, ListRequest, WatchEvent, WatchRequest
+from cacheproxy.informer.listwatch import (
+    Decode,
+    ListerWatcher,
+    ListRequest,
+    WatchEvent,
+    WatchRequest,
+    as_parsed,
+)
 from cacheproxy.informer.metrics import InformerMetrics, NoMetrics
 from cacheproxy.informer.queue import Bookmark, Delta, EventQueue, Replaced
 
@@ -150,13 +162,12 @@ class Reflector:
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
         metrics: InformerMetrics | None = None,
-        prepare: Callable[[dict[str, Any]], Any] | None = None,
+        decode: Decode | None = None,
     ) -> None:
         self.lw = lw
-        self._prepare = prepare or _identity
-        """Turns each received object into what the queue carries, as soon as it arrives (the
-        informer passes ``Store.make_entry``, so parsed dicts die young and a large list is held
-        as compact entries, not as parsed objects)."""
+        self._decode = decode or as_parsed
+        """What each received object becomes on the queue, as soon as it is read (default: as
+        parsed; the informer's entries, so parsed dicts die young)."""
         self.queue = queue
         self.name = name
         self.options = options or ReflectorOptions()
@@ -269,7 +280,7 @@ class Reflector:
 
     async def _list_pages(self, rv: str, limit: int) -> tuple[list[Any], str, bool]:
         """client-go's pager: (items, list RV, whether it came in pages)."""
-        prepare = self._prepare
+        decode = self._decode
         items: list[Any] = []
         request = ListRequest(resource_version=rv, limit=limit)
         paged = False
@@ -277,14 +288,14 @@ class Reflector:
         while True:
             self.metrics.request(self.name, "list")
             try:
-                page = await self.lw.list(request, decode=prepare)
+                page = await self.lw.list(request, decode=decode)
             except ApiError as err:
                 if not (is_expired(err) and request.continue_token):
                     raise
                 # The continue token expired mid-list: one full list at the same RV (the pager's
                 # FullListIfExpired), rather than stitching pages of different snapshots.
                 self.metrics.request(self.name, "list")
-                page = await self.lw.list(ListRequest(resource_version=rv), decode=prepare)
+                page = await self.lw.list(ListRequest(resource_version=rv), decode=decode)
                 return page.items, page.resource_version, paged
             items.extend(page.items)
             self._progress.tick(len(items))
@@ -304,7 +315,7 @@ class Reflector:
         stream_cm = self.lw.watch(request)
         stream = await stream_cm.__aenter__()
         items: list[Any] = []
-        prepare = self._prepare
+        decode = self._decode
         progress = self._progress
         progress.start()
         quiet = self.options.watch_list_timeout
@@ -322,7 +333,7 @@ class Reflector:
                             end_rv = event.resource_version
                             break
                         continue
-                    items.append(prepare(event.object))
+                    items.append(decode(event.object))
                     now = loop.time()
                     if now - pushed >= step:  # not a timer per event: it would cost more
                         deadline.reschedule(now + quiet)
@@ -429,7 +440,7 @@ class Reflector:
         if event.type == "BOOKMARK":
             await self.queue.put(Bookmark(_rv_int(rv)))
         else:
-            await self.queue.put(Delta(event.type, self._prepare(event.object), _rv_int(rv)))
+            await self.queue.put(Delta(event.type, self._decode(event.object), _rv_int(rv)))
         if rv:
             self.last_sync_resource_version = rv
 
@@ -522,10 +533,6 @@ class _ContinuedStream:
     cm: Any
     stream: AsyncIterator[WatchEvent]
     timeout: int
-
-
-def _identity(obj: dict[str, Any]) -> Any:
-    return obj
 
 
 def _rv_int(rv: str) -> int:

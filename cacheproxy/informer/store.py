@@ -11,6 +11,8 @@ a full scan answers.
 Guarantees:
 - one writer (the informer's processing loop); every mutation is synchronous, so a reader on the
   event loop never sees a half-applied event or a half-applied relist;
+- the store's ``resource_version`` moves only with what it applies (a change at its RV, a relist,
+  a bookmark): the writer hands each mutation its RV, never sets it apart from one;
 - entries are immutable: what ``get`` returns must not be changed, and stays valid (as the state
   at its RV) after later writes replace it.
 """
@@ -226,8 +228,17 @@ class Store:
         """Sorted copies of index sets that queries asked for, dropped when the set changes
         (a selected list is then O(result), with no sort per request)."""
         self._prefix = type_prefix(kind, api_version)
-        self.resource_version = 0
-        """The RV the store reflects (last event, bookmark or relist)."""
+        self._rv = 0
+
+    @property
+    def resource_version(self) -> int:
+        """The RV the store reflects (its last change, relist or bookmark)."""
+        return self._rv
+
+    @resource_version.setter
+    def resource_version(self, rv: int) -> None:
+        # Only for stores filled by hand (loadtest.pagewalk); goes once nothing sets it.
+        self._rv = rv
 
     # ------------------------------------------------------------------ reads
 
@@ -333,20 +344,29 @@ class Store:
             body = orjson.dumps(obj)[1:]
         return Entry(key, shared(_labels_of(meta)), values, body, prefix)
 
-    def put(self, entry: Entry) -> Entry | None:
-        """Insert or replace; returns the previous entry."""
+    def put(self, entry: Entry, *, rv: int | None = None) -> Entry | None:
+        """Insert or replace; returns the previous entry. ``rv``: the change's (the store's)."""
         prev = self._entries.get(entry.key)
         self._entries[entry.key] = entry
         if prev is not None:
             self._unindex(prev, entry)
         self._index(entry, prev)
+        if rv is not None:
+            self._rv = rv
         return prev
 
-    def delete(self, key: str) -> Entry | None:
+    def delete(self, key: str, *, rv: int | None = None) -> Entry | None:
+        """Remove ``key``; returns what was stored. ``rv``: the deletion's (the store's)."""
         prev = self._entries.pop(key, None)
         if prev is not None:
             self._unindex(prev, None)
+        if rv is not None:
+            self._rv = rv
         return prev
+
+    def advance(self, rv: int) -> None:
+        """Progress without a change (a bookmark): the store is at ``rv`` if that is newer."""
+        self._rv = max(self._rv, rv)
 
     def replace(self, entries: Iterable[Entry], resource_version: int) -> dict[str, Entry]:
         """Swap in a whole new state at once (a relist). Returns the previous state."""
@@ -363,7 +383,7 @@ class Store:
             self._entries[entry.key] = entry
             self._index(entry, None, sort=False)
         self._sorted = SortedList(self._entries)
-        self.resource_version = resource_version
+        self._rv = resource_version
         return old
 
     # ------------------------------------------------------------------ internals

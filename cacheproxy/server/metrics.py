@@ -32,9 +32,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from cacheproxy.informer.coalescing import CoalescingQueue
 from cacheproxy.informer.eventlog import LogEvent
-from cacheproxy.informer.informer import SharedInformer
+from cacheproxy.informer.informer import RelistDifference, SharedInformer
 from cacheproxy.server.resource import CachedResource
-from cacheproxy.server.watch import WatchHub
+from cacheproxy.server.watchhub import WatchHub
 
 __all__ = [
     "CONTENT_TYPE",
@@ -67,7 +67,8 @@ class ResourceStats:
 
     - ``stored_bytes``: the JSON bytes the store holds (entries' ``raw``; not the indexes or the
       Python objects around them), adjusted per event and recounted at each relist;
-    - ``events``: changes and bookmarks applied, by type;
+    - ``events``: changes and bookmarks applied, by type (a relist's difference counts as the
+      changes it made: its new and changed objects, and the vanished ones as deletions);
     - ``last_heard_at``: when upstream last moved the cache (event, bookmark or relist) — the
       staleness clock (DESIGN §7). Before the first sync it counts from when tracking began.
 
@@ -87,6 +88,7 @@ class ResourceStats:
         self.last_change_at: float | None = None
         self.last_heard_at: float | None = None
         informer.add_listener(self._on_event)
+        informer.add_difference_listener(self._on_difference)
         informer.add_bookmark_listener(self._on_bookmark)
         informer.add_relist_listener(self._on_relist)
 
@@ -121,6 +123,18 @@ class ResourceStats:
             self.last_change_at = self.last_heard_at = self._clock()
         except Exception:  # pragma: no cover - defensive: metrics never break the informer
             log.debug("metrics: could not account for an event", exc_info=True)
+
+    def _on_difference(self, difference: RelistDifference) -> None:
+        try:
+            events = self.events
+            for _, prev in difference.changed:
+                kind = "ADDED" if prev is None else "MODIFIED"
+                events[kind] = events.get(kind, 0) + 1
+            events["DELETED"] = events.get("DELETED", 0) + len(difference.gone)
+            if difference.changed or difference.gone:
+                self.last_change_at = self.last_heard_at = self._clock()
+        except Exception:  # pragma: no cover - defensive
+            log.debug("metrics: could not account for a relist's difference", exc_info=True)
 
     def _on_bookmark(self, rv: int) -> None:
         try:

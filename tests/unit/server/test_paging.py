@@ -70,16 +70,15 @@ class FakeInformer:
         rv = self.rv + 1
         obj["metadata"]["resourceVersion"] = str(rv)
         entry = self.store.make_entry(obj)
-        prev = self.store.put(entry)
+        prev = self.store.put(entry, rv=rv)
         self.event_log.append("ADDED" if prev is None else "MODIFIED", entry, prev, rv)
-        self.store.resource_version = rv
 
     def delete(self, key: str) -> None:
-        prev = self.store.delete(key)
-        if prev is not None:
+        if key in self.store:
             rv = self.rv + 1
+            prev = self.store.delete(key, rv=rv)
+            assert prev is not None
             self.event_log.append("DELETED", prev, prev, rv)
-            self.store.resource_version = rv
 
     def relist(self, objs: list[dict[str, Any]]) -> None:
         rv = self.rv + 1

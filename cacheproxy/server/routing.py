@@ -1,0 +1,170 @@
+"""Which handler answers a request: health, monitoring, ``/version``, discovery, and the
+Kubernetes API paths of the cached resources (DESIGN §4).
+
+A resource path is checked against what is served — its type, its scope (a namespaced path for a
+cluster-scoped resource is a 404, as on the API server), read-only (every write is the API
+server's 405) — and then answered by get, list (:mod:`.reads`) or watch (:mod:`.watching`), before
+the first sync with a 429 and ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import orjson
+
+from cacheproxy.kube import status
+from cacheproxy.kube.listoptions import ListOptions, parse_list_options
+from cacheproxy.kube.request import ApiPath
+from cacheproxy.kube.table import WatchTables
+from cacheproxy.server.admission import ServedRequest
+from cacheproxy.server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from cacheproxy.server.options import ANSWERS, READ_VERBS
+from cacheproxy.server.query import Query
+from cacheproxy.server.reads import Form, build_query, negotiate, serve_get, serve_list
+from cacheproxy.server.resource import CachedResource
+from cacheproxy.server.statuspage import cache_status
+from cacheproxy.server.watching import serve_watch
+from cacheproxy.serving import Send, send_body, with_header
+
+if TYPE_CHECKING:
+    from cacheproxy.server.app import CacheServer
+
+__all__ = ["HEALTH_CHECKS", "STALENESS_HEADER", "health", "route"]
+
+HEALTH_CHECKS = (["healthz"], ["livez"], ["readyz"])
+STALENESS_HEADER = b"x-cacheproxy-staleness-seconds"
+
+
+async def health(server: CacheServer, send: Send, check: str) -> None:
+    ok = check != "readyz" or server.ready
+    await send_body(
+        send,
+        200 if ok else 503,
+        b"ok" if ok else b"not ready",
+        content_type=b"text/plain; charset=utf-8",
+    )
+
+
+async def route(
+    server: CacheServer,
+    req: ServedRequest,
+    send: Send,
+    parts: list[str],
+    path: ApiPath | None,
+    verb: str | None,
+) -> None:
+    """Answer an admitted request (``parts``: its path split; ``path``: parsed as an API path)."""
+    if parts == ["metrics"]:
+        body = server.metrics.exposition()
+        await send_body(send, 200, body, content_type=METRICS_CONTENT_TYPE)
+        return
+    if parts == ["status"]:
+        page = cache_status(server.metrics.tracked, ready=server.ready, now=server.metrics.clock())
+        await ANSWERS.send(send, req, orjson.dumps(page))
+        return
+    if parts == ["version"]:
+        await ANSWERS.send(send, req, orjson.dumps(server.version))
+        return
+    discovery = server.discovery
+    if parts in (["api"], ["apis"]):
+        accept = req.header("accept")
+        doc = discovery.root(accept, core=parts == ["api"], server_address=server.server_address)
+        await discovery.send(req, send, doc)
+        return
+    if parts[:1] == ["apis"] and len(parts) == 2:
+        await discovery.send(req, send, discovery.group(parts[1]))
+        return
+    if path is None:
+        raise status.resource_not_found()
+    types = server.registry.in_group_version(path.group_version)
+    if not types:
+        raise status.resource_not_found()
+    if path.resource is None:
+        await discovery.send(req, send, discovery.resources(path.group_version, types))
+        return
+    res, form = _served(server, req, path, verb)
+    if server.options.staleness_header:
+        staleness = f"{server.staleness(res.rtype):.3f}".encode()
+        send = with_header(send, STALENESS_HEADER, staleness)
+    if verb == "get":
+        assert path.name is not None
+        await serve_get(req, send, res, namespace=path.namespace, name=path.name, form=form)
+        return
+    opts = parse_list_options(
+        req.query, watch=verb == "watch", name=path.name if verb == "watch" else None
+    )
+    query = build_query(req, res, path.namespace, opts)
+    if verb == "list":
+        await serve_list(
+            req,
+            send,
+            res,
+            query=query,
+            opts=opts,
+            form=form,
+            max_page_size=server.options.max_page_size,
+        )
+        return
+    await _watch(server, req, send, res, query, opts, form)
+
+
+async def _watch(
+    server: CacheServer,
+    req: ServedRequest,
+    send: Send,
+    res: CachedResource,
+    query: Query,
+    opts: ListOptions,
+    form: Form,
+) -> None:
+    """A watch, counted against its resource's and its user's limits while it lasts."""
+    tables = (
+        WatchTables(res.table_printer(), version=form.table, include=form.include)
+        if form.table
+        else None
+    )
+    hub = server.hubs[res.rtype]
+    admission = server.admission
+    user = admission.admit_watch(req, len(hub.watchers))
+    try:
+        await serve_watch(
+            req,
+            send,
+            res=res,
+            hub=hub,
+            query=query,
+            opts=opts,
+            tables=tables,
+            options=server.options,
+            refusing=lambda: server.watches_closed,
+        )
+    finally:
+        admission.release_watch(user)
+
+
+def _served(
+    server: CacheServer, req: ServedRequest, path: ApiPath, verb: str | None
+) -> tuple[CachedResource, Form]:
+    """The cached resource a read of ``path`` is answered from, and the answer's form; 404 for
+    what is not served, 405 for a write, 406 for an answer nobody accepts, 429 before the
+    resource's first sync."""
+    gv = path.group_version
+    rtype = server.registry.get_gvr(gv.group, gv.version, path.resource or "")
+    if rtype is None or path.subresource:
+        raise status.resource_not_found()
+    if (path.namespace is not None and not rtype.namespaced) or (
+        path.name is not None and rtype.namespaced and path.namespace is None
+    ):
+        raise status.resource_not_found()
+    req.verb, req.resource = verb or "other", rtype.config_name
+    if verb not in READ_VERBS:
+        # Read-only: every write is refused as the API server refuses an unsupported verb.
+        raise status.method_not_allowed(
+            verb=verb or req.method.lower(), resource=rtype.resource, group=rtype.group
+        )
+    form = negotiate(req)
+    res = server.resources[rtype]
+    if not res.synced:
+        raise status.too_many_requests("storage is (re)initializing", retry_after=1)
+    return res, form

@@ -1,0 +1,151 @@
+"""The cache's events as the server's watchers see them: one decision per watcher and event, one
+line per event and form, and RVs for what a relist changed.
+
+- :func:`sight` decides what a watcher sees of one event: the API server's transition rule
+  (:func:`cacheproxy.kube.transitions.seen`) over whether the watcher's query matched the previous
+  state and matches the new one. The live fan-out (:class:`~.watchhub.WatchHub`) and history
+  replay (:func:`replay_lines`) both decide with it, so a resumed watch sees the past exactly as a
+  connected one saw it.
+- :class:`EventLines` builds an event's line in each form watchers see it on first use, shared by
+  all of them (DESIGN §3: the bytes of each event are built once): ADDED, MODIFIED and DELETED
+  from the stored parts without copying the object, the DELETED of an object that left a selector
+  (the previous object restamped with the event's RV) once.
+- :func:`relist_events` turns what an upstream relist changed into events for connected watchers
+  (they survive a relist; the API server would close them): when each vanished object was deleted
+  is unknown, so serving decides which RVs its DELETED events carry.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import orjson
+
+from cacheproxy.informer.eventlog import LogEvent
+from cacheproxy.informer.informer import RelistDifference
+from cacheproxy.informer.store import Entry, Store
+from cacheproxy.kube.resources import ResourceType
+from cacheproxy.kube.transitions import Seen, seen
+from cacheproxy.kube.watchevents import event_line
+from cacheproxy.server.query import EntryView, Query, matches_view
+
+__all__ = ["EventLines", "relist_events", "replay_lines", "sight"]
+
+log = logging.getLogger(__name__)
+
+_EVENT_HEADS = {
+    kind: b'{"type":"%s","object":' % kind.value.encode()
+    for kind in (Seen.ADDED, Seen.MODIFIED, Seen.DELETED)
+}
+_EVENT_TAIL = b"}\n"
+
+
+_SEEN = {
+    event_type: tuple(
+        tuple(seen(event_type, matched_before=before, matches_now=now) for now in (False, True))
+        for before in (False, True)
+    )
+    for event_type in ("ADDED", "MODIFIED", "DELETED")
+}
+""":func:`~cacheproxy.kube.transitions.seen` for every event type and both matches, indexed
+``[type][matched before][matches now]``: the fan-out asks it for every watcher of every event,
+and a lookup costs a fraction of a call."""
+
+
+def sight(event: LogEvent, query: Query, new: EntryView, old: EntryView | None) -> Seen | None:
+    """What a watcher with ``query`` sees of ``event`` (None: nothing). ``new`` and ``old`` are
+    views of the event's entry and previous entry, shared between watchers."""
+    event_type = event.type
+    before = old is not None and matches_view(old, query)
+    now = event_type != "DELETED" and matches_view(new, query)
+    return _SEEN[event_type][before][now]
+
+
+def _restamped(entry: Entry, rv: int) -> bytes:
+    """``entry`` with ``metadata.resourceVersion`` set to ``rv``."""
+    obj = entry.object()
+    obj.setdefault("metadata", {})["resourceVersion"] = str(rv)
+    return orjson.dumps(obj)
+
+
+class EventLines:
+    """The line bytes of one event, built on first use and shared by all watchers."""
+
+    __slots__ = ("_cache", "event")
+
+    def __init__(self, event: LogEvent) -> None:
+        self.event = event
+        self._cache: dict[Seen, bytes] = {}
+
+    def line(self, kind: Seen) -> bytes:
+        line = self._cache.get(kind)
+        if line is None:
+            event = self.event
+            if kind is Seen.LEFT:  # stopped matching: the old object at this event's RV
+                assert event.prev is not None
+                line = event_line("DELETED", _restamped(event.prev, event.rv))
+            else:
+                entry = event.entry
+                line = b"".join((_EVENT_HEADS[kind], entry.prefix, entry.body, _EVENT_TAIL))
+            self._cache[kind] = line
+        return line
+
+
+def replay_lines(
+    events: Iterable[LogEvent], query: Query, rtype: ResourceType, store: Store
+) -> list[bytes]:
+    """History (the EventLog's events after a watch's RV) as a watcher with ``query`` sees it."""
+    lines = []
+    for event in events:
+        new = EntryView(event.entry, rtype, store)
+        old = EntryView(event.prev, rtype, store) if event.prev is not None else None
+        kind = sight(event, query, new, old)
+        if kind is not None:
+            lines.append(EventLines(event).line(kind))
+    return lines
+
+
+def relist_events(
+    difference: RelistDifference,
+    *,
+    make_entry: Callable[[dict[str, Any]], Entry],
+    now: float,
+    name: str,
+) -> list[LogEvent]:
+    """What a relist changed, as events: one per resourceVersion, in ascending order, ending at
+    most at the relist's RV.
+
+    ADDED and MODIFIED objects carry their own RVs. When each vanished object was deleted is
+    unknown — only that it was, after ``difference.before`` (what the cache had seen) and by
+    ``difference.rv`` — so each DELETED gets a distinct RV of that interval that no changed object
+    holds: every deletion consumed a revision there, so there are enough (the highest are used).
+    Distinct RVs keep resumes exact: a client whose stream breaks inside the difference resumes
+    from an RV below the relist's and gets 410 (the EventLog restarts at the relist's RV), never
+    a silent loss of the deletions it did not see (``tests/soak/test_relist_difference.py``).
+    ``make_entry`` stores the restamped last state of a vanished object.
+    """
+    rv, before = difference.rv, difference.before
+    events = [
+        LogEvent(entry.rv, "ADDED" if prev is None else "MODIFIED", entry, prev, now)
+        for entry, prev in difference.changed
+    ]
+    taken = {e.rv for e in events}
+    free = (r for r in range(rv, before, -1) if r not in taken)
+    for last in difference.gone.values():
+        stamp = next(free, rv)
+        if stamp == rv and rv in taken:
+            log.warning(
+                "%s: more deletions than revisions between %d and %d: a resume inside this "
+                "relist's difference may miss deletions",
+                name,
+                before,
+                rv,
+            )
+        taken.add(stamp)
+        obj = last.object()
+        obj.setdefault("metadata", {})["resourceVersion"] = str(stamp)
+        events.append(LogEvent(stamp, "DELETED", make_entry(obj), last, now))
+    events.sort(key=lambda e: e.rv)
+    return events

@@ -1,0 +1,204 @@
+"""Serving one watch request: where it starts, what it sends first, then its live events.
+
+As the API server's watch cache (DESIGN §4):
+
+- RV unset or "0" (and ``sendInitialEvents=true``): the current state as ADDED events; a watch-list
+  that asked for bookmarks then gets the bookmark annotated ``k8s.io/initial-events-end``;
+- RV=N: the EventLog's events after N, as the watcher's query sees them; N older than the log →
+  one in-stream 410 ``ERROR`` event, then the end;
+- then live events from the resource's :class:`~.watchhub.WatchHub` until the deadline
+  (``timeoutSeconds``, else ``[min, 2·min)``), bookmarks when asked — only newer than where the
+  watch started, never behind an event it was sent.
+
+Everything from choosing the start to registering with the hub is synchronous: nothing can be
+applied in between, so the watcher gets exactly the events after its starting point. The stream
+itself — batches, bookmarks, deadline, the eviction of a client that takes nothing — is
+:mod:`cacheproxy.serving.watchstream`'s.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from cacheproxy.informer.eventlog import TooOld
+from cacheproxy.informer.store import Entry
+from cacheproxy.kube import status
+from cacheproxy.kube.listoptions import ListOptions
+from cacheproxy.kube.resources import ResourceType
+from cacheproxy.kube.table import WatchTables
+from cacheproxy.kube.watchevents import bookmark_line
+from cacheproxy.server.admission import ServedRequest
+from cacheproxy.server.options import ServerOptions
+from cacheproxy.server.query import Query
+from cacheproxy.server.resource import CachedResource
+from cacheproxy.server.watchevents import replay_lines
+from cacheproxy.server.watchhub import ServedWatch, WatchHub
+from cacheproxy.serving import Send, WatchWriter, closed_on_disconnect, error_line, watch_batches
+
+__all__ = ["INITIAL_BATCH_BYTES", "WatchPlan", "serve_watch", "watch_lines"]
+
+INITIAL_BATCH_BYTES = 128 << 10
+_ADDED_HEAD = b'{"type":"ADDED","object":'
+_EVENT_TAIL = b"}\n"
+_jitter = random.Random()
+"""Watch-length jitter; its own generator, so serving never disturbs the global ``random``."""
+
+
+@dataclass(slots=True)
+class WatchPlan:
+    """What one watch sends before its live events, and for how long it lasts."""
+
+    initial: Sequence[Entry]
+    """The state it starts from, as ADDED events (key order)."""
+    replay: Sequence[bytes]
+    """History after its RV, as its query sees it."""
+    end_bookmark_rv: int | None
+    """A watch-list's initial-events-end bookmark, at this RV."""
+    allow_bookmarks: bool
+    timeout: float
+    bookmark_interval: float
+
+
+def _initial_batches(entries: Sequence[Entry]) -> Iterator[list[bytes]]:
+    """The initial state as ADDED lines, like a list: the stored bytes between the line's two
+    halves, in batches of ~128 KiB (a thousand watchers starting at once hold a batch each, not
+    the cache each: the next one is made once the client took the last)."""
+    batch: list[bytes] = []
+    size = 0
+    for entry in entries:
+        body = entry.body
+        batch += (_ADDED_HEAD, entry.prefix, body, _EVENT_TAIL)
+        size += len(body)
+        if size >= INITIAL_BATCH_BYTES:
+            yield batch
+            batch = []
+            size = 0
+    yield batch
+
+
+def watch_lines(
+    watcher: ServedWatch,
+    plan: WatchPlan,
+    rtype: ResourceType,
+    *,
+    current_rv: Callable[[], int],
+    clock: Callable[[], float] = time.monotonic,
+) -> AsyncIterator[list[bytes]]:
+    """One watch response until its deadline or until the watcher is closed, in batches of whole
+    lines (written one after the other, never joined here). ``current_rv`` is the cache's RV."""
+
+    def first() -> Iterator[list[bytes]]:
+        batches = _initial_batches(plan.initial)
+        last = next(batches)  # the initial state's last batch goes out with what follows
+        for batch in batches:
+            yield last
+            last = batch
+        last.extend(plan.replay)
+        if plan.end_bookmark_rv is not None:
+            last.append(bookmark_line(rtype, plan.end_bookmark_rv, initial_events_end=True))
+        yield last
+
+    def bookmark() -> bytes | None:
+        # As the API server's watch cache: only a bookmark newer than where the watch started
+        # (on a quiet resource, none at all), never one behind an event it was sent.
+        rv = max(current_rv(), watcher.last_rv)
+        return bookmark_line(rtype, rv) if rv > watcher.min_rv else None
+
+    return watch_batches(
+        watcher,
+        first=first(),
+        seconds=plan.timeout,
+        bookmark=bookmark if plan.allow_bookmarks else None,
+        bookmark_interval=plan.bookmark_interval,
+        clock=clock,
+    )
+
+
+async def serve_watch(
+    req: ServedRequest,
+    send: Send,
+    *,
+    res: CachedResource,
+    hub: WatchHub,
+    query: Query,
+    opts: ListOptions,
+    tables: WatchTables | None,
+    options: ServerOptions,
+    refusing: Callable[[], bool],
+) -> None:
+    """Answer a watch of ``res`` (its admission already counted). ``refusing`` tells whether the
+    server stopped taking watches; it is asked before and after the response starts."""
+    requested = opts.rv
+    if opts.send_initial_events and requested > res.resource_version:
+        # A watch-list's initial state must be at least this fresh: the API server waits (3 s)
+        # for its cache, then refuses. A plain watch from a newer RV simply waits for the events
+        # after it (clients behind several replicas rely on that).
+        await res.wait_for(requested)  # 504 before the stream starts
+    if refusing():
+        raise status.service_unavailable("the server is shutting down", retry_after=1)
+    out = WatchWriter(
+        send,
+        writer=req.writer,
+        flow=req.flow,
+        stall=options.watch_stall,
+        convert=tables.convert if tables is not None else None,
+    )
+    await out.start(req)
+    # Synchronous from here to hub.add: nothing can be applied in between.
+    initial: list[Entry] = []
+    replay: list[bytes] = []
+    end_bookmark: int | None = None
+    send_initial = opts.send_initial_events or (
+        opts.send_initial_events is None and opts.resource_version in ("", "0")
+    )
+    if send_initial:
+        store = res.store
+        initial = [e for e in map(store.get, res.current_keys(query)) if e is not None]
+        if opts.send_initial_events and opts.allow_watch_bookmarks:
+            end_bookmark = res.resource_version
+    elif opts.resource_version not in ("", "0") and requested <= res.resource_version:
+        try:
+            events = res.informer.event_log.since(requested)
+        except TooOld as too_old:
+            gone = status.too_old_resource_version(too_old.requested, too_old.oldest)
+            await out.finish(error_line(gone))
+            return
+        replay = replay_lines(events, query, res.rtype, res.store)
+    if refusing():  # shutting down since the response began: end it now
+        await out.finish()
+        return
+    watcher = ServedWatch(
+        query,
+        buffer=options.watch_buffer,
+        min_rv=max(res.resource_version, requested),
+        bookmarks=opts.allow_watch_bookmarks,
+    )
+    hub.add(watcher)
+    timeout = (
+        float(opts.timeout_seconds)
+        if opts.timeout_seconds
+        else options.min_watch_timeout * (1 + _jitter.random())
+    )
+    plan = WatchPlan(
+        initial=initial,
+        replay=replay,
+        end_bookmark_rv=end_bookmark,
+        allow_bookmarks=opts.allow_watch_bookmarks,
+        timeout=timeout,
+        bookmark_interval=options.bookmark_interval,
+    )
+    async with closed_on_disconnect(req, watcher, "client went away"):
+        try:
+            async for lines in watch_lines(
+                watcher, plan, res.rtype, current_rv=lambda: res.resource_version
+            ):
+                if not await out.write(lines):
+                    hub.evict(watcher, f"took nothing for {options.watch_stall:g} s")
+                    return
+        finally:
+            hub.remove(watcher)
+    # Evicted (buffer full) and still taking nothing: no clean end either.
+    await out.finish()
