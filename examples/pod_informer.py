@@ -1,9 +1,10 @@
 """A pod informer with a custom index, handlers and a workqueue-driven worker.
 
-Run it against any API server your kubeconfig points at, or the built-in simulator:
+Run it from the clone (after ``make run`` or ``make test`` made ``.venv``) against any API server
+your kubeconfig points at, or the built-in simulator:
 
-    cacheproxy sim --pods 60 --churn 5 &
-    python examples/pod_informer.py --server http://127.0.0.1:8001 --seconds 10
+    .venv/bin/cacheproxy sim --pods 60 --churn 5 &
+    .venv/bin/python examples/pod_informer.py --server http://127.0.0.1:8001 --seconds 10
 """
 
 from __future__ import annotations

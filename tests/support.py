@@ -1,11 +1,13 @@
-"""Test support shared by the suites: a simulator served on 127.0.0.1 (port 0) with a client, and
-a poll for conditions on state that announces nothing."""
+"""Test support shared by the suites: a simulator served on 127.0.0.1 (port 0) with a client, a
+poll for conditions on state that announces nothing, and the commands the docs show."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import httpx
 
@@ -29,3 +31,15 @@ async def until(
         if loop.time() > deadline:
             raise AssertionError(f"timed out waiting until {what}")
         await asyncio.sleep(0.005)
+
+
+def marked_commands(document: Path, marker: str) -> list[str]:
+    """The commands of every ``sh`` block right after ``<!-- marker -->`` in ``document`` (one per
+    line; comments and blank lines skipped, trailing ``# …`` remarks kept for the shell)."""
+    block = re.compile(rf"<!-- {re.escape(marker)} -->\n```sh\n(.*?)```", re.DOTALL)
+    return [
+        line
+        for found in block.findall(document.read_text())
+        for line in found.splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]

@@ -18,6 +18,7 @@ import yaml
 
 from cacheproxy.daemon.config import load_config
 from cacheproxy.daemon.rbac import cluster_role
+from tests.support import marked_commands
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -371,16 +372,10 @@ def test_rendered_cluster_role_matches_the_served_config(
 # ------------------------------------------------------------------------------ the docs
 
 OPERATIONS = REPO / "docs" / "operations.md"
-OFFLINE_BLOCK = re.compile(r"<!-- offline -->\n```sh\n(.*?)```", re.DOTALL)
 
 
 def offline_commands() -> list[str]:
-    return [
-        line
-        for block in OFFLINE_BLOCK.findall(OPERATIONS.read_text())
-        for line in block.splitlines()
-        if line.strip() and not line.lstrip().startswith("#")
-    ]
+    return marked_commands(OPERATIONS, "offline")
 
 
 def test_docs_have_offline_commands() -> None:
