@@ -85,7 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "check-config":
-            return configured.check_config_main(args.config, overrides=configured.overrides(args))
+            return configured.check_config_main(
+                args.config, overrides=configured.overrides(args), live=args.live
+            )
         if args.command == "rbac":
             return configured.rbac_main(
                 args.config, overrides=configured.overrides(args), name=args.name

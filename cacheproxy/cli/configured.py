@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from cacheproxy.cli.running import HelpFormatter, stop_on_signals
-from cacheproxy.errors import ConfigError, ListenError
+from cacheproxy.errors import CacheProxyError, ConfigError, ListenError
 from cacheproxy.tasks import cancel_and_wait
 
 __all__ = ["LOG_LEVEL", "add_parsers", "check_config_main", "overrides", "rbac_main", "serve_main"]
@@ -58,6 +58,13 @@ def add_parsers(sub: Any, parent: argparse.ArgumentParser) -> None:
         "with where it was written (exit 1). Certificate and token files are not read.",
     )
     _config_flags(check)
+    check.add_argument(
+        "--live",
+        action="store_true",
+        help="also ask upstream (the configured kubeconfig or in-cluster credentials): a sample "
+        "of each indexed resource must have a value at every index path (a typo otherwise "
+        "leaves the index empty)",
+    )
     rbac = sub.add_parser(
         "rbac",
         parents=[parent],
@@ -125,9 +132,10 @@ def check_config_main(
     *,
     env: Mapping[str, str] = os.environ,
     overrides: Mapping[str, str] | None = None,
+    live: bool = False,
 ) -> int:
-    """``cacheproxy check-config --config FILE``: print ``OK: `` and the summary (0), or every
-    problem (1)."""
+    """``cacheproxy check-config --config FILE [--live]``: print ``OK: `` and the summary (0), or
+    every problem (1); ``live``: also what upstream shows (index paths no object has)."""
     from cacheproxy.daemon.config import describe, load_config
 
     try:
@@ -135,8 +143,48 @@ def check_config_main(
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 1
+    if live:
+        problems = asyncio.run(_live_problems(config))
+        if problems:
+            print("\n".join(problems), file=sys.stderr)
+            return 1
     print(f"OK: {describe(config)}")
     return 0
+
+
+async def _live_problems(config: Any) -> list[str]:
+    """What upstream shows is wrong with the configuration: index paths no object of a sample
+    (the first page of each indexed resource) has."""
+    from cacheproxy.daemon.config import resolve_upstream
+    from cacheproxy.daemon.indexcheck import SAMPLE, empty_indexes
+    from cacheproxy.informer.listwatch import ListRequest
+    from cacheproxy.upstream import ApiListerWatcher, build_client
+
+    problems: list[str] = []
+    try:
+        upstream = resolve_upstream(config.upstream)
+    except ConfigError as exc:
+        return [f"--live: {exc}"]
+    async with build_client(upstream) as client:
+        for spec in config.resources:
+            if not spec.indexes:
+                continue
+            collection = spec.collection
+            lw = ApiListerWatcher(
+                client,
+                spec.rtype,
+                namespace=collection.namespace,
+                label_selector=collection.label_selector,
+                field_selector=collection.field_selector,
+            )
+            try:
+                page = await lw.list(ListRequest(resource_version="0", limit=SAMPLE))
+            except CacheProxyError as exc:
+                problems.append(f"{spec.rtype.config_name}: cannot list upstream: {exc}")
+                continue
+            name = spec.rtype.config_name
+            problems += [f.describe(name) for f in empty_indexes(page.items, spec.indexes)]
+    return problems
 
 
 def rbac_main(

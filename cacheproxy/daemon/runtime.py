@@ -19,6 +19,7 @@ from typing import Any
 import uvicorn
 
 from cacheproxy.daemon.config import CachedResource, DaemonConfig
+from cacheproxy.daemon.indexcheck import empty_indexes
 from cacheproxy.daemon.memory import MemoryTrimmer
 from cacheproxy.daemon.metrics import MeteredListerWatcher
 from cacheproxy.daemon.wiring import ResourceWiring, Wiring, wire, wire_resource
@@ -224,6 +225,8 @@ class Daemon:
         informer.freeze_gc_after_sync = self.manage_gc
         if self.manage_gc:
             informer.add_relist_listener(self.trimmer.request)
+        if options.field_indexes:
+            _warn_of_empty_indexes(spec.rtype.config_name, informer, options.field_indexes)
         return ServedResource(
             spec.rtype,
             informer,
@@ -321,6 +324,24 @@ class Daemon:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+
+def _warn_of_empty_indexes(name: str, informer: Any, paths: Sequence[str]) -> None:
+    """Once the first sync is in: a warning per index no synced object has a value for (a
+    mistyped path makes every query on it answer nothing)."""
+
+    checked = False
+
+    def check(_: int) -> None:
+        nonlocal checked
+        if checked:
+            return
+        checked = True
+        objects = (entry.object() for entry in informer.store.entries())
+        for found in empty_indexes(objects, paths):
+            log.warning("%s", found.describe(name))
+
+    informer.add_relist_listener(check)
 
 
 def resources_from_names(names: Sequence[str]) -> tuple[CachedResource, ...]:

@@ -17,6 +17,7 @@ from cacheproxy.cli import build_parser, main
 from cacheproxy.cli.configured import overrides
 from cacheproxy.daemon.config import load_config
 from cacheproxy.kube.resources import ResourceType
+from cacheproxy.sim import SimServer
 
 
 @pytest.mark.parametrize(
@@ -128,3 +129,45 @@ async def test_serve_logs_at_the_level_given_after_the_command(tmp_path: Path) -
     err = await _serve_logs(tmp_path, "serve", env=env)
     assert " INFO " not in err, err
     assert " WARNING " in err, err
+
+
+@pytest.mark.parametrize(
+    ("index", "code", "said"),
+    [
+        (
+            "spec.nodName",
+            1,
+            "no cached object has a value at the index path spec.nodName, so "
+            "every query on it answers nothing; did you mean spec.nodeName?",
+        ),
+        ("spec.nodeName", 0, "OK: "),
+    ],
+)
+async def test_check_config_live_asks_upstream_whether_the_index_paths_exist(
+    demo_server: SimServer, tmp_path: Path, index: str, code: int, said: str
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        f"apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: "
+        f"'{demo_server.url}'}}}}]\nusers: [{{name: u, user: {{}}}}]\ncontexts: [{{name: x, "
+        "context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+    )
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"resources:\n  - resource: pods\n    indexes: [{index}]\n"
+        f"upstream: {{kubeconfig: '{kubeconfig}'}}\n"
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "cacheproxy",
+        "check-config",
+        "--config",
+        str(config),
+        "--live",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == code, (out, err)
+    assert said in (out + err).decode()
