@@ -1,3 +1,19 @@
 """The HTTP face of the daemon: list / get / watch from the informers' stores on the Kubernetes
-API paths, discovery, health. Imports the informer library and ``kube``; never ``upstream`` or
-``sim`` (DESIGN §2)."""
+API paths, discovery, health, metrics. Imports the informer library, ``kube`` and ``serving``
+(the ASGI toolkit it shares with the simulator); never ``upstream`` or ``sim`` (DESIGN §2).
+
+Where things are, in the order a request meets them:
+
+- :mod:`.app` — :class:`~.app.CacheServer`, the ASGI app: the resources it serves, readiness,
+  shutdown of watches, and the pipeline of each request;
+- :mod:`.admission` — bounds (414/431/400), authentication and authorization (:mod:`.access`,
+  :mod:`.tokenfile`), in-flight and watcher limits (429);
+- :mod:`.routing` — which handler answers a path; :mod:`.options` — the server's settings;
+- :mod:`.reads` — get and list (:mod:`.resource` keeps the RV and paging rules, :mod:`.query` and
+  :mod:`.snapshots` select), Tables (:mod:`.crdtables` for custom resources);
+- :mod:`.watching` — one watch request: its start, history, initial state, then live events;
+- :mod:`.watchhub` — the fan-out of the informer's events to every watcher, and
+  :mod:`.watchevents` — what a watcher sees of an event (one function for live and replay), the
+  shared line bytes, and the RVs of a relist's difference;
+- :mod:`.metrics` and :mod:`.statuspage` — ``/metrics`` and ``/status``.
+"""
