@@ -77,5 +77,13 @@ SOAK_ARGS ?= --seconds 600 --daemon-restarts
 soak: $(TEST_STAMP)
 	$(BIN)/python -m loadtest.soak $(SOAK_ARGS)
 
+# The same against a real kube-apiserver 1.28 and etcd (loadtest/soakreal.py, the envtest assets):
+# 10 minutes of kube-apiserver/etcd/daemon faults and a slow link, 16 clients (kubectl among
+# them) checked against the recorded history; report in loadtest/results/<date>-soak-real/.
+SOAK_REAL_ARGS ?= --seconds 600
+.PHONY: soak-real
+soak-real: $(TEST_STAMP)
+	$(BIN)/python -m loadtest.soakreal $(SOAK_REAL_ARGS) --out $(BENCH_OUT)-soak-real
+
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
