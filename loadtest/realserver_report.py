@@ -48,9 +48,9 @@ __all__ = [
 SYNC_BUDGET = 1.5
 """The daemon's start → ready ÷ one curl of the same pod list, at most."""
 LAG_BUDGET = 0.050
+"""p99 of an event through the daemon's watch, and of a GET seeing a write (seconds), at most."""
 RELIST_GROWTH_BUDGET = 1.10
 """RSS after the last of the relists, at most this many times the RSS after the first."""
-"""p99 of an event through the daemon's watch, and of a GET seeing a write (seconds), at most."""
 QUERY_SPEEDUP_BUDGETS = {"full": 15.0, "label": 10.0}
 """The API server's p50 at RV=0 ÷ the daemon's, 1 client, at least (per listbench query)."""
 GET_THROUGHPUT_BUDGET = 2.0
