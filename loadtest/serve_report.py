@@ -12,6 +12,7 @@ import math
 from collections.abc import Sequence
 
 from loadtest.fanout import LAG_BUDGET, FanoutPoint, capacity
+from loadtest.figures import div, times
 from loadtest.listbench import Measurement
 from loadtest.report import MEMORY_BUDGET, _markdown, _num
 from loadtest.serve_records import ServeResult, SizeResult
@@ -52,14 +53,6 @@ def _ms(seconds: float) -> str:
     return f"{ms:.3f}" if ms < 1 else f"{ms:.2f}" if ms < 100 else _num(ms)
 
 
-def _x(value: float) -> str:
-    return f"{value:.2f}{_X}" if math.isfinite(value) else "n/a"
-
-
-def _div(a: float, b: float) -> float:
-    return a / b if b and math.isfinite(a) and math.isfinite(b) else math.nan
-
-
 def _verdict(ok: bool | None) -> str:
     return "n/a" if ok is None else "PASS" if ok else "FAIL"
 
@@ -86,13 +79,13 @@ def _rate(size: SizeResult, server: str, scenario: str, concurrency: int = 16) -
 def _size_budgets(size: SizeResult) -> list[tuple[str, str, str, str]]:
     n = f"N = {_num(size.pods)}"
     full = _p50(size, "daemon", "full")
-    floor = _div(full, _p50(size, "floor", "full"))
-    naive = _div(_p50(size, "naive", "full"), full)
-    label = _div(full, _p50(size, "daemon", "label"))
-    field = _div(full, _p50(size, "daemon", "field"))
+    floor = div(full, _p50(size, "floor", "full"))
+    naive = div(_p50(size, "naive", "full"), full)
+    label = div(full, _p50(size, "daemon", "label"))
+    field = div(full, _p50(size, "daemon", "field"))
     floor_full = _p50(size, "floor", "full")
-    floor_label = _div(floor_full, _p50(size, "floor", "label"))
-    floor_field = _div(floor_full, _p50(size, "floor", "field"))
+    floor_label = div(floor_full, _p50(size, "floor", "label"))
+    floor_field = div(floor_full, _p50(size, "floor", "field"))
     label_rate = _rate(size, "daemon", "label")
     get_rate = _rate(size, "daemon", "get")
     mem = size.memory.net_ratio
@@ -103,13 +96,13 @@ def _size_budgets(size: SizeResult) -> list[tuple[str, str, str, str]]:
     )
     upstream = " → ".join(_num(p.upstream_requests) for p in phases)
     return [
-        (f"{n}: daemon full list ÷ floor (p50, c=1)", _x(floor), f"≤ {FLOOR_BUDGET:g}{_X}", _check(floor, FLOOR_BUDGET, at_least=False)),
-        (f"{n}: naive ÷ daemon full list (p50, c=1)", _x(naive), f"≥ {NAIVE_BUDGET:g}{_X}", _check(naive, NAIVE_BUDGET, at_least=True)),
-        (f"{n}: label list speedup vs full list (p50, c=1; the floor's own: the bound)", f"{_x(label)} (floor {_x(floor_label)})", f"≥ {SELECTIVE_BUDGET:g}{_X}", _check(label, SELECTIVE_BUDGET, at_least=True)),
-        (f"{n}: index field list speedup vs full list (p50, c=1; the floor's own: the bound)", f"{_x(field)} (floor {_x(floor_field)})", f"≥ {SELECTIVE_BUDGET:g}{_X}", _check(field, SELECTIVE_BUDGET, at_least=True)),
+        (f"{n}: daemon full list ÷ floor (p50, c=1)", times(floor), f"≤ {FLOOR_BUDGET:g}{_X}", _check(floor, FLOOR_BUDGET, at_least=False)),
+        (f"{n}: naive ÷ daemon full list (p50, c=1)", times(naive), f"≥ {NAIVE_BUDGET:g}{_X}", _check(naive, NAIVE_BUDGET, at_least=True)),
+        (f"{n}: label list speedup vs full list (p50, c=1; the floor's own: the bound)", f"{times(label)} (floor {times(floor_label)})", f"≥ {SELECTIVE_BUDGET:g}{_X}", _check(label, SELECTIVE_BUDGET, at_least=True)),
+        (f"{n}: index field list speedup vs full list (p50, c=1; the floor's own: the bound)", f"{times(field)} (floor {times(floor_field)})", f"≥ {SELECTIVE_BUDGET:g}{_X}", _check(field, SELECTIVE_BUDGET, at_least=True)),
         (f"{n}: label lists/s, 16 clients", _num(label_rate), f"≥ {_num(LABEL_RATE_BUDGET)}/s", _check(label_rate, LABEL_RATE_BUDGET, at_least=True)),
         (f"{n}: single GETs/s, 16 clients", _num(get_rate), f"≥ {_num(GET_RATE_BUDGET)}/s", _check(get_rate, GET_RATE_BUDGET, at_least=True)),
-        (f"{n}: memory (RSS - empty daemon) ÷ stored JSON", _x(mem), f"≤ {MEMORY_BUDGET}{_X}", _check(mem, MEMORY_BUDGET, at_least=False)),
+        (f"{n}: memory (RSS - empty daemon) ÷ stored JSON", times(mem), f"≤ {MEMORY_BUDGET}{_X}", _check(mem, MEMORY_BUDGET, at_least=False)),
         (f"{n}: upstream pod requests as client requests grow {growth}", upstream, "constant", _verdict(constant) if phases else "n/a"),
     ]  # fmt: skip
 
@@ -172,7 +165,7 @@ def _capacity_ratio(points: Sequence[FanoutPoint], watchers: int) -> tuple[float
     """
     daemon, daemon_low = _capacity(points, "daemon", watchers)
     base, base_low = _capacity(points, "broadcaster", watchers)
-    ratio = _div(daemon, base)
+    ratio = div(daemon, base)
     verdict = _check(ratio, FANOUT_RATIO_BUDGET, at_least=True)
     note = ""
     if base_low and not daemon_low:
@@ -209,7 +202,7 @@ def _latency_table(size: SizeResult, titles: dict[str, str]) -> str:
         row = [title, _items(size, key), *_lat(d)]
         for server in _SERVERS[1:]:
             m = size.find(server, key, 1)
-            row += [*_lat(m), _x(_div(m.p50, d.p50)) if m and d else "n/a"]
+            row += [*_lat(m), times(div(m.p50, d.p50)) if m and d else "n/a"]
         rows.append(row)
     header = ("concurrency 1", "items", "daemon p50 ms", "p99 ms", "simulator p50 ms", "p99 ms",
               "sim ÷ daemon", "naive p50 ms", "p99 ms", "naive ÷ daemon")  # fmt: skip
@@ -233,11 +226,11 @@ def _throughput_table(size: SizeResult, titles: dict[str, str]) -> str:
         d = size.find("daemon", key, 16)
         if d is None:
             continue
-        cpu = _div(d.server_cpu_s * 1000, d.requests)
+        cpu = div(d.server_cpu_s * 1000, d.requests)
         row = [title, _num(d.rate, 1), _ms(d.p50), _ms(d.p99), f"{cpu:.2f}"]
         for server in _SERVERS[1:]:
             m = size.find(server, key, 16)
-            row += [_num(m.rate, 1), _x(_div(d.rate, m.rate))] if m else ["skipped", ""]
+            row += [_num(m.rate, 1), times(div(d.rate, m.rate))] if m else ["skipped", ""]
         rows.append(row)
     header = ("concurrency 16", "daemon req/s", "p50 ms", "p99 ms", "daemon CPU ms/req",
               "simulator req/s", "daemon ÷ sim", "naive req/s", "daemon ÷ naive")  # fmt: skip
@@ -246,7 +239,7 @@ def _throughput_table(size: SizeResult, titles: dict[str, str]) -> str:
 
 def _size_section(size: SizeResult, titles: dict[str, str]) -> str:
     mem, off = size.memory, size.offload
-    per = _div(mem.stored_bytes, mem.objects)
+    per = div(mem.stored_bytes, mem.objects)
     floor_rows = []
     for key in ("full", "label", "field"):
         for c in (1, 16):
@@ -254,7 +247,7 @@ def _size_section(size: SizeResult, titles: dict[str, str]) -> str:
             if d is None or f is None:
                 continue
             floor_rows.append((f"{titles.get(key, key)}, {c}", _num(d.bytes_per_request), _ms(d.p50), _ms(f.p50),
-                               _x(_div(d.p50, f.p50)), _ms(d.p50 - f.p50), _num(d.rate, 1), _num(f.rate, 1)))  # fmt: skip
+                               times(div(d.p50, f.p50)), _ms(d.p50 - f.p50), _num(d.rate, 1), _num(f.rate, 1)))  # fmt: skip
     floor = _markdown(("list, concurrency", "bytes", "daemon p50 ms", "floor p50 ms", "daemon ÷ floor",
                        "daemon - floor ms", "daemon req/s", "floor req/s"), floor_rows)  # fmt: skip
     memory = _markdown(
@@ -263,10 +256,10 @@ def _size_section(size: SizeResult, titles: dict[str, str]) -> str:
             ("objects; stored JSON bytes/object (managedFields dropped)", f"{_num(mem.objects)}; {_num(per)}"),
             ("simulator's bytes/pod in a list (managedFields kept)", _num(size.sim_item_bytes)),
             ("daemon RSS after sync; empty daemon RSS", f"{_mb(mem.rss)}; {_mb(mem.rss_empty)}"),
-            ("(RSS - empty) ÷ stored JSON", f"{_x(mem.net_ratio)} ({_num(_div(mem.rss - mem.rss_empty, mem.objects))} B/object) → {_check(mem.net_ratio, MEMORY_BUDGET, at_least=False)}"),
-            ("RSS ÷ stored JSON (process total)", _x(mem.gross_ratio)),
+            ("(RSS - empty) ÷ stored JSON", f"{times(mem.net_ratio)} ({_num(div(mem.rss - mem.rss_empty, mem.objects))} B/object) → {_check(mem.net_ratio, MEMORY_BUDGET, at_least=False)}"),
+            ("RSS ÷ stored JSON (process total)", times(mem.gross_ratio)),
             ("daemon peak RSS (VmHWM) after the list runs", _mb(mem.hwm)),
-            ("naive server: (RSS after - before loading) ÷ stored JSON", _x(mem.naive_ratio)),
+            ("naive server: (RSS after - before loading) ÷ stored JSON", times(mem.naive_ratio)),
         ],
     )  # fmt: skip
     phases = [
@@ -326,7 +319,7 @@ def _mb(value: int) -> str:
 
 
 def _cores(seconds: float, wall: float) -> str:
-    return f"{_div(seconds, wall):.2f}"
+    return f"{div(seconds, wall):.2f}"
 
 
 def _efficiency(points: Sequence[FanoutPoint], watchers: int) -> tuple[float, float]:
@@ -342,7 +335,7 @@ def _efficiency(points: Sequence[FanoutPoint], watchers: int) -> tuple[float, fl
     if not both:
         return math.nan, math.nan
     d, b = max(both, key=lambda pair: pair[0].rate)
-    return _div(b.server_us_per_delivery, d.server_us_per_delivery), d.rate
+    return div(b.server_us_per_delivery, d.server_us_per_delivery), d.rate
 
 
 def _fanout_section(result: ServeResult) -> str:
@@ -400,7 +393,7 @@ kernel's loopback work share the {result.machine.nproc} cores: see "machine busy
 
 {capacity_table}
 
-The watch clients took {_div(client_cpu, wall):.2f} cores on average over the fan-out points
+The watch clients took {div(client_cpu, wall):.2f} cores on average over the fan-out points
 ({client_cpu:.1f} CPU-s in {wall:.1f} s). "Unaccounted" is machine busy time outside the
 measured processes: the kernel's loopback TCP work (softirq) and anything else running.
 """
