@@ -240,6 +240,8 @@ class RealSoakReport:
                 "",
                 f"Known issues, tolerated (`--strict` counts them): {_counts(self.known)}.",
             ]
+            for name, details in self.known_details.items():
+                rows += ["", f"`{name}`, first ones:"] + [f"- {d}" for d in details]
         return rows
 
     def _rss_rows(self) -> list[str]:
