@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +39,9 @@ class Process:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
+                # Linux ties the death signal to the *thread* that started the child: only the
+                # main thread (which lives as long as the process) may ask for it.
+                preexec_fn=_die_with_parent if _on_main_thread() else None,
             )
 
     @property
@@ -69,6 +72,10 @@ class Process:
         except OSError:
             return ""
         return text[-_LOG_TAIL:]
+
+
+def _on_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 def _die_with_parent() -> None:
