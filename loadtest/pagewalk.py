@@ -3,8 +3,8 @@ full list at the same RV.
 
 ``python -m loadtest.pagewalk [--pods 50000] [--events 5000] [--limit 500] [--repeat 5]``
 
-No HTTP: :meth:`CachedResource.list <cacheproxy.server.resource.CachedResource.list>` is called
-directly, and each page's body is assembled as the server writes it (``ListPage.parts``). The
+No HTTP: :meth:`ServedResource.list <cacheproxy.server.resource.ServedResource.list>` is called
+directly, and each page's body is assembled as the server writes it (``ServedList.parts``). The
 store holds ``--pods`` synthetic pods (50 namespaces, 10 apps each; bodies of ~700 bytes: the
 object's size does not change what is measured, only how long the setup takes). The walk's RV is
 taken, then ``--events`` changes (60 % modifications, 20 % deletions, 20 % additions) move the
@@ -38,7 +38,7 @@ from cacheproxy.kube.labels import parse_label_selector
 from cacheproxy.kube.listoptions import EXACT, ListOptions
 from cacheproxy.kube.resources import builtin
 from cacheproxy.server.query import Query
-from cacheproxy.server.resource import CachedResource
+from cacheproxy.server.resource import ServedResource
 
 __all__ = ["Figures", "Setup", "build", "main", "measure"]
 
@@ -114,7 +114,7 @@ def build(*, pods: int, events: int, seed: int = 1) -> Setup:
     return Setup(informer, pods)
 
 
-async def full_list(res: CachedResource, query: Query, rv: int) -> int:
+async def full_list(res: ServedResource, query: Query, rv: int) -> int:
     page = await res.list(
         query, ListOptions(resource_version=str(rv), resource_version_match=EXACT)
     )
@@ -122,7 +122,7 @@ async def full_list(res: CachedResource, query: Query, rv: int) -> int:
     return len(page.items)
 
 
-async def walk(res: CachedResource, query: Query, rv: int, limit: int) -> int:
+async def walk(res: ServedResource, query: Query, rv: int, limit: int) -> int:
     opts = ListOptions(resource_version=str(rv), limit=limit)
     items = pages = 0
     while True:
@@ -160,8 +160,8 @@ async def _best(repeat: int, run: Callable[[], Any]) -> tuple[float, Any]:
 async def measure(setup: Setup, *, limit: int, repeat: int) -> list[Figures]:
     """The full list and the walk of each query, each on a resource that served nothing yet."""
 
-    def fresh() -> CachedResource:
-        return CachedResource(PODS, setup.informer, index_paths={"spec.nodeName"})
+    def fresh() -> ServedResource:
+        return ServedResource(PODS, setup.informer, index_paths={"spec.nodeName"})
 
     out = []
     for name, query in (

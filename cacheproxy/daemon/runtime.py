@@ -30,7 +30,7 @@ from cacheproxy.server.access import AccessControl, TokenAuthenticator
 from cacheproxy.server.app import CacheServer
 from cacheproxy.server.crdtables import CrdTablePrinter, crd_name
 from cacheproxy.server.metrics import ServerMetrics
-from cacheproxy.server.resource import CachedResource as ServedResource
+from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.snapshots import SnapshotCache
 from cacheproxy.server.tokenfile import StaticTokens
 from cacheproxy.serving import CertificateReloader, UvicornRunner, serving_protocol

@@ -29,7 +29,7 @@ from cacheproxy.server.access import AccessControl
 from cacheproxy.server.admission import Admission, ServedRequest
 from cacheproxy.server.metrics import ResourceStats, ServerMetrics
 from cacheproxy.server.options import ANSWERS, ServerOptions, read_verbs
-from cacheproxy.server.resource import CachedResource
+from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.routing import HEALTH_CHECKS, health, route
 from cacheproxy.server.watchhub import WatchHub
 from cacheproxy.serving import Discovery, Message, Receive, Scope, Send, send_error
@@ -44,7 +44,7 @@ class CacheServer:
 
     def __init__(
         self,
-        resources: Iterable[CachedResource],
+        resources: Iterable[ServedResource],
         *,
         version: dict[str, Any],
         options: ServerOptions | None = None,
@@ -57,7 +57,7 @@ class CacheServer:
         self.admission = Admission(self.options, self.metrics, access)
         self.version = version
         self.server_address = server_address
-        self.resources: dict[ResourceType, CachedResource] = {}
+        self.resources: dict[ResourceType, ServedResource] = {}
         self.hubs: dict[ResourceType, WatchHub] = {}
         self.registry = ResourceRegistry()
         self.discovery = Discovery(
@@ -89,7 +89,7 @@ class CacheServer:
         """Open watches per user ("" for unauthenticated)."""
         return self.admission.watchers_by_user
 
-    def add_resource(self, res: CachedResource) -> None:
+    def add_resource(self, res: ServedResource) -> None:
         """Serve ``res`` (at start, or when a config reload adds it)."""
         self.resources[res.rtype] = res
         self.registry.add(res.rtype)
@@ -101,7 +101,7 @@ class CacheServer:
         self.hubs[res.rtype] = hub
         self._stats[res.rtype] = self.metrics.track(res, hub).stats
 
-    def remove_resource(self, rtype: ResourceType) -> CachedResource | None:
+    def remove_resource(self, rtype: ResourceType) -> ServedResource | None:
         """Stop serving ``rtype``: its watches end (clients see the stream end, and their
         resume gets 404), it leaves discovery and the metrics."""
         res = self.resources.pop(rtype, None)

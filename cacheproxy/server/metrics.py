@@ -33,7 +33,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from cacheproxy.informer.coalescing import CoalescingQueue
 from cacheproxy.informer.eventlog import LogEvent
 from cacheproxy.informer.informer import RelistDifference, SharedInformer
-from cacheproxy.server.resource import CachedResource
+from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.watchhub import WatchHub
 
 __all__ = [
@@ -157,7 +157,7 @@ class TrackedResource:
 
     name: str
     """The ``resource`` label: the resource's config name."""
-    resource: CachedResource
+    resource: ServedResource
     hub: WatchHub
     stats: ResourceStats
 
@@ -258,7 +258,7 @@ class ServerMetrics:
 
     # ------------------------------------------------------------------ resources
 
-    def track(self, resource: CachedResource, hub: WatchHub) -> TrackedResource:
+    def track(self, resource: ServedResource, hub: WatchHub) -> TrackedResource:
         """Report on ``resource`` (and label its informer's metrics with its config name)."""
         name = resource.rtype.config_name
         tracked = TrackedResource(
@@ -268,7 +268,7 @@ class ServerMetrics:
         self._resource_of_informer[resource.informer.name] = name
         return tracked
 
-    def untrack(self, resource: CachedResource) -> None:
+    def untrack(self, resource: ServedResource) -> None:
         """Stop reporting on ``resource`` (no longer served)."""
         name = resource.rtype.config_name
         if name in self._tracked and self._tracked[name].resource is resource:

@@ -1,7 +1,7 @@
 """Serving get and list from the cache, and what both read of a request.
 
 - get: one object, after waiting for a ``resourceVersion`` the cache has not reached (≤ 3 s);
-- list: a page of the current state or of an older snapshot (:class:`~.resource.CachedResource`
+- list: a page of the current state or of an older snapshot (:class:`~.resource.ServedResource`
   keeps the API server's resourceVersion and paging rules), its items written from the store's
   bytes with scatter/gather writes — never joined into one body — unless the answer is re-formed
   (a Table, or indented JSON for a person);
@@ -25,7 +25,7 @@ from cacheproxy.kube.table import include_object, negotiate_table, table
 from cacheproxy.server.admission import ServedRequest
 from cacheproxy.server.options import ANSWERS
 from cacheproxy.server.query import Query, parse_index_selector, validate_fields
-from cacheproxy.server.resource import CachedResource
+from cacheproxy.server.resource import ServedResource
 from cacheproxy.serving import Send, send_parts
 
 __all__ = ["Form", "build_query", "negotiate", "serve_get", "serve_list"]
@@ -55,7 +55,7 @@ def negotiate(req: ServedRequest) -> Form:
 
 
 def build_query(
-    req: ServedRequest, res: CachedResource, namespace: str | None, opts: ListOptions
+    req: ServedRequest, res: ServedResource, namespace: str | None, opts: ListOptions
 ) -> Query:
     """What a list or watch of ``res`` selects (400 for selectors the resource cannot answer)."""
     fields = validate_fields(res.rtype, opts.field_selector, res.index_paths)
@@ -77,7 +77,7 @@ def build_query(
 async def serve_get(
     req: ServedRequest,
     send: Send,
-    res: CachedResource,
+    res: ServedResource,
     *,
     namespace: str | None,
     name: str,
@@ -105,7 +105,7 @@ async def serve_get(
 async def serve_list(
     req: ServedRequest,
     send: Send,
-    res: CachedResource,
+    res: ServedResource,
     *,
     query: Query,
     opts: ListOptions,

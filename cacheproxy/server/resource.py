@@ -38,11 +38,13 @@ from cacheproxy.kube.table import TablePrinter, printer_for
 from cacheproxy.server.query import Query, matches, select_keys
 from cacheproxy.server.snapshots import KEY, Snapshot, SnapshotCache, build_snapshot
 
-__all__ = ["CachedResource", "ListPage"]
+__all__ = ["ServedList", "ServedResource"]
 
 
 @dataclass(slots=True)
-class ListPage:
+class ServedList:
+    """A list as the server answers it: one page (or every object) of one resource, at one RV."""
+
     rtype: ResourceType
     items: list[Entry]
     resource_version: int
@@ -91,7 +93,9 @@ _ITEM_SEPARATOR = b",{"
 
 
 @dataclass
-class CachedResource:
+class ServedResource:
+    """One resource the server serves, over its informer (see the module for the RV rules)."""
+
     rtype: ResourceType
     informer: SharedInformer
     index_paths: set[str] = field(default_factory=set)
@@ -214,7 +218,7 @@ class CachedResource:
                 out.append(key)
         return out
 
-    async def list(self, query: Query, opts: ListOptions) -> ListPage:
+    async def list(self, query: Query, opts: ListOptions) -> ServedList:
         rv, older = await self._list_source(query, opts)
         if older is not None:
             entries = older.entries
@@ -231,7 +235,7 @@ class CachedResource:
         last = keys[end - 1] if end else ""
         return _page(self.rtype, query, rv, items, end=end, total=len(keys), last=last)
 
-    def _page_of_all(self, query: Query, opts: ListOptions, rv: int) -> ListPage:
+    def _page_of_all(self, query: Query, opts: ListOptions, rv: int) -> ServedList:
         """One page of an unselected list of the current state: a range of the store's sorted
         keys, O(page + log n) rather than O(n) per page."""
         store = self.informer.store
@@ -242,7 +246,7 @@ class CachedResource:
                 store.sorted_keys(namespace=query.namespace, start=start), opts.limit + 1
             )
         )
-        page = ListPage(self.rtype, store.get_many(keys[: opts.limit]), rv)
+        page = ServedList(self.rtype, store.get_many(keys[: opts.limit]), rv)
         if len(keys) > opts.limit:
             last = keys[opts.limit - 1]
             page.continue_token = encode_continue(rv, last.removeprefix(prefix) + "\x00")
@@ -306,10 +310,10 @@ def _page(
     end: int,
     total: int,
     last: str,
-) -> ListPage:
+) -> ServedList:
     """A page that ends before position ``end`` of the ``total`` objects selected, at key
     ``last``: with a continue token when more follow (and their count, without selectors)."""
-    page = ListPage(rtype, items, rv)
+    page = ServedList(rtype, items, rv)
     if end < total:
         prefix = f"{query.namespace}/" if query.namespace else ""
         page.continue_token = encode_continue(rv, last.removeprefix(prefix) + "\x00")

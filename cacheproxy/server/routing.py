@@ -22,7 +22,7 @@ from cacheproxy.server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from cacheproxy.server.options import ANSWERS, READ_VERBS
 from cacheproxy.server.query import Query
 from cacheproxy.server.reads import Form, build_query, negotiate, serve_get, serve_list
-from cacheproxy.server.resource import CachedResource
+from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.statuspage import cache_status
 from cacheproxy.server.watching import serve_watch
 from cacheproxy.serving import Send, send_body, with_header
@@ -113,7 +113,7 @@ async def _watch(
     server: CacheServer,
     req: ServedRequest,
     send: Send,
-    res: CachedResource,
+    res: ServedResource,
     query: Query,
     opts: ListOptions,
     form: Form,
@@ -145,7 +145,7 @@ async def _watch(
 
 def _served(
     server: CacheServer, req: ServedRequest, path: ApiPath, verb: str | None
-) -> tuple[CachedResource, Form]:
+) -> tuple[ServedResource, Form]:
     """The cached resource a read of ``path`` is answered from, and the answer's form; 404 for
     what is not served, 405 for a write, 406 for an answer nobody accepts, 429 before the
     resource's first sync."""

@@ -33,7 +33,7 @@ from cacheproxy.kube.watchevents import bookmark_line
 from cacheproxy.server.admission import ServedRequest
 from cacheproxy.server.options import ServerOptions
 from cacheproxy.server.query import Query
-from cacheproxy.server.resource import CachedResource
+from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.watchevents import replay_lines
 from cacheproxy.server.watchhub import ServedWatch, WatchHub
 from cacheproxy.serving import Send, WatchWriter, closed_on_disconnect, error_line, watch_batches
@@ -121,7 +121,7 @@ async def serve_watch(
     req: ServedRequest,
     send: Send,
     *,
-    res: CachedResource,
+    res: ServedResource,
     hub: WatchHub,
     query: Query,
     opts: ListOptions,

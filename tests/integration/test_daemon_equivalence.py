@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from cacheproxy.daemon.config import ServerLimits
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.kube.resources import builtin
-from cacheproxy.server.resource import CachedResource
+from cacheproxy.server.resource import ServedResource
 from cacheproxy.sim import SimServer, Simulator
 from cacheproxy.sim.churn import ChurnDriver
 from tests.integration.daemon_support import daemon_for
@@ -189,7 +189,7 @@ async def rig(demo_server: SimServer, demo_sim: Simulator) -> AsyncIterator[Rig]
         yield rig
 
 
-def served_pods(rig: Rig) -> CachedResource:
+def served_pods(rig: Rig) -> ServedResource:
     assert rig.daemon.server is not None
     return rig.daemon.server.resources[PODS]
 

@@ -33,7 +33,7 @@ from cacheproxy.daemon.config.settings import (
 from cacheproxy.informer.reflector import ReflectorOptions
 from cacheproxy.server.access import AccessSettings
 from cacheproxy.server.app import ServerOptions
-from cacheproxy.server.resource import CachedResource as ServedResource
+from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.snapshots import SnapshotCache
 from cacheproxy.serving import ServingProtocol
 from cacheproxy.upstream import build_client

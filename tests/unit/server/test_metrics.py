@@ -21,7 +21,7 @@ from cacheproxy.kube import status
 from cacheproxy.kube.resources import builtin
 from cacheproxy.server.app import CacheServer
 from cacheproxy.server.metrics import ServerMetrics
-from cacheproxy.server.resource import CachedResource
+from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.statuspage import cache_status
 from tests.support import until
 
@@ -73,7 +73,7 @@ class Rig:
             metrics=self.metrics,
             sleep=no_sleep,
         )
-        self.resource = CachedResource(rtype, self.informer, index_paths={"spec.nodeName"})
+        self.resource = ServedResource(rtype, self.informer, index_paths={"spec.nodeName"})
         self.server = CacheServer([self.resource], version={}, metrics=self.metrics)
         self.hub = self.server.hubs[rtype]
 

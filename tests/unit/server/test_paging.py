@@ -26,7 +26,7 @@ from cacheproxy.kube.listoptions import EXACT, ListOptions
 from cacheproxy.kube.resources import builtin
 from cacheproxy.kube.rv import decode_continue, encode_continue
 from cacheproxy.server.query import Query, matches, parse_index_selector
-from cacheproxy.server.resource import CachedResource, ListPage
+from cacheproxy.server.resource import ServedList, ServedResource
 from cacheproxy.server.snapshots import Snapshot, SnapshotCache
 
 PODS = builtin("pods")
@@ -101,8 +101,8 @@ def pod(
     }
 
 
-def served(informer: FakeInformer, snapshots: SnapshotCache | None = None) -> CachedResource:
-    return CachedResource(
+def served(informer: FakeInformer, snapshots: SnapshotCache | None = None) -> ServedResource:
+    return ServedResource(
         PODS,
         informer,  # type: ignore[arg-type]
         index_paths=set(INDEXES),
@@ -166,14 +166,14 @@ def reference(informer: FakeInformer, query: Query, opts: ListOptions) -> Outcom
     return [state[k] for k in keys[start:end]], rv, token, remaining
 
 
-def outcome_of(result: ListPage | ApiError) -> Outcome:
+def outcome_of(result: ServedList | ApiError) -> Outcome:
     if isinstance(result, ApiError):
         token = result.status.get("metadata", {}).get("continue", "")
         return result.code, result.reason, token, result.message
     return result.items, result.resource_version, result.continue_token, result.remaining
 
 
-async def serve(res: CachedResource, query: Query, opts: ListOptions) -> Outcome:
+async def serve(res: ServedResource, query: Query, opts: ListOptions) -> Outcome:
     try:
         return outcome_of(await res.list(query, opts))
     except ApiError as err:
@@ -205,7 +205,7 @@ def filled(pods: int = 60, *, history: int = 1_000) -> FakeInformer:
 
 
 async def walk_under_churn(
-    res: CachedResource, informer: FakeInformer, query: Query, opts: ListOptions
+    res: ServedResource, informer: FakeInformer, query: Query, opts: ListOptions
 ) -> list[Outcome]:
     """Every page, each compared with the reference; the cache moves on after each page."""
     pages: list[Outcome] = []

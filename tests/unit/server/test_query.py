@@ -12,7 +12,7 @@ from cacheproxy.kube.fields import parse_field_selector
 from cacheproxy.kube.labels import parse_label_selector
 from cacheproxy.kube.resources import ResourceType, builtin
 from cacheproxy.server.query import Query, matches, parse_index_selector
-from cacheproxy.server.resource import CachedResource
+from cacheproxy.server.resource import ServedResource
 
 PODS = builtin("pods")
 WIDGETS = ResourceType("example.com", "v1", "widgets", "Widget", namespaced=True)
@@ -88,7 +88,7 @@ def test_current_keys_equal_a_full_scan(
     store = Store(kind="Pod", api_version="v1", field_indexes=INDEXES)
     for p in items:
         store.put(store.make_entry(pod(p)))
-    res = CachedResource(PODS, _Informer(store), index_paths=set(INDEXES))  # type: ignore[arg-type]
+    res = ServedResource(PODS, _Informer(store), index_paths=set(INDEXES))  # type: ignore[arg-type]
     query = Query(
         namespace=namespace,
         labels=parse_label_selector(labels),
@@ -143,7 +143,7 @@ def test_index_answers_stay_equal_to_a_full_scan_while_the_store_changes(
     store = Store(kind="Pod", api_version="v1", field_indexes=INDEXES)
     for p in items:
         store.put(store.make_entry(pod(p)))
-    res = CachedResource(PODS, _Informer(store), index_paths=set(INDEXES))  # type: ignore[arg-type]
+    res = ServedResource(PODS, _Informer(store), index_paths=set(INDEXES))  # type: ignore[arg-type]
     query = Query(
         labels=parse_label_selector(labels),
         fields=parse_field_selector(fields),
@@ -181,14 +181,14 @@ def test_a_list_body_is_the_items_as_the_api_server_lists_them(
     resources carry them in every item."""
     import orjson
 
-    from cacheproxy.server.resource import ListPage
+    from cacheproxy.server.resource import ServedList
 
     rtype = WIDGETS if custom else PODS
     store = Store(kind=rtype.kind, api_version=rtype.api_version, field_indexes=INDEXES)
     for p in items:
         store.put(store.make_entry({**pod(p), "kind": rtype.kind, "apiVersion": rtype.api_version}))
     entries = [e for k in store.sorted_keys() if (e := store.get(k)) is not None]
-    page = ListPage(rtype, entries, 7, continue_token=token, remaining=3 if token else None)
+    page = ServedList(rtype, entries, 7, continue_token=token, remaining=3 if token else None)
     doc = orjson.loads(page.body())
     assert doc["kind"] == f"{rtype.kind}List" and doc["apiVersion"] == rtype.api_version
     assert doc["metadata"].get("continue", "") == token

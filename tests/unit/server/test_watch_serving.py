@@ -20,7 +20,7 @@ from cacheproxy.kube.resources import builtin
 from cacheproxy.server.admission import ServedRequest
 from cacheproxy.server.options import ServerOptions
 from cacheproxy.server.query import Query
-from cacheproxy.server.resource import CachedResource
+from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.watchhub import WatchHub
 from cacheproxy.server.watching import INITIAL_BATCH_BYTES, serve_watch
 from cacheproxy.serving import BODY_WRITER, RESPONSE_FLOW, Message
@@ -59,7 +59,7 @@ class Rig:
         self.store = Store(kind="ConfigMap", api_version="v1")
         self.informer = SharedInformer(FakeListerWatcher(), name="cms", store=self.store)
         self.informer._synced.set()
-        self.res = CachedResource(CONFIGMAPS, self.informer)
+        self.res = ServedResource(CONFIGMAPS, self.informer)
         self.hub = WatchHub(CONFIGMAPS, self.store)
         self.options = ServerOptions(**options)
         self.writer, self.flow = Writer(), Flow()
