@@ -29,8 +29,8 @@ import httpx
 from cacheproxy.daemon.config import (
     AuthMode,
     AuthSettings,
-    CachedResource,
     DaemonConfig,
+    ResourceConfig,
     ServerSettings,
 )
 from cacheproxy.daemon.runtime import Daemon
@@ -92,7 +92,7 @@ async def measure(
 ) -> ModeResult:
     auth = AuthSettings(mode=mode, token_file=token_file if mode is AuthMode.TOKEN else None)
     config = DaemonConfig(
-        resources=(CachedResource(rtype=builtin("pods")),),
+        resources=(ResourceConfig(rtype=builtin("pods")),),
         server=ServerSettings(port=0, auth=auth),
     )
     upstream = UpstreamConfig(server=server.url, token_source=TokenSource.static("daemon-token"))

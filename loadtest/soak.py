@@ -51,8 +51,8 @@ import httpx
 import orjson
 
 from cacheproxy.daemon.config import (
-    CachedResource,
     DaemonConfig,
+    ResourceConfig,
     ServerLimits,
     ServerSettings,
     UpstreamSettings,
@@ -313,7 +313,7 @@ class _Soak:
         watch_list = mode == "watch-list" or (mode == "alternate" and self.generation % 2 == 0)
         upstream_type = _SoakUpstream if cfg.fast_backoff else UpstreamSettings
         config = DaemonConfig(
-            resources=(CachedResource(rtype=builtin("pods"), indexes=("spec.nodeName",)),),
+            resources=(ResourceConfig(rtype=builtin("pods"), indexes=("spec.nodeName",)),),
             upstream=upstream_type(
                 watch_list=watch_list, page_size=50, min_watch_timeout_seconds=10.0
             ),

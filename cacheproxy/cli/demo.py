@@ -51,7 +51,7 @@ def add_parser(sub: Any, parent: argparse.ArgumentParser) -> None:
 
 
 async def demo_main(args: argparse.Namespace) -> int:
-    from cacheproxy.daemon.config import CachedResource, DaemonConfig, ServerSettings
+    from cacheproxy.daemon.config import DaemonConfig, ResourceConfig, ServerSettings
     from cacheproxy.daemon.runtime import Daemon
     from cacheproxy.kube.resources import builtin
     from cacheproxy.sim import SimServer, Simulator
@@ -69,7 +69,7 @@ async def demo_main(args: argparse.Namespace) -> int:
             "the simulator's port: choose another with --sim-port or CACHEPROXY_DEMO_SIM_PORT"
         ) from None
     resources = tuple(
-        CachedResource(rtype=builtin(name), indexes=_POD_INDEXES if name == "pods" else ())
+        ResourceConfig(rtype=builtin(name), indexes=_POD_INDEXES if name == "pods" else ())
         for name in _RESOURCES
     )
     config = DaemonConfig(resources=resources, server=ServerSettings(port=args.port), source="demo")

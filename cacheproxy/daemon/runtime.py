@@ -18,7 +18,7 @@ from typing import Any
 
 import uvicorn
 
-from cacheproxy.daemon.config import CachedResource, DaemonConfig
+from cacheproxy.daemon.config import DaemonConfig, ResourceConfig
 from cacheproxy.daemon.indexcheck import empty_indexes
 from cacheproxy.daemon.memory import MemoryTrimmer
 from cacheproxy.daemon.metrics import MeteredListerWatcher
@@ -209,7 +209,7 @@ class Daemon:
         self,
         factory: InformerFactory,
         crd_factory: InformerFactory,
-        spec: CachedResource,
+        spec: ResourceConfig,
         options: ResourceWiring,
     ) -> ServedResource:
         printer_source = None
@@ -344,11 +344,11 @@ def _warn_of_empty_indexes(name: str, informer: Any, paths: Sequence[str]) -> No
     informer.add_relist_listener(check)
 
 
-def resources_from_names(names: Sequence[str]) -> tuple[CachedResource, ...]:
+def resources_from_names(names: Sequence[str]) -> tuple[ResourceConfig, ...]:
     """Plain resource specs (``pods``, ``apps/v1/deployments``) with their default options."""
     from cacheproxy.kube.resources import builtin
 
-    return tuple(CachedResource(rtype=builtin(n)) for n in names)
+    return tuple(ResourceConfig(rtype=builtin(n)) for n in names)
 
 
 def _crd_collection(rtype: ResourceType) -> Collection:

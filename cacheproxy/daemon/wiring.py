@@ -17,10 +17,10 @@ from typing import Any
 
 from cacheproxy.daemon.config import (
     AuthMode,
-    CachedResource,
     DaemonConfig,
     LogFormat,
     LogLevel,
+    ResourceConfig,
     ServerLimits,
 )
 from cacheproxy.daemon.config.model import upstream_loader
@@ -89,7 +89,7 @@ class Wiring:
         return loader(*args)
 
 
-def wire_resource(spec: CachedResource, limits: ServerLimits) -> ResourceWiring:
+def wire_resource(spec: ResourceConfig, limits: ServerLimits) -> ResourceWiring:
     return ResourceWiring(
         collection=spec.collection,
         field_indexes=spec.indexes,

@@ -6,21 +6,21 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import replace
 
-from cacheproxy.daemon.config import CachedResource, DaemonConfig, ServerSettings
+from cacheproxy.daemon.config import DaemonConfig, ResourceConfig, ServerSettings
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.kube.resources import builtin
 from cacheproxy.sim import SimServer
 from cacheproxy.upstream import UpstreamConfig
 
 
-def default_resources() -> tuple[CachedResource, ...]:
+def default_resources() -> tuple[ResourceConfig, ...]:
     return (
-        CachedResource(
+        ResourceConfig(
             rtype=builtin("pods"), indexes=("spec.nodeName", "metadata.ownerReferences[*].uid")
         ),
-        CachedResource(rtype=builtin("configmaps")),
-        CachedResource(rtype=builtin("namespaces")),
-        CachedResource(rtype=builtin("apps/v1/deployments")),
+        ResourceConfig(rtype=builtin("configmaps")),
+        ResourceConfig(rtype=builtin("namespaces")),
+        ResourceConfig(rtype=builtin("apps/v1/deployments")),
     )
 
 
@@ -28,7 +28,7 @@ def default_resources() -> tuple[CachedResource, ...]:
 async def daemon_for(
     upstream_url: str,
     *,
-    resources: tuple[CachedResource, ...] | None = None,
+    resources: tuple[ResourceConfig, ...] | None = None,
     upstream: UpstreamConfig | None = None,
     **server: object,
 ) -> AsyncIterator[Daemon]:

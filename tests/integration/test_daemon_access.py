@@ -21,7 +21,7 @@ import httpx
 import orjson
 import pytest
 
-from cacheproxy.daemon.config import AuthMode, AuthSettings, CachedResource, TLSSettings
+from cacheproxy.daemon.config import AuthMode, AuthSettings, ResourceConfig, TLSSettings
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.kube.resources import builtin
 from cacheproxy.sim import SimConfig, SimServer, Simulator
@@ -104,7 +104,7 @@ class Setup:
 async def setup() -> AsyncIterator[Setup]:
     sim = Simulator(config=SimConfig(policy=Policy.from_mapping(POLICY)))
     sim.load(sample_objects())
-    resources = tuple(CachedResource(rtype=builtin(n)) for n in (*NAMESPACED, *CLUSTER))
+    resources = tuple(ResourceConfig(rtype=builtin(n)) for n in (*NAMESPACED, *CLUSTER))
     async with (
         SimServer(sim) as server,
         daemon_for(
@@ -249,7 +249,7 @@ async def test_static_tokens_from_a_file_rotate_without_restart(tmp_path: Path) 
         SimServer(sim) as server,
         daemon_for(
             server.url,
-            resources=(CachedResource(rtype=builtin("pods")),),
+            resources=(ResourceConfig(rtype=builtin("pods")),),
             upstream=UpstreamConfig(
                 server=server.url, token_source=TokenSource.static("daemon-token")
             ),
@@ -287,8 +287,8 @@ async def test_kubectl_with_a_token_and_with_a_client_certificate_over_tls(
         daemon_for(
             server.url,
             resources=(
-                CachedResource(rtype=builtin("pods")),
-                CachedResource(rtype=builtin("secrets")),
+                ResourceConfig(rtype=builtin("pods")),
+                ResourceConfig(rtype=builtin("secrets")),
             ),
             upstream=UpstreamConfig(
                 server=server.url, token_source=TokenSource.static("daemon-token")
@@ -369,7 +369,7 @@ async def test_the_serving_certificate_is_reloaded_when_it_changes(
 async def test_namespace_filtering_narrows_cluster_wide_reads_to_readable_namespaces() -> None:
     sim = Simulator(config=SimConfig(policy=Policy.from_mapping(POLICY)))
     sim.load(sample_objects())
-    resources = (CachedResource(rtype=builtin("pods")), CachedResource(rtype=builtin("secrets")))
+    resources = (ResourceConfig(rtype=builtin("pods")), ResourceConfig(rtype=builtin("secrets")))
     upstream = UpstreamConfig(server="", token_source=TokenSource.static("daemon-token"))
     async with (
         SimServer(sim) as server,

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from cacheproxy.daemon.config import CachedResource
+from cacheproxy.daemon.config import ResourceConfig
 from cacheproxy.kube.resources import builtin
 from cacheproxy.sim import SimServer
 from tests.integration.daemon_support import daemon_for
@@ -16,7 +16,7 @@ from tests.support import until
 async def test_an_index_path_no_object_has_is_a_warning_with_a_suggestion(
     demo_server: SimServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    resources = (CachedResource(rtype=builtin("pods"), indexes=("spec.nodName", "spec.nodeName")),)
+    resources = (ResourceConfig(rtype=builtin("pods"), indexes=("spec.nodName", "spec.nodeName")),)
     with caplog.at_level(logging.WARNING, logger="cacheproxy.daemon"):
         async with daemon_for(demo_server.url, resources=resources):
             await until(lambda: any("spec.nodName" in r.message for r in caplog.records))

@@ -10,7 +10,7 @@ from dataclasses import replace
 import httpx
 import orjson
 
-from cacheproxy.daemon.config import CachedResource
+from cacheproxy.daemon.config import ResourceConfig
 from cacheproxy.informer.reflector import Phase
 from cacheproxy.kube.resources import ResourceType, builtin
 from cacheproxy.sim import SimServer, Simulator
@@ -66,7 +66,7 @@ async def test_shutdown_drains_in_order(demo_server: SimServer) -> None:
 async def test_a_reload_adds_and_removes_resources_without_dropping_other_watches(
     demo_server: SimServer, demo_sim: Simulator
 ) -> None:
-    pods_only = (CachedResource(rtype=builtin("pods")), CachedResource(rtype=builtin("configmaps")))
+    pods_only = (ResourceConfig(rtype=builtin("pods")), ResourceConfig(rtype=builtin("configmaps")))
     async with (
         daemon_for(demo_server.url, resources=pods_only) as daemon,
         httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,
@@ -80,8 +80,8 @@ async def test_a_reload_adds_and_removes_resources_without_dropping_other_watche
                 new = replace(
                     daemon.config,
                     resources=(
-                        CachedResource(rtype=builtin("pods")),
-                        CachedResource(rtype=builtin("nodes")),
+                        ResourceConfig(rtype=builtin("pods")),
+                        ResourceConfig(rtype=builtin("nodes")),
                     ),
                 )
                 assert await daemon.reload(new) == ["-configmaps", "+nodes"]
@@ -110,7 +110,7 @@ async def test_a_reload_adds_and_removes_resources_without_dropping_other_watche
 async def test_removing_a_custom_resource_stops_the_watch_of_its_crd() -> None:
     widgets = ResourceType("example.com", "v1", "widgets", "Widget", namespaced=True)
     sim = Simulator(custom_resources=[widgets])
-    specs = (CachedResource(rtype=builtin("namespaces")), CachedResource(rtype=widgets))
+    specs = (ResourceConfig(rtype=builtin("namespaces")), ResourceConfig(rtype=widgets))
     async with SimServer(sim) as server, daemon_for(server.url, resources=specs) as daemon:
         assert daemon.crd_factory is not None
         assert len(list(daemon.crd_factory)) == 1

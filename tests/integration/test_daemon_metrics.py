@@ -8,7 +8,7 @@ import asyncio
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from cacheproxy.daemon.config import CachedResource
+from cacheproxy.daemon.config import ResourceConfig
 from cacheproxy.kube.resources import builtin
 from cacheproxy.sim import SimServer, Simulator
 from tests.integration.daemon_support import daemon_for
@@ -34,7 +34,7 @@ def value(samples: Samples, name: str, **labels: str) -> float | None:
 async def test_metrics_and_status_after_a_list_a_relist_and_a_watch(
     demo_server: SimServer, demo_sim: Simulator
 ) -> None:
-    resources = (CachedResource(rtype=builtin("pods"), indexes=INDEXES),)
+    resources = (ResourceConfig(rtype=builtin("pods"), indexes=INDEXES),)
     async with (
         daemon_for(demo_server.url, resources=resources) as daemon,
         httpx.AsyncClient(base_url=daemon.url, timeout=10) as proxy,

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import httpx
 
-from cacheproxy.daemon.config import CachedResource, ServerLimits
+from cacheproxy.daemon.config import ResourceConfig, ServerLimits
 from cacheproxy.kube.resources import builtin
 from cacheproxy.sim import SimServer, Simulator
 from tests.integration.daemon_support import daemon_for
@@ -31,7 +31,7 @@ async def test_a_silent_upstream_makes_the_cache_stale_but_served_and_resuming_c
     async with (
         daemon_for(
             demo_server.url,
-            resources=(CachedResource(rtype=PODS),),
+            resources=(ResourceConfig(rtype=PODS),),
             limits=replace(ServerLimits(), ready_max_staleness_seconds=1.0),
             staleness_header=True,
         ) as daemon,
@@ -84,7 +84,7 @@ async def test_a_silent_upstream_makes_the_cache_stale_but_served_and_resuming_c
 async def test_by_default_the_daemon_stays_ready_while_upstream_is_away(
     demo_server: SimServer, demo_sim: Simulator
 ) -> None:
-    async with daemon_for(demo_server.url, resources=(CachedResource(rtype=PODS),)) as daemon:
+    async with daemon_for(demo_server.url, resources=(ResourceConfig(rtype=PODS),)) as daemon:
         demo_sim.faults.fail_next("watch", 503, count=1000)
         demo_sim.faults.fail_next("list", 503, count=1000)
         demo_sim.end_watches()
@@ -108,7 +108,7 @@ async def test_a_daemon_started_while_upstream_is_down_serves_its_version_once_i
     probe.bind(("127.0.0.1", 0))  # a free port, for an upstream that starts later
     port = probe.getsockname()[1]
     probe.close()
-    config = DaemonConfig(resources=(CachedResource(rtype=PODS),), server=ServerSettings(port=0))
+    config = DaemonConfig(resources=(ResourceConfig(rtype=PODS),), server=ServerSettings(port=0))
     daemon = Daemon(config, UpstreamConfig(server=f"http://127.0.0.1:{port}"), manage_gc=False)
     async with daemon, httpx.AsyncClient(base_url=daemon.url, timeout=10) as c:
         assert (await c.get("/version")).json() == {}

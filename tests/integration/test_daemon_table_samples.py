@@ -26,7 +26,7 @@ import httpx
 import orjson
 import pytest
 
-from cacheproxy.daemon.config import CachedResource
+from cacheproxy.daemon.config import ResourceConfig
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.kube.resources import ResourceType, builtin
 from cacheproxy.sim import SimServer, Simulator
@@ -121,7 +121,7 @@ def load_samples(samples_dir: Path, sim: Simulator) -> None:
 async def daemon(samples_dir: Path) -> AsyncIterator[Daemon]:
     sim = Simulator(custom_resources=[WIDGETS])
     load_samples(samples_dir, sim)
-    resources = tuple(CachedResource(rtype=rtype) for rtype, *_ in KINDS.values())
+    resources = tuple(ResourceConfig(rtype=rtype) for rtype, *_ in KINDS.values())
     async with SimServer(sim) as server, daemon_for(server.url, resources=resources) as d:
         yield d
 
@@ -266,7 +266,7 @@ async def test_custom_resource_columns_follow_their_crd(samples_dir: Path) -> No
         ).read_bytes()
     )["items"][0]
     definition["metadata"] = {"name": definition["metadata"]["name"]}
-    resources = (CachedResource(rtype=WIDGETS),)
+    resources = (ResourceConfig(rtype=WIDGETS),)
     async with (
         SimServer(sim) as server,
         daemon_for(server.url, resources=resources) as d,

@@ -20,7 +20,7 @@ import httpx
 import orjson
 import pytest
 
-from cacheproxy.daemon.config import CachedResource, DaemonConfig, ServerLimits, ServerSettings
+from cacheproxy.daemon.config import DaemonConfig, ResourceConfig, ServerLimits, ServerSettings
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.kube.resources import ResourceType, builtin
 from cacheproxy.sim import SimServer, Simulator
@@ -165,7 +165,7 @@ async def test_a_watch_resumed_from_an_rv_gets_every_later_event_once_and_in_ord
 async def test_an_rv_the_event_log_dropped_is_410_for_watch_exact_list_and_continue(
     demo_server: SimServer, demo_sim: Simulator
 ) -> None:
-    resources = (CachedResource(rtype=PODS, history=1000),)
+    resources = (ResourceConfig(rtype=PODS, history=1000),)
     async with (
         daemon_for(demo_server.url, resources=resources) as daemon,
         httpx.AsyncClient(base_url=daemon.url, timeout=GUARD) as http,
@@ -495,7 +495,7 @@ async def _read_chunked_events(sock: socket.socket) -> list[Json]:
 async def test_a_stalled_client_is_evicted_while_a_hundred_others_get_every_event(
     demo_server: SimServer, demo_sim: Simulator
 ) -> None:
-    resources = (CachedResource(rtype=CONFIGMAPS),)
+    resources = (ResourceConfig(rtype=CONFIGMAPS),)
     limits = ServerLimits(watch_buffer=4)
     store, cms = demo_sim.store, demo_sim.resource("configmaps")
     async with (
@@ -562,7 +562,7 @@ async def test_a_client_that_takes_nothing_is_dropped_after_the_stall_budget(
     demo_server: SimServer, demo_sim: Simulator
 ) -> None:
     # Small events and a roomy buffer: the buffer never fills, only the time budget can act.
-    resources = (CachedResource(rtype=CONFIGMAPS),)
+    resources = (ResourceConfig(rtype=CONFIGMAPS),)
     limits = ServerLimits(watch_buffer=1_000_000, watch_stall_seconds=0.3)
     store, cms = demo_sim.store, demo_sim.resource("configmaps")
     async with daemon_for(demo_server.url, resources=resources, limits=limits) as daemon:
@@ -648,7 +648,7 @@ async def test_watchers_survive_an_upstream_relist_and_end_with_upstreams_state(
     exactly upstream's state, without a 410 or a relist of their own."""
     store, pods, cms = demo_sim.store, demo_sim.resource("pods"), demo_sim.resource("configmaps")
     async with (
-        daemon_for(demo_server.url, resources=(CachedResource(rtype=PODS),)) as daemon,
+        daemon_for(demo_server.url, resources=(ResourceConfig(rtype=PODS),)) as daemon,
         httpx.AsyncClient(base_url=daemon.url, timeout=GUARD) as http,
     ):
         assert daemon.server is not None

@@ -20,7 +20,7 @@ import httpx
 import orjson
 import pytest
 
-from cacheproxy.daemon.config import CachedResource, DaemonConfig, ServerSettings, UpstreamSettings
+from cacheproxy.daemon.config import DaemonConfig, ResourceConfig, ServerSettings, UpstreamSettings
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.informer.backoff import Backoff
 from cacheproxy.informer.reflector import ReflectorOptions
@@ -64,7 +64,7 @@ async def test_a_client_that_resumes_from_the_rv_of_its_last_event_ends_equal_to
         sim.store.create(CONFIGMAPS, {"metadata": {"name": f"cm-{i}", "namespace": "default"}})
     async with SimServer(sim) as server, httpx.AsyncClient(timeout=10) as http:
         config = DaemonConfig(
-            resources=(CachedResource(rtype=CONFIGMAPS),),
+            resources=(ResourceConfig(rtype=CONFIGMAPS),),
             upstream=_FastBackoff(),
             server=ServerSettings(port=0),
         )

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 
-from cacheproxy.daemon.config import CachedResource, DaemonConfig, ServerSettings
+from cacheproxy.daemon.config import DaemonConfig, ResourceConfig, ServerSettings
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.kube.resources import builtin
 from cacheproxy.sim import SimServer, Simulator
@@ -75,7 +75,7 @@ async def test_daemon_stop_ends_a_watch_that_started_while_it_was_stopping() -> 
     sim = Simulator()
     async with SimServer(sim) as server, httpx.AsyncClient(timeout=10) as http:
         config = DaemonConfig(
-            resources=(CachedResource(rtype=CONFIGMAPS),), server=ServerSettings(port=0)
+            resources=(ResourceConfig(rtype=CONFIGMAPS),), server=ServerSettings(port=0)
         )
         daemon = Daemon(config, UpstreamConfig(server=server.url), manage_gc=False)
         await daemon.start()

@@ -19,8 +19,8 @@ from typing import Any, Final
 from cacheproxy.daemon.config.model import (
     SETTINGS,
     AuthMode,
-    CachedResource,
     DaemonConfig,
+    ResourceConfig,
     ServerSettings,
     UpstreamSettings,
 )
@@ -90,7 +90,7 @@ def _pairs(config: DaemonConfig, settings: Iterable[Setting], *, keys: bool = Fa
     )
 
 
-def _resource(r: CachedResource) -> str:
+def _resource(r: ResourceConfig) -> str:
     name = r.rtype.config_name
     if r.rtype not in BUILTIN_RESOURCES:
         name += f" (custom, kind {r.rtype.kind})"

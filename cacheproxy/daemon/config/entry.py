@@ -1,4 +1,4 @@
-"""One item of ``resources``: the record the daemon caches from (:class:`CachedResource`), what an
+"""One item of ``resources``: the record the daemon caches from (:class:`ResourceConfig`), what an
 entry may say (:class:`ResourceEntry`, each key declared once: the reader, the reference table
 and the wiring test read it), and the one grammar of a resource written as a string, shared by
 the configuration and ``cacheproxy sim --crd``:
@@ -25,7 +25,7 @@ __all__ = [
     "FIELD_PATH",
     "RESOURCE_GRAMMAR",
     "TRANSFORM_KEYS",
-    "CachedResource",
+    "ResourceConfig",
     "ResourceEntry",
     "TransformEntry",
     "custom_resource_problems",
@@ -52,7 +52,7 @@ def _namespace(text: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class CachedResource:
+class ResourceConfig:
     """One collection to list and watch upstream, and how to keep it (one item of
     ``resources``; what an entry may say is :class:`ResourceEntry`)."""
 
@@ -90,7 +90,7 @@ class TransformEntry:
 
 @dataclass(frozen=True, slots=True)
 class ResourceEntry:
-    """One item of ``resources``, as written (the reader makes a CachedResource of it)."""
+    """One item of ``resources``, as written (the reader makes a ResourceConfig of it)."""
 
     resource: Annotated[str, Shown(default="required")]
     """`pods`, `apps/v1/deployments`, or `GROUP/VERSION/PLURAL` for a custom resource. Built-in
@@ -116,7 +116,7 @@ class ResourceEntry:
     list). In a YAML flow list (`[…]`) quote paths containing `[*]`."""
     transform: TransformEntry = dataclasses.field(default_factory=TransformEntry)
     history: Annotated[int, Field(ge=1_000, le=10_000_000)] = library_default(
-        CachedResource, "history"
+        ResourceConfig, "history"
     )
     """Events kept for watch resume; a client resuming from an older resourceVersion gets 410
     Gone and relists."""

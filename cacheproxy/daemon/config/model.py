@@ -22,7 +22,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import AfterValidator, Field
 
-from cacheproxy.daemon.config.entry import CachedResource
+from cacheproxy.daemon.config.entry import ResourceConfig
 from cacheproxy.daemon.config.settings import (
     NOT_A_SETTING,
     TRISTATE,
@@ -48,11 +48,11 @@ __all__ = [
     "SETTINGS",
     "AuthMode",
     "AuthSettings",
-    "CachedResource",
     "DaemonConfig",
     "LogFormat",
     "LogLevel",
     "LoggingSettings",
+    "ResourceConfig",
     "ServerLimits",
     "ServerSettings",
     "TLSSettings",
@@ -352,7 +352,7 @@ class LoggingSettings:
 class DaemonConfig:
     """Everything the daemon needs to start, validated."""
 
-    resources: tuple[CachedResource, ...] = dataclasses.field(metadata=NOT_A_SETTING)
+    resources: tuple[ResourceConfig, ...] = dataclasses.field(metadata=NOT_A_SETTING)
     upstream: UpstreamSettings = dataclasses.field(default_factory=UpstreamSettings)
     server: ServerSettings = dataclasses.field(default_factory=ServerSettings)
     logging: LoggingSettings = dataclasses.field(default_factory=LoggingSettings)

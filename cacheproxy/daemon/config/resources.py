@@ -1,5 +1,5 @@
 """The ``resources`` list read: each entry (:mod:`.entry`) validated into a
-:class:`~.entry.CachedResource`, every problem located where it was written.
+:class:`~.entry.ResourceConfig`, every problem located where it was written.
 
 One entry per resource: the server serves one collection per resource on the resource's paths,
 so two entries for the same resource (other namespaces or selectors) are refused, naming both.
@@ -18,7 +18,7 @@ from cacheproxy.daemon.config.entry import (
     FIELD_PATH,
     RESOURCE_GRAMMAR,
     TRANSFORM_KEYS,
-    CachedResource,
+    ResourceConfig,
     custom_resource_problems,
     kind_problem,
     split_resource_text,
@@ -71,13 +71,13 @@ class ResourceReader:
     def __init__(self, problems: Problems) -> None:
         self.problems = problems
 
-    def read_list(self, node: Node) -> list[CachedResource]:
+    def read_list(self, node: Node) -> list[ResourceConfig]:
         if is_null(node):
             return []
         if not isinstance(node, SequenceNode):
             self.problems.at(node, RESOURCES, "expected a list of resources")
             return []
-        out: list[CachedResource] = []
+        out: list[ResourceConfig] = []
         seen: dict[ResourceType, tuple[str, Node, tuple[str, ...]]] = {}
         for i, item in enumerate(node.value):
             path = f"{RESOURCES}[{i}]"
@@ -99,7 +99,7 @@ class ResourceReader:
         return out
 
     @staticmethod
-    def _overlap(res: CachedResource, first: str, first_at: Node, same: bool) -> str:
+    def _overlap(res: ResourceConfig, first: str, first_at: Node, same: bool) -> str:
         if same:
             return (
                 f"caches the same collection as {first} ({where(first_at)}): "
@@ -111,7 +111,7 @@ class ResourceReader:
             "keep one entry whose namespace and selectors cover both"
         )
 
-    def read_item(self, node: Node, path: str) -> tuple[CachedResource, Node] | None:
+    def read_item(self, node: Node, path: str) -> tuple[ResourceConfig, Node] | None:
         fields = self.fields(node, path)
         if fields is None:
             return None
@@ -138,7 +138,7 @@ class ResourceReader:
             or _BAD in (namespace, history)
         ):
             return None
-        resource = CachedResource(
+        resource = ResourceConfig(
             rtype=rtype,
             namespace=namespace,
             label_selector=labels,
