@@ -33,7 +33,7 @@ from cacheproxy.kube.rv import decode_continue, encode_continue, parse_resource_
 from cacheproxy.sim import statuses
 from cacheproxy.sim.config import SimConfig
 from cacheproxy.sim.store import Event, SimStore, StoredObject, iter_snapshot
-from cacheproxy.sim.watch import SimWatcher, WatchPlan
+from cacheproxy.sim.watch import SimWatcher, SimWatchPlan
 from cacheproxy.sim.writes import Writes
 
 __all__ = ["ListResult", "SimApi", "partial_object_metadata"]
@@ -231,7 +231,7 @@ class SimApi(Writes):
 
     def open_watch(
         self, rtype: ResourceType, namespace: str | None, opts: ListOptions
-    ) -> tuple[SimWatcher, WatchPlan]:
+    ) -> tuple[SimWatcher, SimWatchPlan]:
         """Register a watcher and plan what it sends first. Synchronous: nothing can be written
         between computing the initial state and registering, so no event is lost or doubled.
         A too-old RV raises 410 (the caller sends it as an in-stream ERROR event)."""
@@ -272,7 +272,7 @@ class SimApi(Writes):
         timeout = (
             float(opts.timeout_seconds) if opts.timeout_seconds else self.default_watch_timeout()
         )
-        plan = WatchPlan(
+        plan = SimWatchPlan(
             initial=initial,
             replay=replay,
             end_bookmark_after=end_after,

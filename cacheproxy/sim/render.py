@@ -33,7 +33,7 @@ __all__ = [
     "ANSWERS",
     "GZIP_THRESHOLD",
     "PLAIN",
-    "Form",
+    "AnswerForm",
     "list_body",
     "negotiate",
     "object_body",
@@ -51,7 +51,7 @@ _INCLUDE = ("Metadata", "Object", "None")
 
 
 @dataclass(frozen=True, slots=True)
-class Form:
+class AnswerForm:
     """How to answer: ``object`` (as stored), ``metadata`` or ``table``, in ``meta.k8s.io/<version>``;
     ``include`` is a Table's ``includeObject``."""
 
@@ -64,10 +64,10 @@ class Form:
         return f"meta.k8s.io/{self.version}"
 
 
-PLAIN = Form()
+PLAIN = AnswerForm()
 
 
-def negotiate(accept: str, query: Mapping[str, Sequence[str]], *, verb: str) -> Form:
+def negotiate(accept: str, query: Mapping[str, Sequence[str]], *, verb: str) -> AnswerForm:
     """The form of a ``verb`` (get, list, watch) answer, or a 406 / 400 as the API server gives."""
     if not accept:
         return PLAIN
@@ -88,9 +88,9 @@ def negotiate(accept: str, query: Mapping[str, Sequence[str]], *, verb: str) -> 
         if params.get("g") != "meta.k8s.io" or params.get("v") not in _META_VERSIONS:
             continue
         if as_kind == "Table":
-            return Form("table", params["v"], _include_object(query))
+            return AnswerForm("table", params["v"], _include_object(query))
         if as_kind == metadata_kind:
-            return Form("metadata", params["v"])
+            return AnswerForm("metadata", params["v"])
     raise statuses.not_acceptable()
 
 
@@ -106,7 +106,7 @@ def _include_object(query: Mapping[str, Sequence[str]]) -> str:
     return value
 
 
-def list_body(result: ListResult, form: Form) -> bytes:
+def list_body(result: ListResult, form: AnswerForm) -> bytes:
     if form.kind == "metadata":
         return result.encode_metadata(form.api_version)
     if form.kind == "table":
@@ -125,7 +125,7 @@ def list_body(result: ListResult, form: Form) -> bytes:
     return result.encode()
 
 
-def object_body(rtype: ResourceType, full: bytes, form: Form) -> bytes:
+def object_body(rtype: ResourceType, full: bytes, form: AnswerForm) -> bytes:
     if form.kind == "object":
         return full
     obj = orjson.loads(full)
@@ -143,7 +143,7 @@ def object_body(rtype: ResourceType, full: bytes, form: Form) -> bytes:
     )
 
 
-def watch_send(send: Send, rtype: ResourceType, form: Form) -> Send:
+def watch_send(send: Send, rtype: ResourceType, form: AnswerForm) -> Send:
     """``send`` for a watch answered in ``form``: each event's object rewritten (a Status or a
     line that does not parse, as an injected fault, passes as is)."""
     if form.kind == "object":

@@ -35,7 +35,7 @@ from cacheproxy.kube.watchevents import bookmark_line, event_line
 from cacheproxy.serving import Mailbox, watch_batches
 from cacheproxy.sim.store import Event, Progress, StoredObject, WatchSink
 
-__all__ = ["SimWatcher", "WatchPlan", "stream_watch"]
+__all__ = ["SimWatchPlan", "SimWatcher", "stream_watch"]
 
 
 def _as_deleted_at(stored: StoredObject, rv: int) -> bytes:
@@ -117,7 +117,7 @@ class SimWatcher(WatchSink, Mailbox[Event | Progress]):
 
 
 @dataclass(slots=True)
-class WatchPlan:
+class SimWatchPlan:
     """What one watch sends before live events, and its schedule."""
 
     initial: Sequence[StoredObject]
@@ -136,7 +136,7 @@ class WatchPlan:
 
 async def stream_watch(
     watcher: SimWatcher,
-    plan: WatchPlan,
+    plan: SimWatchPlan,
     *,
     current_rv: Callable[[], int],
     clock: Callable[[], float] = time.monotonic,

@@ -21,7 +21,7 @@ from cacheproxy.kube.resources import ResourceType
 from cacheproxy.serving import Request, Send, WatchWriter, closed_on_disconnect, error_line
 from cacheproxy.sim import render
 from cacheproxy.sim.faults import StreamFault
-from cacheproxy.sim.watch import SimWatcher, WatchPlan, stream_watch
+from cacheproxy.sim.watch import SimWatcher, SimWatchPlan, stream_watch
 
 if TYPE_CHECKING:
     from cacheproxy.sim.app import Simulator
@@ -76,7 +76,7 @@ async def serve_watch(
 async def _stream(
     out: WatchWriter,
     watcher: SimWatcher,
-    plan: WatchPlan,
+    plan: SimWatchPlan,
     fault: StreamFault | None,
     cache_rv: Callable[[], int],
 ) -> None:
