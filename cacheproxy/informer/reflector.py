@@ -112,7 +112,11 @@ class Phase(enum.Enum):
 
 @dataclass
 class ReflectorOptions:
+    """How a :class:`Reflector` lists and watches (the defaults are client-go's)."""
+
     page_size: int = 500
+    """Items per list page (client-go's pager default, ``tools/pager``); also
+    :func:`cacheproxy.upstream.list_all`'s default."""
     watch_list: bool = True
     """Try a streaming watch-list for the first sync (falls back to a paged list)."""
     pause_gc_during_sync: bool = False

@@ -22,7 +22,7 @@ import logging
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, Final, TypedDict, cast
+from typing import Any, TypedDict, cast
 
 import httpx
 import orjson
@@ -38,6 +38,7 @@ from cacheproxy.informer.listwatch import (
     WatchStream,
     as_parsed,
 )
+from cacheproxy.informer.reflector import ReflectorOptions
 from cacheproxy.kube.liststream import ListSplitter, NotAList
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.upstream.client import LIST_TIMEOUT, WATCH_TIMEOUT
@@ -49,7 +50,6 @@ from cacheproxy.upstream.errors import (
 )
 
 __all__ = [
-    "DEFAULT_PAGE_SIZE",
     "ApiListerWatcher",
     "VersionInfo",
     "get_version",
@@ -59,8 +59,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PAGE_SIZE: Final = 500
-"""client-go's pager default (``tools/pager``)."""
 _EVENT_TYPES = frozenset(("ADDED", "MODIFIED", "DELETED", "BOOKMARK"))
 _EXCERPT = 120
 
@@ -310,7 +308,7 @@ async def list_all(
     *,
     resource_version: str,
     resource_version_match: str = "",
-    page_size: int = DEFAULT_PAGE_SIZE,
+    page_size: int = ReflectorOptions.page_size,
 ) -> ListPage:
     """Every item of the collection and the list's RV, in pages of ``page_size`` (0: one
     unpaginated request), as client-go's ``ListPager``:

@@ -15,6 +15,7 @@ from cacheproxy.informer.listwatch import (
     WatchStream,
     as_parsed,
 )
+from cacheproxy.informer.reflector import ReflectorOptions
 from cacheproxy.kube import status
 from cacheproxy.upstream import list_all
 
@@ -52,6 +53,8 @@ async def test_pages_are_followed_until_there_is_no_continue_token() -> None:
     page = await list_all(lister, resource_version="0")
     assert names(page) == names(ListPage(lister.items, ""))
     assert (page.resource_version, page.continue_token) == ("100", "")
+    # The default page size is the informer's (one declaration): client-go's 500.
+    assert ReflectorOptions().page_size == 500
     assert [(r.limit, r.continue_token, r.resource_version) for r in lister.requests] == [
         (500, "", "0"),
         (500, "500", ""),
@@ -63,6 +66,7 @@ async def test_later_pages_drop_the_resource_version_and_its_match() -> None:
     lister = PagedLister(3)
     await list_all(lister, resource_version="7", resource_version_match="NotOlderThan", page_size=1)
     first, *rest = lister.requests
+    assert len(rest) == 2
     assert (first.resource_version, first.resource_version_match) == ("7", "NotOlderThan")
     assert all(r.resource_version == r.resource_version_match == "" for r in rest)
 
