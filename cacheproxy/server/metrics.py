@@ -39,6 +39,7 @@ from cacheproxy.server.watchhub import WatchHub
 __all__ = [
     "CONTENT_TYPE",
     "EVENT_TYPES",
+    "RELIST_REASONS",
     "VERBS",
     "ResourceStats",
     "ServerMetrics",
@@ -57,6 +58,11 @@ VERBS = frozenset(
 as what they asked for), and ``other`` for anything else."""
 
 EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED", "BOOKMARK")
+
+RELIST_REASONS = ("expired", "watch-error", "very-short-watch")
+"""Why the reflector relists after its first sync (its ``_Relist`` reasons): every served
+resource reports each at 0 from the start, so a dashboard or an alert sees a zero, not nothing
+(a unit test checks the reflector raises no other)."""
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 """From sub-millisecond gets to the 3 s wait for a resourceVersion not reached yet."""
@@ -266,6 +272,8 @@ class ServerMetrics:
         )
         self._tracked[name] = tracked
         self._resource_of_informer[resource.informer.name] = name
+        for reason in RELIST_REASONS:
+            self.relists.labels(name, reason)  # a sample at 0 until the first relist
         return tracked
 
     def untrack(self, resource: ServedResource) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -14,13 +16,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from cacheproxy.daemon.metrics import MeteredListerWatcher
 from cacheproxy.errors import TransportError
 from cacheproxy.informer.fake import FakeListerWatcher
+from cacheproxy.informer import reflector as reflector_module
 from cacheproxy.informer.informer import SharedInformer
 from cacheproxy.informer.listwatch import ListRequest, WatchRequest
 from cacheproxy.informer.store import Store
 from cacheproxy.kube import status
 from cacheproxy.kube.resources import builtin
 from cacheproxy.server.app import CacheServer
-from cacheproxy.server.metrics import ServerMetrics
+from cacheproxy.server.metrics import RELIST_REASONS, ServerMetrics
 from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.statuspage import cache_status
 from tests.support import until
@@ -153,6 +156,20 @@ async def test_informer_metrics_count_requests_relists_and_watch_errors(rig: Rig
     # watch-list, the watch that got 410, the relist's watch-list.
     assert value(s, "cacheproxy_upstream_requests_total", resource="pods", verb="watch") == 3
     assert value(s, "cacheproxy_cache_bytes", resource="pods") == rig.stored_bytes()
+
+
+async def test_every_relist_reason_has_a_zero_sample_before_the_first_relist(rig: Rig) -> None:
+    s = samples(rig.metrics)
+    for reason in RELIST_REASONS:
+        labels = {"resource": "pods", "reason": reason}
+        assert value(s, "cacheproxy_informer_relists_total", **labels) == 0, reason
+
+
+def test_the_relist_reasons_are_the_ones_the_reflector_raises() -> None:
+    source = inspect.getsource(reflector_module)
+    raised = set(re.findall(r'_Relist\("([^"]+)"\)', source))
+    assert raised, "the reflector's relist reasons were not found"
+    assert raised == set(RELIST_REASONS)
 
 
 async def test_the_status_page_reports_each_resource(rig: Rig) -> None:
