@@ -58,7 +58,7 @@ import asyncio
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from cacheproxy.informer.queue import Bookmark, QueueItem, Replaced
 from cacheproxy.kube.keys import object_key, object_namespace_name
@@ -82,16 +82,23 @@ _FROM_WATCH_TYPE: dict[str, DeltaType] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class DeletedFinalStateUnknown:
-    """A tombstone: ``key`` was deleted while we were not watching, so its final state is unknown.
+ObjT = TypeVar("ObjT")
 
-    ``object`` is the last state known to the queue or the consumer's store: possibly stale, and
-    ``None`` when the store listed the key but no longer had its object.
+
+@dataclass(frozen=True, slots=True)
+class DeletedFinalStateUnknown(Generic[ObjT]):
+    """A tombstone (client-go's): ``key`` was deleted while we were not watching — a relist found
+    it gone — so its final state is unknown.
+
+    ``object`` is the last known state, possibly stale. What it is depends on whose store knew it:
+    a :class:`SharedInformer <cacheproxy.informer.informer.SharedInformer>`'s handlers get the
+    store's :class:`~cacheproxy.informer.store.Entry`; the coalescing queue's deltas carry the
+    object as put, or ``None`` when the consumer's store listed the key but no longer had its
+    object.
     """
 
     key: str
-    object: dict[str, Any] | None
+    object: ObjT
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +106,7 @@ class CoalescedDelta:
     """One change of one key, as the coalescing queue records it."""
 
     type: DeltaType
-    object: dict[str, Any] | DeletedFinalStateUnknown
+    object: dict[str, Any] | DeletedFinalStateUnknown[dict[str, Any] | None]
     """The object (the consumer owns it; do not mutate it while it may still be queued); a
     tombstone for a ``"Deleted"`` found by a relist."""
     rv: int

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cacheproxy.informer import coalescing
+from cacheproxy.informer.coalescing import DeletedFinalStateUnknown
 from cacheproxy.informer.eventlog import EventLog, LogEvent
 from cacheproxy.informer.listwatch import ListerWatcher
 from cacheproxy.informer.metrics import InformerMetrics
@@ -49,7 +50,6 @@ from cacheproxy.informer.reflector import Reflector, ReflectorOptions
 from cacheproxy.informer.store import Entry, Store
 
 __all__ = [
-    "DeletedFinalStateUnknown",
     "FuncHandler",
     "HandlerRegistration",
     "Overflow",
@@ -59,14 +59,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class DeletedFinalStateUnknown:
-    """A delete noticed by a relist: the watch event was missed; ``entry`` is the last known state."""
-
-    key: str
-    entry: Entry
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,11 +76,16 @@ class RelistDifference:
 
 
 class ResourceEventHandler(Protocol):
+    """What a handler of an informer's notifications implements (client-go's
+    ``ResourceEventHandler``); methods may be sync or async (see the module for the order)."""
+
     def on_add(self, entry: Entry, in_initial_list: bool) -> Awaitable[None] | None: ...
 
     def on_update(self, old: Entry, new: Entry) -> Awaitable[None] | None: ...
 
-    def on_delete(self, entry: Entry | DeletedFinalStateUnknown) -> Awaitable[None] | None: ...
+    def on_delete(
+        self, entry: Entry | DeletedFinalStateUnknown[Entry]
+    ) -> Awaitable[None] | None: ...
 
 
 @dataclass
@@ -97,7 +94,9 @@ class FuncHandler:
 
     add: Callable[[Entry, bool], Awaitable[None] | None] | None = None
     update: Callable[[Entry, Entry], Awaitable[None] | None] | None = None
-    delete: Callable[[Entry | DeletedFinalStateUnknown], Awaitable[None] | None] | None = None
+    delete: Callable[[Entry | DeletedFinalStateUnknown[Entry]], Awaitable[None] | None] | None = (
+        None
+    )
 
     def on_add(self, entry: Entry, in_initial_list: bool) -> Awaitable[None] | None:
         return self.add(entry, in_initial_list) if self.add else None
@@ -105,11 +104,13 @@ class FuncHandler:
     def on_update(self, old: Entry, new: Entry) -> Awaitable[None] | None:
         return self.update(old, new) if self.update else None
 
-    def on_delete(self, entry: Entry | DeletedFinalStateUnknown) -> Awaitable[None] | None:
+    def on_delete(self, entry: Entry | DeletedFinalStateUnknown[Entry]) -> Awaitable[None] | None:
         return self.delete(entry) if self.delete else None
 
 
 class Overflow(enum.Enum):
+    """What happens when a handler's buffer is full."""
+
     BLOCK = "block"
     """The informer waits for the handler: nothing is lost, a slow handler slows everyone."""
     DROP = "drop"
@@ -454,7 +455,7 @@ class SharedInformer:
             self.events_processed += 1
             obj = delta.object
             if delta.type == "Deleted":
-                if isinstance(obj, coalescing.DeletedFinalStateUnknown):
+                if isinstance(obj, DeletedFinalStateUnknown):
                     prev = store.delete(obj.key)
                     last = prev or (store.make_entry(_copy(obj.object)) if obj.object else None)
                     if last is not None:
@@ -466,7 +467,7 @@ class SharedInformer:
                 store.delete(entry.key)
                 await self._notify(("delete", entry, None))
                 continue
-            assert not isinstance(obj, coalescing.DeletedFinalStateUnknown)
+            assert not isinstance(obj, DeletedFinalStateUnknown)
             entry = store.make_entry(_copy(obj))
             prev = store.put(entry, rv=max(store.resource_version, delta.rv))
             if prev is None:

@@ -32,6 +32,7 @@ class Recorder:
     def __init__(self) -> None:
         self.log: list[tuple[str, str, bool | None]] = []
         self.state: dict[str, bytes] = {}
+        self.tombstones: list[DeletedFinalStateUnknown[Entry]] = []
 
     def on_add(self, entry: Entry, initial: bool) -> None:
         self.log.append(("add", entry.key, initial))
@@ -42,8 +43,10 @@ class Recorder:
         self.log.append(("update", new.key, None))
         self.state[new.key] = new.raw
 
-    def on_delete(self, entry: Entry | DeletedFinalStateUnknown) -> None:
+    def on_delete(self, entry: Entry | DeletedFinalStateUnknown[Entry]) -> None:
         key = entry.key
+        if isinstance(entry, DeletedFinalStateUnknown):
+            self.tombstones.append(entry)
         self.log.append(("delete", key, isinstance(entry, DeletedFinalStateUnknown)))
         self.state.pop(key, None)
 
@@ -149,6 +152,8 @@ async def test_a_relist_tells_handlers_the_difference_with_tombstones(
         ("delete", "default/a", True),
         ("update", "default/b", None),
     ]
+    [tombstone] = rec.tombstones  # carries the last known state, as the store kept it
+    assert isinstance(tombstone.object, Entry) and tombstone.object.key == tombstone.key
 
 
 async def test_every_change_reaches_the_event_log_and_listeners_with_its_previous_state(
