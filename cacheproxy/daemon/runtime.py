@@ -35,8 +35,13 @@ from cacheproxy.server.snapshots import SnapshotCache
 from cacheproxy.server.tokenfile import StaticTokens
 from cacheproxy.serving import CertificateReloader, UvicornRunner, serving_protocol
 from cacheproxy.tasks import cancel_and_wait
-from cacheproxy.upstream import ApiListerWatcher, UpstreamConfig, build_client, get_version
-from cacheproxy.upstream.reviews import UpstreamReviews
+from cacheproxy.upstream import (
+    ApiListerWatcher,
+    UpstreamConfig,
+    UpstreamReviews,
+    build_client,
+    get_version,
+)
 
 __all__ = ["Daemon"]
 
@@ -140,6 +145,7 @@ class Daemon:
             options=wiring.server,
             metrics=metrics,
             access=self._access_control(client, metrics),
+            api_server=self.upstream.server,
         )
         listener = wiring.listener
         kwargs: dict[str, Any] = {}
@@ -158,6 +164,9 @@ class Daemon:
                 on_header_timeout=lambda: metrics.rejected("header_timeout"),
             ),
             lifespan="off",
+            # uvicorn's own messages in the daemon's log format (its loggers propagate to the
+            # root handler configure_logging set), not in a format of its own.
+            log_config=None,
             log_level="warning",
             access_log=False,
             timeout_graceful_shutdown=listener.graceful_shutdown,

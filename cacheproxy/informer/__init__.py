@@ -1,6 +1,124 @@
 """The informer library: Reflector → EventQueue → Store (+ indexes, EventLog) → SharedInformer.
 
 client-go's ``tools/cache`` design on asyncio. It talks to the network only through the
-:class:`~cacheproxy.informer.listwatch.ListerWatcher` protocol, which ``cacheproxy.upstream``
-implements and tests fake. It imports only ``cacheproxy.kube`` and ``cacheproxy.errors``.
+:class:`ListerWatcher` protocol, which ``cacheproxy.upstream`` implements over HTTP and
+:class:`FakeListerWatcher` implements in memory for tests. It imports only ``cacheproxy.kube`` and
+``cacheproxy.errors``.
+
+Import from here; the submodules may move. Where things are:
+
+- :class:`SharedInformer` (handlers, listeners, tombstones: :class:`DeletedFinalStateUnknown`) and
+  :class:`InformerFactory` (one informer per :class:`Collection`);
+- :class:`Reflector` and its :class:`ReflectorOptions`: list + watch with client-go's rules;
+- :class:`EventQueue`: :class:`InOrderQueue` (every event, in order) or :class:`CoalescingQueue`
+  (client-go's ``DeltaFIFO``, for latest-state consumers);
+- :class:`Store` of :class:`Entry` objects (with its :class:`Transform` and indexes) and the
+  :class:`EventLog` of recent changes;
+- :class:`WorkQueue`, :class:`DelayingQueue`, :class:`RateLimitingQueue` and their rate limiters;
+- :class:`InformerMetrics` and :class:`WorkQueueMetrics`: the protocols a metrics backend
+  implements (the library never imports one).
 """
+
+from cacheproxy.informer.backoff import Backoff
+from cacheproxy.informer.coalescing import (
+    CoalescedDelta,
+    CoalescingQueue,
+    DeletedFinalStateUnknown,
+    Deltas,
+    DeltaType,
+    KnownObjects,
+)
+from cacheproxy.informer.eventlog import EventLog, LogEvent, TooOld
+from cacheproxy.informer.factory import Collection, InformerFactory, ListerWatcherFactory
+from cacheproxy.informer.fake import FakeListerWatcher
+from cacheproxy.informer.informer import (
+    FuncHandler,
+    HandlerRegistration,
+    Overflow,
+    RelistDifference,
+    ResourceEventHandler,
+    SharedInformer,
+)
+from cacheproxy.informer.listwatch import (
+    Decode,
+    ListerWatcher,
+    ListPage,
+    ListRequest,
+    WatchEvent,
+    WatchRequest,
+    WatchStream,
+    as_parsed,
+)
+from cacheproxy.informer.metrics import InformerMetrics
+from cacheproxy.informer.queue import Bookmark, Delta, EventQueue, InOrderQueue, QueueItem, Replaced
+from cacheproxy.informer.ratelimit import (
+    BucketRateLimiter,
+    ItemExponentialFailureRateLimiter,
+    MaxOfRateLimiter,
+    RateLimiter,
+    default_controller_rate_limiter,
+)
+from cacheproxy.informer.reflector import Phase, Reflector, ReflectorOptions
+from cacheproxy.informer.store import Entry, IndexFunc, Store, Transform
+from cacheproxy.informer.workqueue import (
+    DelayingQueue,
+    RateLimitingQueue,
+    ShutDown,
+    WorkQueue,
+    WorkQueueMetrics,
+)
+
+__all__ = [
+    "Backoff",
+    "Bookmark",
+    "BucketRateLimiter",
+    "CoalescedDelta",
+    "CoalescingQueue",
+    "Collection",
+    "Decode",
+    "DelayingQueue",
+    "DeletedFinalStateUnknown",
+    "Delta",
+    "DeltaType",
+    "Deltas",
+    "Entry",
+    "EventLog",
+    "EventQueue",
+    "FakeListerWatcher",
+    "FuncHandler",
+    "HandlerRegistration",
+    "InOrderQueue",
+    "IndexFunc",
+    "InformerFactory",
+    "InformerMetrics",
+    "ItemExponentialFailureRateLimiter",
+    "KnownObjects",
+    "ListPage",
+    "ListRequest",
+    "ListerWatcher",
+    "ListerWatcherFactory",
+    "LogEvent",
+    "MaxOfRateLimiter",
+    "Overflow",
+    "Phase",
+    "QueueItem",
+    "RateLimiter",
+    "RateLimitingQueue",
+    "Reflector",
+    "ReflectorOptions",
+    "RelistDifference",
+    "Replaced",
+    "ResourceEventHandler",
+    "SharedInformer",
+    "ShutDown",
+    "Store",
+    "TooOld",
+    "Transform",
+    "WatchEvent",
+    "WatchRequest",
+    "WatchStream",
+    "WorkQueue",
+    "WorkQueueMetrics",
+    "as_parsed",
+    "default_controller_rate_limiter",
+]

@@ -17,6 +17,8 @@ __all__ = ["Backoff"]
 
 @dataclass
 class Backoff:
+    """The delays between retries (see the module); one per Reflector, not shared."""
+
     initial: float = 0.8
     cap: float = 30.0
     factor: float = 2.0

@@ -26,6 +26,9 @@ __all__ = ["Collection", "InformerFactory", "ListerWatcherFactory"]
 
 @dataclass(frozen=True, slots=True)
 class Collection:
+    """What one informer lists and watches: a resource, optionally one namespace, and the
+    selectors applied upstream. The factory's key: one informer per collection."""
+
     rtype: ResourceType
     namespace: str | None = None
     label_selector: str = ""

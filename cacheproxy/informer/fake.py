@@ -33,6 +33,9 @@ _END = object()
 
 
 class FakeListerWatcher:
+    """An in-memory :class:`~cacheproxy.informer.listwatch.ListerWatcher` a test scripts (see
+    the module): one collection of ``kind``, with at most ``history`` watch events kept."""
+
     def __init__(
         self, *, kind: str = "ConfigMap", api_version: str = "v1", history: int = 1000
     ) -> None:

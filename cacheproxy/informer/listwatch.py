@@ -34,6 +34,8 @@ EventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
 
 @dataclass(frozen=True, slots=True)
 class ListRequest:
+    """One list call's options (the list options of ``metav1.ListOptions`` the informer sets)."""
+
     resource_version: str = ""
     resource_version_match: str = ""
     limit: int = 0
@@ -52,6 +54,8 @@ class ListPage:
 
 @dataclass(frozen=True, slots=True)
 class WatchRequest:
+    """One watch call's options."""
+
     resource_version: str
     timeout_seconds: int
     allow_watch_bookmarks: bool = True
@@ -62,6 +66,8 @@ class WatchRequest:
 
 @dataclass(frozen=True, slots=True)
 class WatchEvent:
+    """One event of a watch stream (``metav1.WatchEvent``): its type and the object as parsed."""
+
     type: EventType
     object: dict[str, Any]
 

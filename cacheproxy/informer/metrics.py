@@ -12,6 +12,8 @@ __all__ = ["InformerMetrics", "NoMetrics"]
 
 
 class InformerMetrics(Protocol):
+    """What an informer reports, by informer name; a metrics backend implements it."""
+
     def request(self, informer: str, verb: str) -> None:
         """One upstream request (``list`` page or ``watch``)."""
 

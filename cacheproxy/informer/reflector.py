@@ -104,6 +104,8 @@ def is_retryable(err: BaseException) -> bool:
 
 
 class Phase(enum.Enum):
+    """Where a Reflector is in its state machine (see the module for what each does on error)."""
+
     SYNCING = "syncing"
     WATCHING = "watching"
     BACKING_OFF = "backing-off"

@@ -13,6 +13,7 @@ __all__ = ["object_key", "object_namespace_name", "split_key"]
 
 
 def object_key(namespace: str | None, name: str) -> str:
+    """The key of an object: ``namespace/name``, or ``name`` without a namespace."""
     return f"{namespace}/{name}" if namespace else name
 
 
@@ -23,5 +24,6 @@ def split_key(key: str) -> tuple[str, str]:
 
 
 def object_namespace_name(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """``(namespace, name)`` from an object's metadata; "" for what it does not say."""
     meta = obj.get("metadata") or {}
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")

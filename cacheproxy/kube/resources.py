@@ -55,6 +55,8 @@ BUILTIN_GROUPS = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class GroupVersion:
+    """An API group at one version (``""`` is the core group)."""
+
     group: str
     version: str
 

@@ -7,11 +7,13 @@
 - :mod:`~cacheproxy.upstream.listwatch`: :class:`ApiListerWatcher`, the informer's
   ``ListerWatcher`` protocol over HTTP, plus client-go's pager (:func:`list_all`) and
   :func:`get_version`;
+- :mod:`~cacheproxy.upstream.reviews`: :class:`UpstreamReviews`, TokenReviews and
+  SubjectAccessReviews asked of the API server (delegated authentication and authorization);
 - :mod:`~cacheproxy.upstream.errors`: the one place where HTTP error responses, watch ``ERROR``
   events and httpx exceptions become :mod:`cacheproxy.errors`.
 
 Imports ``cacheproxy.kube``, ``cacheproxy.errors`` and the informer's protocol types only; never
-``server/`` or ``sim/`` (DESIGN §2).
+``server/`` or ``sim/`` (DESIGN §2). Import from here; the submodules may move.
 """
 
 from cacheproxy.upstream.client import BearerTokenAuth, build_client
@@ -23,12 +25,14 @@ from cacheproxy.upstream.config import (
     load_upstream,
 )
 from cacheproxy.upstream.listwatch import ApiListerWatcher, VersionInfo, get_version, list_all
+from cacheproxy.upstream.reviews import UpstreamReviews
 
 __all__ = [
     "ApiListerWatcher",
     "BearerTokenAuth",
     "TokenSource",
     "UpstreamConfig",
+    "UpstreamReviews",
     "VersionInfo",
     "build_client",
     "get_version",

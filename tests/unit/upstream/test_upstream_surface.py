@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import cacheproxy.upstream as upstream
+from tests.surface import surface_problems
 
 
 def test_the_package_exports_exactly_its_public_names() -> None:
@@ -11,6 +12,7 @@ def test_the_package_exports_exactly_its_public_names() -> None:
         "BearerTokenAuth",
         "TokenSource",
         "UpstreamConfig",
+        "UpstreamReviews",
         "VersionInfo",
         "build_client",
         "get_version",
@@ -19,4 +21,7 @@ def test_the_package_exports_exactly_its_public_names() -> None:
         "load_kubeconfig",
         "load_upstream",
     ]
-    assert all(hasattr(upstream, name) for name in upstream.__all__)
+
+
+def test_every_public_name_resolves_is_documented_and_nothing_private_leaks() -> None:
+    assert surface_problems(upstream) == []
