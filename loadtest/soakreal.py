@@ -35,6 +35,8 @@ import argparse
 import asyncio
 import contextlib
 import functools
+import os
+import platform
 import random
 import sys
 import tempfile
@@ -205,6 +207,7 @@ class _RealSoak:
                 report.first_sync_s = await daemon.wait_ready()
                 report.rss_after_sync = daemon.rss()
                 clients = self._clients(Endpoint(daemon.url))
+                report.setup = await self._setup(api, etcd_url=cluster.etcd_url, writer=writer)
                 tasks += [asyncio.create_task(c.run(), name=f"soakreal-{c.name}") for c in clients]
                 tasks.append(asyncio.create_task(writer.run(), name="soakreal-writer"))
                 tasks.append(asyncio.create_task(probe.run(), name="soakreal-probe"))
@@ -234,6 +237,9 @@ class _RealSoak:
                 await relay.stop()
                 await etcd.aclose()
         report.ended = time.time()
+        report.setup.append(
+            "load average at the end " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+        )
         report.writer = writer.stats
         report.samples = probe.samples
         report.http_500 = probe.http_500
@@ -280,6 +286,43 @@ class _RealSoak:
             )
         self.report.kubectl = str(kubectl) if kubectl else "none found"
         return clients
+
+    async def _setup(self, api: httpx.AsyncClient, *, etcd_url: str, writer: Writer) -> list[str]:
+        """The report's header: what ran, where, with which settings."""
+        cfg, spec = self.config, writer.spec
+        version = orjson.loads((await api.get("/version")).content)
+        async with httpx.AsyncClient(timeout=5) as http:
+            etcd = orjson.loads((await http.get(f"{etcd_url}/version")).content)
+        kubectl = self.report.kubectl
+        if kubectl != "none found":
+            done = await asyncio.create_subprocess_exec(
+                kubectl, "version", "--client", "-o", "json", stdout=asyncio.subprocess.PIPE
+            )
+            out, _ = await done.communicate()
+            with contextlib.suppress(ValueError, KeyError):
+                kubectl += f" ({orjson.loads(out)['clientVersion']['gitVersion']})"
+        commit = await _output("git", "rev-parse", "--short", "HEAD")
+        load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        return [
+            f"date: {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}; cacheproxy: commit "
+            f"{commit or '?'}; Python {platform.python_version()}",
+            f"upstream: **a real kube-apiserver {version.get('gitVersion')}** "
+            f"({version.get('goVersion')}), etcd {etcd.get('etcdserver')}, on 127.0.0.1 (TLS, "
+            f"bearer token), `--etcd-compaction-interval={cfg.compaction_interval}`; nothing "
+            "else runs (no controllers, no kubelets)",
+            "daemon: `cacheproxy serve --config FILE`: pods (`spec.nodeName` indexed) and "
+            "configmaps labelled `soak=real`; upstream watches of 10-20 s, pages of 50, "
+            "bookmarks every second, `readyMaxStalenessSeconds: 10`; its kubeconfig names "
+            "the relay in front of the API server",
+            f"upstream churn: {cfg.rate:g} writes/s from {spec.lanes} lanes ({spec.configmap_share:.0%}"
+            f" configmaps): creates, label and annotation updates, status (phase) patches, "
+            f"deletes; pods {spec.pods[1]}-{spec.pods[2]}, configmaps {spec.configmaps[1]}-"
+            f"{spec.configmaps[2]}, in {', '.join(spec.namespaces)}",
+            f"clients: {cfg.clients} (kubectl: {kubectl})",
+            f"faults: {', '.join(cfg.faults)}; lengths {cfg.times}",
+            f"machine: nproc {os.cpu_count()}; load average at start {load} (shared with other "
+            "work: timings vary)",
+        ]
 
     # ------------------------------------------------------------------ faults
 
@@ -474,6 +517,16 @@ def _items(content: bytes) -> tuple[int, dict[str, int]]:
         for i in body["items"]
     }
     return int(body["metadata"]["resourceVersion"]), items
+
+
+async def _output(*argv: str) -> str:
+    with contextlib.suppress(OSError):
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL
+        )
+        out, _ = await proc.communicate()
+        return out.decode().strip()
+    return ""
 
 
 async def _tail(logs: LogReader) -> None:

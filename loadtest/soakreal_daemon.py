@@ -164,6 +164,19 @@ class DaemonProcess:
                 await asyncio.sleep(0.05)
         raise RuntimeError(f"the daemon was not ready within {within:.0f} s:\n{self.tail()}")
 
+    async def wait_listening(self, *, within: float = 60.0) -> float:
+        """Seconds until the process answers HTTP at all (``/livez``)."""
+        began = time.monotonic()
+        async with httpx.AsyncClient(timeout=2.0) as http:
+            while time.monotonic() - began < within:
+                if not self.alive():
+                    raise RuntimeError(f"the daemon exited:\n{self.tail()}")
+                with contextlib.suppress(httpx.HTTPError):
+                    await http.get(self.url + "/livez")
+                    return time.monotonic() - began
+                await asyncio.sleep(0.02)
+        raise RuntimeError(f"the daemon did not listen within {within:.0f} s:\n{self.tail()}")
+
     def kill(self) -> None:
         """SIGKILL, as a crash or the OOM killer would."""
         if self._proc is not None and self._proc.poll() is None:

@@ -8,7 +8,7 @@ again at ``restored``; the soak then measures how long the daemon takes to catch
 | ``apiserver-kill`` | kube-apiserver SIGKILLed and started again over the same etcd (every other time etcd's revision moves on meanwhile); its new watch cache begins after the daemon's RVs, so the daemon relists |
 | ``etcd-compact`` | etcd compacted at its current revision (beside the API server's own compaction every ``--etcd-compaction-interval``), then the daemon's upstream connections cut, so it resumes its watches from RVs etcd no longer has |
 | ``etcd-pause`` | etcd frozen (SIGSTOP) longer than the daemon's watch timeouts, then resumed; writes hang meanwhile and land when it resumes |
-| ``daemon-kill`` | the daemon SIGKILLed and started again on the same port |
+| ``daemon-kill`` | the daemon SIGKILLed and started again on the same port (over once it listens) |
 | ``link-latency`` | the relay between the daemon and the API server adds a one-way delay |
 | ``link-bandwidth`` | the relay limits each direction's rate (below the churn's event rate) |
 | ``link-stall`` | the relay forwards nothing, then everything (every other time it then cuts the connections) |
@@ -149,7 +149,9 @@ class Injector:
             pause = rng.uniform(0.0, 1.0)
             await asyncio.sleep(pause)
             self.daemon.spawn()
-            episode.detail = f"restarted {pause:.1f} s later"
+            # Over once the new process listens (the interpreter's start is not the daemon's).
+            took = await self.daemon.wait_listening()
+            episode.detail = f"started again {pause:.1f} s later, listening {took:.1f} s after"
         elif kind == "link-latency":
             latency, seconds = rng.uniform(*times.latency), rng.uniform(*times.link)
             await self._hold(f"latency {latency:.3f}", "latency 0", seconds)

@@ -66,8 +66,6 @@ class KubectlClient(ViewChecker):
         self.endpoint = endpoint
         self.workdir = workdir
         self.runs = 0
-        self.exits: dict[int, int] = {}
-        """Exit codes of the runs that ended."""
         self.stderr_tail: list[str] = []
 
     async def run(self) -> None:
@@ -121,7 +119,7 @@ class KubectlClient(ViewChecker):
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
             code = await proc.wait()
-            self.exits[code] = self.exits.get(code, 0) + 1
+            self.stats.retries[f"exit {code}"] += 1
             with contextlib.suppress(asyncio.CancelledError, TimeoutError):
                 await asyncio.wait_for(stderr, 2)
             if watch_rv.done() and not watch_rv.cancelled():

@@ -88,7 +88,8 @@ class RealSoakReport:
     violations: Violations = field(default_factory=Violations)
     known: Counter[str] = field(default_factory=Counter)
     known_details: dict[str, list[str]] = field(default_factory=dict)
-    findings: list[str] = field(default_factory=list)
+    setup: list[str] = field(default_factory=list)
+    """How the run was set up (versions, machine, settings), one line each."""
 
     # ------------------------------------------------------------------ per episode
 
@@ -118,7 +119,9 @@ class RealSoakReport:
 
     def render(self) -> str:
         cfg = self.config
-        out = [
+        out = [f"- {line}" for line in self.setup]
+        out += [
+            "",
             f"{self.ended - self.began:.0f} s in all; faults for "
             f"{self.faults_ended - self.faults_began:.0f} s (seed {cfg.seed}); "
             f"{len(self.clients)} clients (kubectl: {self.kubectl}); "
@@ -133,18 +136,72 @@ class RealSoakReport:
             "|---|---:|---:|---:|---:|---:|---|---:|---|",
         ]
         out += [self._fault_row(kind, eps) for kind, eps in self._by_kind().items()]
+        out += [
+            "",
+            "Recovery: from the fault's end (the API server ready again, etcd resumed, the link "
+            "restored, the new daemon listening, etcd compacted and the link cut) until "
+            "the daemon's pods and configmaps lists equal upstream at an RV above every write "
+            "recorded at that end; it includes waiting for the next write of each resource "
+            "(a few tenths of a second at this churn). Daemon relists: its reflectors' "
+            "`relisting (…)` log lines; client relists: on a 410 / for any other reason, in "
+            "the fault's window (until the next fault). `/readyz` and staleness: samples every "
+            "0.5 s from the fault's start until the daemon caught up.",
+        ]
         out += ["", "## Clients", "", *self._client_rows()]
         out += ["", "## Invariants", "", *self._invariant_rows()]
         out += ["", "## RSS of the daemon", "", *self._rss_rows()]
         out += ["", "## Log lines per fault", "", *self._log_rows()]
         out += ["", "## Upstream (the harness's writes)", "", *self._writer_rows()]
-        if self.findings:
-            out += ["", "## Findings", ""] + [f"- {f}" for f in self.findings]
+        findings = self.findings()
+        if findings:
+            out += ["", "## Findings", ""] + [f"- {f}" for f in findings]
         out += ["", "## Every episode", "", *self._episode_rows()]
         for kind, details in self.violations.details.items():
             out += ["", f"Violations `{kind}` ({self.violations.counts[kind]}), first ones:"]
             out += [f"- {d}" for d in details]
         return "\n".join(out)
+
+    def findings(self) -> list[str]:
+        """What the figures say about the daemon's behaviour, beyond pass or fail."""
+        found = []
+        slow = self.known_details.get(KNOWN_ISSUES["slow-recovery-backoff"], [])
+        if slow:
+            found.append(
+                f"{self.known[KNOWN_ISSUES['slow-recovery-backoff']]} recoveries over "
+                f"{self.config.recovery_bound:g} s, each mostly spent backing off with upstream "
+                "healthy again: the reflector's backoff doubles with every error and is reset "
+                "only after two minutes without one, not by a success, so faults half a minute "
+                "apart drive it to its cap (30 s, plus up to 100 % jitter) before each watch or "
+                "relist. " + " ".join(f"[{d}]" for d in slow[:3])
+            )
+        for e in self.episodes:
+            if e.kind != "etcd-pause":
+                continue
+            out = self.samples_in(e.began, e.restored)
+            peak = max((max(s.staleness.values(), default=0.0) for s in out), default=0.0)
+            not_ready = sum(1 for s in out if s.readyz == 503)
+            found.append(
+                f"etcd paused ({e.detail}): staleness peaked at {peak:.1f} s; /readyz 503 in "
+                f"{not_ready} of {len(out)} samples. The API server keeps serving its watch "
+                "cache and sends each watch a bookmark just before its timeout, which the "
+                "daemon counts as hearing from upstream, though no newer state exists then "
+                "(writes wait for etcd)."
+            )
+        upstream = sum(
+            sum(self.daemon_relists_in(e.began, e.ended).values()) for e in self.episodes
+        )
+        downstream = sum(
+            n
+            for e in self.episodes
+            if e.kind != "daemon-kill"
+            for r, n in self.client_relists_in(e.began, e.ended).items()
+            if r.endswith("410")
+        )
+        found.append(
+            f"{upstream} upstream relists of the daemon reached the clients as {downstream} "
+            "relists (410s): the daemon delivers a relist as events."
+        )
+        return found
 
     def _by_kind(self) -> dict[str, list[Episode]]:
         kinds: dict[str, list[Episode]] = {}
