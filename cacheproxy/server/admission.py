@@ -95,6 +95,13 @@ class Admission:
         ):
             raise status.bad_request("a request body is not allowed on a read")
 
+    async def authenticate(self, req: ServedRequest) -> None:
+        """Who sent ``req`` (``req.user``), or the API server's 401 (nothing without access
+        control). Enough for a request refused whoever asks: a write to the read-only cache."""
+        access = self.access
+        if access is not None:
+            req.user = await access.authenticate(req.header("authorization") or None, req.peer_user)
+
     async def authorize(
         self,
         req: ServedRequest,
@@ -109,7 +116,8 @@ class Admission:
         access = self.access
         if access is None:
             return
-        req.user = await access.authenticate(req.header("authorization") or None, req.peer_user)
+        await self.authenticate(req)
+        assert req.user is not None
         attrs = request_attributes(req.method, req.path, path, verb)
         try:
             await access.authorize(req.user, attrs)

@@ -29,10 +29,21 @@ from cacheproxy.server.access import AccessControl
 from cacheproxy.server.admission import Admission, ServedRequest
 from cacheproxy.server.metrics import ResourceStats, ServerMetrics
 from cacheproxy.server.options import ANSWERS, ServerOptions, read_verbs
+from cacheproxy.server.refusals import refusal, websocket_refusal
 from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.routing import HEALTH_CHECKS, health, route
 from cacheproxy.server.watchhub import WatchHub
-from cacheproxy.serving import Discovery, Message, Receive, Scope, Send, send_error
+from cacheproxy.serving import (
+    Discovery,
+    Message,
+    Receive,
+    Scope,
+    Send,
+    send_error,
+    send_status,
+    websocket_denial,
+    with_header,
+)
 
 __all__ = ["CacheServer", "ServerOptions"]
 
@@ -51,8 +62,12 @@ class CacheServer:
         server_address: str = "127.0.0.1:0",
         metrics: ServerMetrics | None = None,
         access: AccessControl | None = None,
+        api_server: str = "",
     ) -> None:
         self.options = options or ServerOptions()
+        self.api_server = api_server
+        """The upstream API server's URL, named in refusals as where to send what the cache
+        cannot serve ("" when unknown)."""
         self.metrics = metrics or ServerMetrics()
         self.admission = Admission(self.options, self.metrics, access)
         self.version = version
@@ -146,6 +161,8 @@ class CacheServer:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
+            if scope["type"] == "websocket":
+                await self._refuse_websocket(scope, receive, send)
             return
         req = ServedRequest(scope, receive)
         began = time.perf_counter()
@@ -169,6 +186,38 @@ class CacheServer:
                 verb=req.verb, resource=req.resource, code=code, seconds=time.perf_counter() - began
             )
 
+    async def _refuse_websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A websocket request: refused with a Status (the cache serves nothing over a
+        websocket), sent as the server's denial response."""
+        req = ServedRequest({**scope, "method": "GET"}, receive)
+        denying = websocket_denial(scope, send)
+        code = 0
+
+        async def send_recording(message: Message) -> None:
+            nonlocal code
+            if message["type"] == "http.response.start":
+                code = message["status"]
+            await denying(message)
+
+        try:
+            self.admission.check_bounds(req)
+            path = parse_api_path(split_path(req.path))
+            self._label(req, path, "other")
+            await self.admission.authenticate(req)
+            raise websocket_refusal(req, path, api_server=self.api_server)
+        except Exception as exc:
+            await send_error(req, send_recording, exc, logger=log)
+        finally:
+            self.metrics.observe_request(verb="other", resource=req.resource, code=code, seconds=0)
+
+    def _label(self, req: ServedRequest, path: ApiPath | None, verb: str | None) -> None:
+        """The request metrics' labels of a refused request on a served resource."""
+        if path is not None and path.resource is not None:
+            gv = path.group_version
+            rtype = self.registry.get_gvr(gv.group, gv.version, path.resource)
+            if rtype is not None:
+                req.verb, req.resource = verb or "other", rtype.config_name
+
     async def _serve(self, req: ServedRequest, send: Send) -> None:
         admission = self.admission
         admission.check_bounds(req)
@@ -178,6 +227,17 @@ class CacheServer:
             return
         path = parse_api_path(parts)
         verb = verb_of(req.method, path, req.query) if path and path.resource else None
+        refused = refusal(req, path, verb, api_server=self.api_server)
+        if refused is not None:
+            # Refused whoever asks: only who asks is checked (401), not what they may do.
+            self._label(req, path, verb)
+            await admission.authenticate(req)
+            if req.header("upgrade"):
+                # The server's parser is past the upgrade offer: no request follows on this
+                # connection.
+                send = with_header(send, b"connection", b"close")
+            await send_status(send, refused, started=False)
+            return
         if admission.access is not None:
             await admission.authorize(req, path, verb, served_namespaces=self.served_namespaces)
         if verb == "watch" or parts in (["metrics"], ["status"]):

@@ -2,9 +2,10 @@
 Kubernetes API paths of the cached resources (DESIGN §4).
 
 A resource path is checked against what is served — its type, its scope (a namespaced path for a
-cluster-scoped resource is a 404, as on the API server), read-only (every write is the API
-server's 405) — and then answered by get, list (:mod:`.reads`) or watch (:mod:`.watching`), before
-the first sync with a 429 and ``Retry-After``.
+cluster-scoped resource is a 404, as on the API server); writes were refused before
+(:mod:`.refusals`) — and then answered by get, list (:mod:`.reads`) or watch
+(:mod:`.watching`), before the first sync with a 429 and ``Retry-After``. A path outside the API
+is a 404 naming what is served.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from cacheproxy.kube.request import ApiPath
 from cacheproxy.kube.table import WatchTables
 from cacheproxy.server.admission import ServedRequest
 from cacheproxy.server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from cacheproxy.server.options import ANSWERS, READ_VERBS
+from cacheproxy.server.options import ANSWERS
 from cacheproxy.server.query import Query
 from cacheproxy.server.reads import Form, build_query, negotiate, serve_get, serve_list
+from cacheproxy.server.refusals import not_served_here
 from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.statuspage import cache_status
 from cacheproxy.server.watching import serve_watch
@@ -76,7 +78,9 @@ async def route(
         await discovery.send(req, send, discovery.group(parts[1]))
         return
     if path is None:
-        raise status.resource_not_found()
+        if parts[:1] in (["api"], ["apis"]):
+            raise status.resource_not_found()
+        raise not_served_here(req.path)
     types = server.registry.in_group_version(path.group_version)
     if not types:
         raise status.resource_not_found()
@@ -147,8 +151,8 @@ def _served(
     server: CacheServer, req: ServedRequest, path: ApiPath, verb: str | None
 ) -> tuple[ServedResource, Form]:
     """The cached resource a read of ``path`` is answered from, and the answer's form; 404 for
-    what is not served, 405 for a write, 406 for an answer nobody accepts, 429 before the
-    resource's first sync."""
+    what is not served, 406 for an answer nobody accepts, 429 before the resource's first sync.
+    (Writes were refused before: :mod:`.refusals`.)"""
     gv = path.group_version
     rtype = server.registry.get_gvr(gv.group, gv.version, path.resource or "")
     if rtype is None or path.subresource:
@@ -158,11 +162,6 @@ def _served(
     ):
         raise status.resource_not_found()
     req.verb, req.resource = verb or "other", rtype.config_name
-    if verb not in READ_VERBS:
-        # Read-only: every write is refused as the API server refuses an unsupported verb.
-        raise status.method_not_allowed(
-            verb=verb or req.method.lower(), resource=rtype.resource, group=rtype.group
-        )
     form = negotiate(req)
     res = server.resources[rtype]
     if not res.synced:

@@ -40,6 +40,7 @@ from cacheproxy.serving.responses import (
     send_error,
     send_parts,
     send_status,
+    websocket_denial,
     with_header,
 )
 from cacheproxy.serving.tls import CertificateReloader, file_stamp, user_from_peer_cert
@@ -90,5 +91,6 @@ __all__ = [
     "serving_protocol",
     "user_from_peer_cert",
     "watch_batches",
+    "websocket_denial",
     "with_header",
 ]

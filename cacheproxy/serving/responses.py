@@ -5,6 +5,7 @@
   browsers), compression of large bodies;
 - :func:`send_parts`: a 200 whose body is stored pieces written one after the other with
   scatter/gather writes — lists go out from the store's bytes without being joined;
+- :func:`websocket_denial`: a websocket request refused with an HTTP answer (a Status);
 - :func:`send_status` and :func:`send_error`: the one place an exception becomes a response: an
   :class:`~cacheproxy.errors.ApiError` is written as its ``metav1.Status`` (``Retry-After`` when
   it carries one, as the API server's ``ErrorNegotiated``); anything else is logged and answered
@@ -25,7 +26,7 @@ from cacheproxy.errors import ApiError
 from cacheproxy.kube import status
 from cacheproxy.kube.request import REPRESENTATIONS, check_accepts_json
 from cacheproxy.kube.watchevents import event_line
-from cacheproxy.serving.asgi import BodyWriter, Message, Request, Send
+from cacheproxy.serving.asgi import BodyWriter, Message, Request, Scope, Send
 
 __all__ = [
     "JSON",
@@ -37,6 +38,7 @@ __all__ = [
     "send_error",
     "send_parts",
     "send_status",
+    "websocket_denial",
     "with_header",
 ]
 
@@ -196,3 +198,30 @@ def with_header(send: Send, name: bytes, value: bytes) -> Send:
         await send(message)
 
     return sending
+
+
+DENIAL_EXTENSION = "websocket.http.response"
+"""The ASGI extension under which a server lets an app refuse a websocket with any response."""
+
+
+def websocket_denial(scope: Scope, send: Send) -> Send:
+    """``send`` for a websocket request (ASGI ``websocket`` scope) refused with an HTTP answer:
+    the answer's ``http.response.*`` messages go out as the denial response
+    (``websocket.http.response.*``) when the server offers it — the client reads the Status as
+    from any refused request — else as a close before accepting, which servers answer with a
+    bare 403."""
+    if DENIAL_EXTENSION in (scope.get("extensions") or {}):
+
+        async def denying(message: Message) -> None:
+            await send({**message, "type": "websocket." + message["type"]})
+
+        return denying
+    closed = False
+
+    async def closing(message: Message) -> None:
+        nonlocal closed
+        if not closed:
+            closed = True
+            await send({"type": "websocket.close", "code": 1008})
+
+    return closing

@@ -56,6 +56,7 @@ RELIED_ON: dict[str, tuple[str, ...]] = {
         "on_message_begin",
         "on_headers_complete",
         "connection_lost",
+        "_unsupported_upgrade_warning",
         "shutdown",
         "transport",
         "loop",
@@ -157,7 +158,10 @@ class ServingProtocol(HttpToolsProtocol):
       slowly or not at all is disconnected instead of holding a connection forever (uvicorn
       itself only times out idle kept-alive connections);
     - the response's :class:`~cacheproxy.serving.asgi.ResponseFlow` on every connection, and a
-      :class:`~cacheproxy.serving.asgi.BodyWriter` on plain-TCP ones.
+      :class:`~cacheproxy.serving.asgi.BodyWriter` on plain-TCP ones;
+    - no warning for an upgrade it does not perform (SPDY from ``kubectl exec``, ``h2c``): the
+      request goes on as plain HTTP and the app answers it (the daemon with a Status saying
+      what it does not serve), so there is nothing for an operator to act on.
 
     Use :func:`serving_protocol` for other settings.
     """
@@ -193,6 +197,9 @@ class ServingProtocol(HttpToolsProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_header_timer()
         super().connection_lost(exc)
+
+    def _unsupported_upgrade_warning(self) -> None:
+        log.debug("an upgrade request goes on as plain HTTP")
 
     def _arm_header_timer(self) -> None:
         self._disarm_header_timer()
