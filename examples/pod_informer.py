@@ -16,10 +16,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from cacheproxy.informer.factory import Collection, InformerFactory
-from cacheproxy.informer.informer import FuncHandler
-from cacheproxy.informer.workqueue import RateLimitingQueue, ShutDown
-from cacheproxy.kube.resources import builtin
+from cacheproxy.informer import (
+    Collection,
+    FuncHandler,
+    InformerFactory,
+    RateLimitingQueue,
+    ShutDown,
+)
+from cacheproxy.kube import builtin
 from cacheproxy.upstream import ApiListerWatcher, UpstreamConfig, build_client, load_upstream
 
 

@@ -24,14 +24,7 @@ from typing import Any
 
 import orjson
 
-from cacheproxy.informer.listwatch import (
-    Decode,
-    ListPage,
-    ListRequest,
-    WatchEvent,
-    WatchRequest,
-    as_parsed,
-)
+from cacheproxy.informer import Decode, ListPage, ListRequest, WatchEvent, WatchRequest, as_parsed
 
 __all__ = ["LineListerWatcher"]
 

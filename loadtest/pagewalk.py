@@ -30,10 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cacheproxy.informer.eventlog import EventLog
-from cacheproxy.informer.fake import FakeListerWatcher
-from cacheproxy.informer.informer import SharedInformer
-from cacheproxy.informer.store import Store
+from cacheproxy.informer import EventLog, FakeListerWatcher, SharedInformer, Store
 from cacheproxy.kube.labels import parse_label_selector
 from cacheproxy.kube.listoptions import EXACT, ListOptions
 from cacheproxy.kube.resources import builtin

@@ -21,8 +21,7 @@ import time
 import tracemalloc
 from collections.abc import Callable
 
-from cacheproxy.informer.informer import DeletedFinalStateUnknown, SharedInformer
-from cacheproxy.informer.store import Entry, Store
+from cacheproxy.informer import DeletedFinalStateUnknown, Entry, SharedInformer, Store
 from loadtest.linewatch import LineListerWatcher
 from loadtest.records import Clock, MemoryResult, PipelineRun
 from loadtest.sizeof import deep_sizeof

@@ -29,7 +29,7 @@ import yaml
 from cacheproxy.daemon.config import load_config, resolve_upstream
 from cacheproxy.envtest import Cluster
 from cacheproxy.sim.workload import make_configmap, make_deployment, make_event, make_pod
-from cacheproxy.upstream.client import build_client
+from cacheproxy.upstream import build_client
 
 __all__ = [
     "APPS",

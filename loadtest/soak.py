@@ -59,8 +59,7 @@ from cacheproxy.daemon.config import (
 )
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.errors import ApiError
-from cacheproxy.informer.backoff import Backoff
-from cacheproxy.informer.reflector import ReflectorOptions
+from cacheproxy.informer import Backoff, ReflectorOptions
 from cacheproxy.kube.resources import builtin
 from cacheproxy.sim import SimConfig, SimServer, Simulator
 from cacheproxy.sim.churn import ChurnDriver

@@ -157,7 +157,7 @@ async def _live_problems(config: Any) -> list[str]:
     (the first page of each indexed resource) has."""
     from cacheproxy.daemon.config import resolve_upstream
     from cacheproxy.daemon.indexcheck import SAMPLE, empty_indexes
-    from cacheproxy.informer.listwatch import ListRequest
+    from cacheproxy.informer import ListRequest
     from cacheproxy.upstream import ApiListerWatcher, build_client
 
     problems: list[str] = []

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from cacheproxy.errors import ApiError, TransportError
-from cacheproxy.informer.listwatch import (
+from cacheproxy.informer import (
     Decode,
     ListerWatcher,
     ListPage,

@@ -25,9 +25,7 @@ from cacheproxy.daemon.config import (
 )
 from cacheproxy.daemon.config.model import upstream_loader
 from cacheproxy.errors import ConfigError
-from cacheproxy.informer.factory import Collection
-from cacheproxy.informer.reflector import ReflectorOptions
-from cacheproxy.informer.store import Transform
+from cacheproxy.informer import Collection, ReflectorOptions, Transform
 from cacheproxy.server.access import AccessSettings
 from cacheproxy.server.app import ServerOptions
 from cacheproxy.upstream import UpstreamConfig

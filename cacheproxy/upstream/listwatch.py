@@ -28,17 +28,17 @@ import httpx
 import orjson
 
 from cacheproxy.errors import ApiError, TransportError
-from cacheproxy.informer.listwatch import (
+from cacheproxy.informer import (
     Decode,
     ListerWatcher,
     ListPage,
     ListRequest,
+    ReflectorOptions,
     WatchEvent,
     WatchRequest,
     WatchStream,
     as_parsed,
 )
-from cacheproxy.informer.reflector import ReflectorOptions
 from cacheproxy.kube.liststream import ListSplitter, NotAList
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.upstream.client import LIST_TIMEOUT, WATCH_TIMEOUT

@@ -11,7 +11,7 @@ import httpx
 import orjson
 
 from cacheproxy.envtest import Cluster
-from cacheproxy.informer.listwatch import ListRequest
+from cacheproxy.informer import ListRequest
 from cacheproxy.kube.resources import builtin
 from cacheproxy.sim.workload.pods import make_pod
 from cacheproxy.upstream import ApiListerWatcher, build_client, load_kubeconfig

@@ -16,7 +16,7 @@ import pytest
 
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.envtest import Cluster
-from cacheproxy.informer.reflector import Phase
+from cacheproxy.informer import Phase
 from tests.e2e.support import converged, create, daemon_over, fresh_namespace
 from tests.e2e.watch_support import GUARD, watching
 

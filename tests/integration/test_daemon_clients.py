@@ -22,10 +22,7 @@ from kubernetes import client as kube_client
 from kubernetes import watch as kube_watch
 
 from cacheproxy.daemon.runtime import Daemon
-from cacheproxy.informer.backoff import Backoff
-from cacheproxy.informer.informer import SharedInformer
-from cacheproxy.informer.reflector import ReflectorOptions
-from cacheproxy.informer.store import Store
+from cacheproxy.informer import Backoff, ReflectorOptions, SharedInformer, Store
 from cacheproxy.kube.resources import builtin
 from cacheproxy.sim import SimServer, Simulator
 from cacheproxy.sim.churn import ChurnDriver

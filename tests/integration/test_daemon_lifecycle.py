@@ -11,7 +11,7 @@ import httpx
 import orjson
 
 from cacheproxy.daemon.config import ResourceConfig
-from cacheproxy.informer.reflector import Phase
+from cacheproxy.informer import Phase
 from cacheproxy.kube.resources import ResourceType, builtin
 from cacheproxy.sim import SimServer, Simulator
 from tests.integration.daemon_support import daemon_for

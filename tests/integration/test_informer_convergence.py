@@ -16,10 +16,14 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cacheproxy.informer.backoff import Backoff
-from cacheproxy.informer.informer import DeletedFinalStateUnknown, SharedInformer
-from cacheproxy.informer.reflector import ReflectorOptions
-from cacheproxy.informer.store import Entry, Store
+from cacheproxy.informer import (
+    Backoff,
+    DeletedFinalStateUnknown,
+    Entry,
+    ReflectorOptions,
+    SharedInformer,
+    Store,
+)
 from cacheproxy.kube.fieldpath import compile_field_path
 from cacheproxy.sim import SimServer, Simulator
 from cacheproxy.upstream import ApiListerWatcher, UpstreamConfig, build_client

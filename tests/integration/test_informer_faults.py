@@ -24,10 +24,7 @@ from typing import Any
 
 import pytest
 
-from cacheproxy.informer.backoff import Backoff
-from cacheproxy.informer.informer import SharedInformer
-from cacheproxy.informer.reflector import ReflectorOptions
-from cacheproxy.informer.store import Store
+from cacheproxy.informer import Backoff, ReflectorOptions, SharedInformer, Store
 from cacheproxy.kube.resources import builtin
 from cacheproxy.sim import SimConfig, SimServer, Simulator
 from cacheproxy.upstream import ApiListerWatcher, UpstreamConfig, build_client

@@ -21,7 +21,7 @@ import yaml
 from kubernetes.config import incluster_config
 
 from cacheproxy.errors import ApiError, ConfigError, TransportError
-from cacheproxy.informer.listwatch import ListRequest
+from cacheproxy.informer import ListRequest
 from cacheproxy.kube.resources import builtin
 from cacheproxy.sim import SimConfig, SimServer, Simulator
 from cacheproxy.sim.policy import Policy

@@ -18,7 +18,7 @@ import hypercorn.asyncio as hypercorn_asyncio
 import hypercorn.config as hypercorn_config
 import pytest
 
-from cacheproxy.informer.listwatch import WatchRequest
+from cacheproxy.informer import WatchRequest
 from cacheproxy.kube.resources import builtin
 from cacheproxy.sim import SimServer, Simulator
 from cacheproxy.sim.tls import TestPKI, generate_pki

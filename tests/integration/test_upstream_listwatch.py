@@ -10,7 +10,7 @@ import pytest
 
 from cacheproxy import __version__
 from cacheproxy.errors import ApiError, TransportError
-from cacheproxy.informer.listwatch import ListerWatcher, ListRequest, WatchEvent, WatchRequest
+from cacheproxy.informer import ListerWatcher, ListRequest, WatchEvent, WatchRequest
 from cacheproxy.kube.resources import builtin
 from cacheproxy.sim import SimConfig, SimServer, Simulator
 from cacheproxy.upstream import (

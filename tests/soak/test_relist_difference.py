@@ -22,8 +22,7 @@ import pytest
 
 from cacheproxy.daemon.config import DaemonConfig, ResourceConfig, ServerSettings, UpstreamSettings
 from cacheproxy.daemon.runtime import Daemon
-from cacheproxy.informer.backoff import Backoff
-from cacheproxy.informer.reflector import ReflectorOptions
+from cacheproxy.informer import Backoff, ReflectorOptions
 from cacheproxy.kube.resources import builtin
 from cacheproxy.sim import SimServer, Simulator
 from cacheproxy.upstream import UpstreamConfig

@@ -15,8 +15,7 @@ from typing import Annotated, Final
 from pydantic import AfterValidator, Field
 
 from cacheproxy.daemon.config.settings import Shown, library_default, settings_of
-from cacheproxy.informer.factory import Collection, InformerFactory
-from cacheproxy.informer.store import Transform
+from cacheproxy.informer import Collection, InformerFactory, Transform
 from cacheproxy.kube.resources import ResourceType
 
 __all__ = [

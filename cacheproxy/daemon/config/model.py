@@ -30,15 +30,15 @@ from cacheproxy.daemon.config.settings import (
     library_default,
     settings_of,
 )
-from cacheproxy.informer.reflector import ReflectorOptions
+from cacheproxy.informer import ReflectorOptions
 from cacheproxy.server.access import AccessSettings
 from cacheproxy.server.app import ServerOptions
 from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.snapshots import SnapshotCache
 from cacheproxy.serving import ServingProtocol
-from cacheproxy.upstream import build_client
-from cacheproxy.upstream.config import (
+from cacheproxy.upstream import (
     UpstreamConfig,
+    build_client,
     load_incluster,
     load_kubeconfig,
     load_upstream,

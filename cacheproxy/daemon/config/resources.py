@@ -36,7 +36,7 @@ from cacheproxy.daemon.config.sources import (
     where,
 )
 from cacheproxy.errors import ApiError, ConfigError
-from cacheproxy.informer.store import Transform
+from cacheproxy.informer import Transform
 from cacheproxy.kube.fieldpath import compile_field_path
 from cacheproxy.kube.fields import parse_field_selector, validate_field_selector
 from cacheproxy.kube.labels import parse_label_selector

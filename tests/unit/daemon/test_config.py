@@ -27,8 +27,7 @@ from cacheproxy.daemon.config import (
     resolve_upstream,
 )
 from cacheproxy.errors import ConfigError
-from cacheproxy.informer.factory import Collection
-from cacheproxy.informer.store import Transform
+from cacheproxy.informer import Collection, Transform
 from cacheproxy.kube.resources import ResourceType, builtin
 
 REPO = Path(__file__).resolve().parents[3]

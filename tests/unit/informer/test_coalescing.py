@@ -12,14 +12,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cacheproxy.informer import coalescing
-from cacheproxy.informer.coalescing import (
+from cacheproxy.informer import (
+    Bookmark,
     CoalescedDelta,
     CoalescingQueue,
     DeletedFinalStateUnknown,
+    Delta,
     Deltas,
+    QueueItem,
+    Replaced,
+    coalescing,
 )
-from cacheproxy.informer.queue import Bookmark, Delta, QueueItem, Replaced
 
 Obj = dict[str, Any]
 

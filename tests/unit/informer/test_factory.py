@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from cacheproxy.informer.factory import Collection, InformerFactory
-from cacheproxy.informer.fake import FakeListerWatcher
+from cacheproxy.informer import Collection, FakeListerWatcher, InformerFactory
 from cacheproxy.kube import status
 from cacheproxy.kube.resources import builtin
 

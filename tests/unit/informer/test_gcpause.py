@@ -10,11 +10,15 @@ from typing import Any
 import pytest
 
 from cacheproxy.errors import TransportError
-from cacheproxy.informer.fake import FakeListerWatcher
+from cacheproxy.informer import (
+    FakeListerWatcher,
+    InOrderQueue,
+    ListPage,
+    ListRequest,
+    Reflector,
+    ReflectorOptions,
+)
 from cacheproxy.informer.gcpause import gc_paused
-from cacheproxy.informer.listwatch import ListPage, ListRequest
-from cacheproxy.informer.queue import InOrderQueue
-from cacheproxy.informer.reflector import Reflector, ReflectorOptions
 
 
 @pytest.fixture(autouse=True)

@@ -9,16 +9,18 @@ from typing import Any
 
 import pytest
 
-from cacheproxy.informer.eventlog import LogEvent, TooOld
-from cacheproxy.informer.fake import FakeListerWatcher
-from cacheproxy.informer.informer import (
+from cacheproxy.informer import (
     DeletedFinalStateUnknown,
+    Delta,
+    Entry,
+    FakeListerWatcher,
     FuncHandler,
+    LogEvent,
     Overflow,
     SharedInformer,
+    Store,
+    TooOld,
 )
-from cacheproxy.informer.queue import Delta
-from cacheproxy.informer.store import Entry, Store
 from cacheproxy.kube import status
 
 

@@ -9,10 +9,14 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from cacheproxy.informer.fake import FakeListerWatcher
-from cacheproxy.informer.informer import RelistDifference, SharedInformer
-from cacheproxy.informer.queue import Delta
-from cacheproxy.informer.store import Entry, Store
+from cacheproxy.informer import (
+    Delta,
+    Entry,
+    FakeListerWatcher,
+    RelistDifference,
+    SharedInformer,
+    Store,
+)
 from cacheproxy.kube import status
 
 

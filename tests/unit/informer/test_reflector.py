@@ -11,10 +11,18 @@ from typing import Any
 import pytest
 
 from cacheproxy.errors import ApiError, TransportError
-from cacheproxy.informer.fake import FakeListerWatcher
-from cacheproxy.informer.listwatch import ListRequest, WatchRequest
-from cacheproxy.informer.queue import Bookmark, Delta, InOrderQueue, QueueItem, Replaced
-from cacheproxy.informer.reflector import Reflector, ReflectorOptions
+from cacheproxy.informer import (
+    Bookmark,
+    Delta,
+    FakeListerWatcher,
+    InOrderQueue,
+    ListRequest,
+    QueueItem,
+    Reflector,
+    ReflectorOptions,
+    Replaced,
+    WatchRequest,
+)
 from cacheproxy.kube import status
 
 

@@ -10,7 +10,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cacheproxy.informer.store import Entry, Store, Transform
+from cacheproxy.informer import Entry, Store, Transform
 from cacheproxy.kube.fieldpath import compile_field_path
 
 

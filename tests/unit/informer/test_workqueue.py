@@ -17,8 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cacheproxy.informer import workqueue
-from cacheproxy.informer.workqueue import (
+from cacheproxy.informer import (
     BucketRateLimiter,
     DelayingQueue,
     ItemExponentialFailureRateLimiter,
@@ -27,6 +26,7 @@ from cacheproxy.informer.workqueue import (
     ShutDown,
     WorkQueue,
     default_controller_rate_limiter,
+    workqueue,
 )
 
 T = TypeVar("T", bound=Hashable)

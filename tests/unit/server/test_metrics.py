@@ -15,11 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from cacheproxy.daemon.metrics import MeteredListerWatcher
 from cacheproxy.errors import TransportError
-from cacheproxy.informer.fake import FakeListerWatcher
+from cacheproxy.informer import FakeListerWatcher, ListRequest, SharedInformer, Store, WatchRequest
 from cacheproxy.informer import reflector as reflector_module
-from cacheproxy.informer.informer import SharedInformer
-from cacheproxy.informer.listwatch import ListRequest, WatchRequest
-from cacheproxy.informer.store import Store
 from cacheproxy.kube import status
 from cacheproxy.kube.resources import builtin
 from cacheproxy.server.app import CacheServer

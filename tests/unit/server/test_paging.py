@@ -17,8 +17,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from cacheproxy.errors import ApiError
-from cacheproxy.informer.eventlog import EventLog, TooOld
-from cacheproxy.informer.store import Entry, Store
+from cacheproxy.informer import Entry, EventLog, Store, TooOld
 from cacheproxy.kube import status
 from cacheproxy.kube.fields import parse_field_selector
 from cacheproxy.kube.labels import parse_label_selector

@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cacheproxy.informer.store import Store
+from cacheproxy.informer import Store
 from cacheproxy.kube.fields import parse_field_selector
 from cacheproxy.kube.labels import parse_label_selector
 from cacheproxy.kube.resources import ResourceType, builtin

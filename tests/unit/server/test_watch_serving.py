@@ -12,9 +12,7 @@ from urllib.parse import urlencode
 import orjson
 import pytest
 
-from cacheproxy.informer.fake import FakeListerWatcher
-from cacheproxy.informer.informer import SharedInformer
-from cacheproxy.informer.store import Store
+from cacheproxy.informer import FakeListerWatcher, SharedInformer, Store
 from cacheproxy.kube.listoptions import parse_list_options
 from cacheproxy.kube.resources import builtin
 from cacheproxy.server.admission import ServedRequest

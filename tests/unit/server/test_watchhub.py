@@ -15,9 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cacheproxy.informer.eventlog import LogEvent
-from cacheproxy.informer.informer import RelistDifference
-from cacheproxy.informer.store import Entry, Store
+from cacheproxy.informer import Entry, LogEvent, RelistDifference, Store
 from cacheproxy.kube.labels import parse_label_selector
 from cacheproxy.kube.resources import builtin
 from cacheproxy.kube.transitions import Seen, seen

@@ -7,15 +7,15 @@ from typing import Any
 import pytest
 
 from cacheproxy.errors import ApiError
-from cacheproxy.informer.listwatch import (
+from cacheproxy.informer import (
     Decode,
     ListPage,
     ListRequest,
+    ReflectorOptions,
     WatchRequest,
     WatchStream,
     as_parsed,
 )
-from cacheproxy.informer.reflector import ReflectorOptions
 from cacheproxy.kube import status
 from cacheproxy.upstream import list_all
 

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cacheproxy.errors import ApiError, TransportError
-from cacheproxy.informer.listwatch import WatchEvent, WatchRequest
+from cacheproxy.informer import WatchEvent, WatchRequest
 from cacheproxy.kube import status
 from cacheproxy.kube.resources import builtin
 from cacheproxy.upstream import ApiListerWatcher
