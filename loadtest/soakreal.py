@@ -241,6 +241,7 @@ class _RealSoak:
             "load average at the end " + " ".join(f"{x:.2f}" for x in os.getloadavg())
         )
         report.writer = writer.stats
+        report.lag = self.recorder.lag
         report.samples = probe.samples
         report.http_500 = probe.http_500
         report.log_lines = logs.lines

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,6 +90,9 @@ class RealSoakReport:
     known_details: dict[str, list[str]] = field(default_factory=dict)
     setup: list[str] = field(default_factory=list)
     """How the run was set up (versions, machine, settings), one line each."""
+    lag: Callable[[str, int, float], float] = field(default=lambda resource, rv, at: 0.0)
+    """How far behind upstream a reader of ``resource`` at ``rv`` is at ``at`` (the age of the
+    oldest write it has not seen): what staleness is compared with."""
 
     # ------------------------------------------------------------------ per episode
 
@@ -132,8 +135,8 @@ class RealSoakReport:
             "",
             "| fault | episodes | recovery p50 / max (s) | daemon relists | client relists "
             "(410 / other) | log lines (max per episode) | /readyz while out | max staleness "
-            "pods / configmaps (s) | phases seen |",
-            "|---|---:|---:|---:|---:|---:|---|---:|---|",
+            "pods / configmaps (s) | max lag pods / configmaps (s) | phases seen |",
+            "|---|---:|---:|---:|---:|---:|---|---:|---:|---|",
         ]
         out += [self._fault_row(kind, eps) for kind, eps in self._by_kind().items()]
         out += [
@@ -145,7 +148,9 @@ class RealSoakReport:
             "(a few tenths of a second at this churn). Daemon relists: its reflectors' "
             "`relisting (…)` log lines; client relists: on a 410 / for any other reason, in "
             "the fault's window (until the next fault). `/readyz` and staleness: samples every "
-            "0.5 s from the fault's start until the daemon caught up.",
+            "0.5 s from the fault's start until the daemon caught up. Lag: how long before the "
+            "sample the oldest write the daemon had not seen yet was answered to the harness "
+            "(what staleness would be if it measured how far behind upstream the cache is).",
         ]
         out += ["", "## Clients", "", *self._client_rows()]
         out += ["", "## Invariants", "", *self._invariant_rows()]
@@ -187,6 +192,22 @@ class RealSoakReport:
                 "daemon counts as hearing from upstream, though no newer state exists then "
                 "(writes wait for etcd)."
             )
+        worst: dict[str, tuple[float, float, str, float]] = {}
+        for e in self.episodes:
+            for s in self.samples_in(e.began, e.caught_up or e.ended):
+                for r, rv in s.rvs.items():
+                    behind = self.lag(r, rv, s.at)
+                    said = s.staleness.get(r, 0.0)
+                    if behind - said > worst.get(e.kind, (0.0, 0.0, "", 0.0))[0]:
+                        worst[e.kind] = (behind - said, behind, r, said)
+        for kind, (gap, behind, r, said) in sorted(worst.items()):
+            if gap > 1.0:
+                found.append(
+                    f"{kind}: the daemon's {r} were {behind:.1f} s behind upstream (the oldest "
+                    f"write it had not seen) while its staleness said {said:.1f} s: staleness "
+                    "counts the time since upstream last sent anything, so a link that delivers "
+                    "late but steadily keeps it low."
+                )
         upstream = sum(
             sum(self.daemon_relists_in(e.began, e.ended).values()) for e in self.episodes
         )
@@ -221,6 +242,7 @@ class RealSoakReport:
         lines = []
         readyz: Counter[str] = Counter()
         stale: dict[str, float] = {}
+        lag: dict[str, float] = {}
         phases: set[str] = set()
         for e in episodes:
             relists.update(self.daemon_relists_in(e.began, e.ended))
@@ -231,12 +253,15 @@ class RealSoakReport:
                 readyz[str(s.readyz) if s.readyz is not None else "no answer"] += 1
                 for r, v in s.staleness.items():
                     stale[r] = max(stale.get(r, 0.0), v)
+                for r, rv in s.rvs.items():
+                    lag[r] = max(lag.get(r, 0.0), self.lag(r, rv, s.at))
                 phases.update(f"{_SHORT.get(r, r)} {p}" for r, p in s.phases.items())
         gone = sum(n for r, n in clients.items() if r.endswith("410"))
         return (
             f"| {kind} | {len(episodes)} | {recovery} | {sum(relists.values())} | "
             f"{gone} / {sum(clients.values()) - gone} | {sum(lines)} ({max(lines, default=0)}) | "
             f"{_counts(readyz)} | {stale.get('pods', 0):.1f} / {stale.get('configmaps', 0):.1f} | "
+            f"{lag.get('pods', 0):.1f} / {lag.get('configmaps', 0):.1f} | "
             f"{', '.join(sorted(phases)) or '-'} |"
         )
 

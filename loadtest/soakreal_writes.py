@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import bisect
 import heapq
 import itertools
 import random
@@ -131,9 +132,14 @@ class Recorder:
     """Writes' results in, each resource's model out, in RV order (see the module docstring)."""
 
     def __init__(
-        self, models: dict[str, UpstreamModel], *, drop_pod_write: int | None = None
+        self,
+        models: dict[str, UpstreamModel],
+        *,
+        drop_pod_write: int | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.models = models
+        self.clock = clock
         self.drop_pod_write = drop_pod_write
         """Self-test of the checks: the N-th pod write recorded is forgotten (the model is then
         wrong from its RV on, and every check after it must fail)."""
@@ -141,10 +147,13 @@ class Recorder:
         self.max_seen = 0
         """The highest RV recorded (of any resource: they share one RV sequence)."""
         self._in_flight: dict[str, dict[int, int]] = {r: {} for r in models}
-        self._pending: dict[str, list[tuple[int, int, str, str, JsonObject | None]]] = {
+        self._pending: dict[str, list[tuple[int, int, str, str, JsonObject | None, float]]] = {
             r: [] for r in models
         }
         self._serial = itertools.count()
+        self.answered: dict[str, tuple[list[int], list[float]]] = {r: ([], []) for r in models}
+        """Per resource, the RVs of its writes in order and when each one's answer came (so
+        the age of the oldest write a reader has not seen yet can be told)."""
 
     def begin(self, resource: str) -> Ticket:
         ticket = Ticket(resource, self.max_seen, next(self._serial))
@@ -159,7 +168,7 @@ class Recorder:
                 self.models[ticket.resource].errors.append(
                     f"{event_type} {key} at {rv}, not above the RV {ticket.floor} known before it"
                 )
-            heapq.heappush(pending, (rv, next(self._serial), event_type, key, obj))
+            heapq.heappush(pending, (rv, next(self._serial), event_type, key, obj, self.clock()))
             self.max_seen = max(self.max_seen, rv)
         del self._in_flight[ticket.resource][ticket.serial]
         self._commit(ticket.resource)
@@ -176,11 +185,21 @@ class Recorder:
     def in_flight(self) -> int:
         return sum(len(f) for f in self._in_flight.values())
 
+    def lag(self, resource: str, rv: int, at: float) -> float:
+        """How long before ``at`` the oldest write of ``resource`` above ``rv`` was answered:
+        how far behind upstream a reader at ``rv`` is (0 when it has every write)."""
+        rvs, times = self.answered[resource]
+        i = bisect.bisect_right(rvs, rv)
+        return max(0.0, at - times[i]) if i < len(rvs) else 0.0
+
     def _commit(self, resource: str) -> None:
         limit = self.complete_to(resource)
         pending, model = self._pending[resource], self.models[resource]
         while pending and pending[0][0] <= limit:
-            rv, _, event_type, key, obj = heapq.heappop(pending)
+            rv, _, event_type, key, obj, at = heapq.heappop(pending)
+            rvs, times = self.answered[resource]
+            rvs.append(rv)
+            times.append(at)
             self._recorded[resource] += 1
             if resource == "pods" and self._recorded[resource] == self.drop_pod_write:
                 continue
