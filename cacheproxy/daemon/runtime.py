@@ -22,7 +22,13 @@ from cacheproxy.daemon.config import DaemonConfig, ResourceConfig
 from cacheproxy.daemon.indexcheck import empty_indexes
 from cacheproxy.daemon.memory import MemoryTrimmer
 from cacheproxy.daemon.metrics import MeteredListerWatcher
-from cacheproxy.daemon.wiring import ResourceWiring, Wiring, wire, wire_resource
+from cacheproxy.daemon.wiring import (
+    ResourceWiring,
+    Wiring,
+    effective_config,
+    wire,
+    wire_resource,
+)
 from cacheproxy.errors import CacheProxyError
 from cacheproxy.informer.factory import Collection, InformerFactory
 from cacheproxy.kube.resources import BUILTIN_RESOURCES, ResourceType, builtin
@@ -146,6 +152,7 @@ class Daemon:
             metrics=metrics,
             access=self._access_control(client, metrics),
             api_server=self.upstream.server,
+            configuration=lambda: effective_config(self.config, self.upstream),
         )
         listener = wiring.listener
         kwargs: dict[str, Any] = {}
@@ -164,6 +171,10 @@ class Daemon:
                 on_header_timeout=lambda: metrics.rejected("header_timeout"),
             ),
             lifespan="off",
+            # No websocket protocol: an upgrade request reaches the app as plain HTTP and gets
+            # its Status refusal like any other (uvicorn's websocket protocols log an error after
+            # a websocket is refused with a response, though the response went out).
+            ws="none",
             # uvicorn's own messages in the daemon's log format (its loggers propagate to the
             # root handler configure_logging set), not in a format of its own.
             log_config=None,

@@ -10,10 +10,12 @@ setting is passed explicitly, never left to the component's own default.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from cacheproxy.daemon.config import (
     AuthMode,
@@ -23,14 +25,15 @@ from cacheproxy.daemon.config import (
     ResourceConfig,
     ServerLimits,
 )
-from cacheproxy.daemon.config.model import upstream_loader
+from cacheproxy.daemon.config.model import SETTINGS, upstream_loader
 from cacheproxy.errors import ConfigError
 from cacheproxy.informer import Collection, ReflectorOptions, Transform
+from cacheproxy.kube.resources import BUILTIN_RESOURCES
 from cacheproxy.server.access import AccessSettings
 from cacheproxy.server.app import ServerOptions
 from cacheproxy.upstream import UpstreamConfig
 
-__all__ = ["Listener", "ResourceWiring", "Wiring", "wire", "wire_resource"]
+__all__ = ["Listener", "ResourceWiring", "Wiring", "effective_config", "wire", "wire_resource"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,3 +163,76 @@ def wire(config: DaemonConfig) -> Wiring:
         log_format=config.logging.format,
         warnings=config.warnings,
     )
+
+
+def effective_config(config: DaemonConfig, upstream: UpstreamConfig | None) -> dict[str, Any]:
+    """The configuration in effect as JSON, for cacheproxy's own API (``/cacheproxy/v1/config``):
+    every setting by its name in the file (a section that is not configured, such as ``tls``,
+    is null), each resource as an entry, and the upstream as it was resolved. Paths are shown
+    as written; what they hold never is — no bearer token, no key, no password of a proxy URL."""
+    doc: dict[str, Any] = {"source": config.source, "overriddenBy": list(config.overridden_by)}
+    for setting in SETTINGS.values():
+        node, value, missing = doc, config, False
+        *sections, leaf = setting.path.split(".")
+        for section, attr in zip(sections, setting.attrs, strict=False):
+            value = getattr(value, attr)
+            if value is None:
+                node[section], missing = None, True
+                break
+            node = node.setdefault(section, {})
+        if not missing:
+            node[leaf] = _json(getattr(value, setting.attrs[-1]))
+    doc["resources"] = [_entry(spec) for spec in config.resources]
+    if upstream is not None:
+        doc["upstream"]["resolved"] = {
+            "server": upstream.server,
+            "source": upstream.source,
+            "inCluster": upstream.in_cluster,
+            "caFile": _json(upstream.ca_file),
+            "insecureSkipTLSVerify": not upstream.verify,
+            "clientCertificateFile": _json(upstream.client_cert),
+            "clientKeyFile": _json(upstream.client_key),
+            "tlsServerName": upstream.tls_server_name,
+            "proxy": _without_password(upstream.proxy),
+        }
+    return doc
+
+
+def _entry(spec: ResourceConfig) -> dict[str, Any]:
+    rtype = spec.rtype
+    entry: dict[str, Any] = {"resource": rtype.config_name}
+    if rtype not in BUILTIN_RESOURCES:
+        entry |= {"kind": rtype.kind, "namespaced": rtype.namespaced}
+    return entry | {
+        "namespace": spec.namespace,
+        "labelSelector": spec.label_selector,
+        "fieldSelector": spec.field_selector,
+        "indexes": list(spec.indexes),
+        "transform": {
+            "dropFields": list(spec.transform.drop_fields),
+            "metadataOnly": spec.transform.metadata_only,
+        },
+        "history": spec.history,
+    }
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, tuple):
+        return [_json(v) for v in value]
+    return value
+
+
+def _without_password(url: str | None) -> str | None:
+    """A proxy URL without the credentials it may carry (``http://user:secret@proxy``)."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit(parts._replace(netloc=netloc))

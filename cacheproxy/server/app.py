@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from cacheproxy.errors import ApiError
@@ -29,6 +29,7 @@ from cacheproxy.server.access import AccessControl
 from cacheproxy.server.admission import Admission, ServedRequest
 from cacheproxy.server.metrics import ResourceStats, ServerMetrics
 from cacheproxy.server.options import ANSWERS, ServerOptions, read_verbs
+from cacheproxy.server.ownapi import build_api
 from cacheproxy.server.refusals import refusal, websocket_refusal
 from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.routing import HEALTH_CHECKS, health, route
@@ -47,6 +48,8 @@ from cacheproxy.serving import (
 
 __all__ = ["CacheServer", "ServerOptions"]
 
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
 log = logging.getLogger(__name__)
 
 
@@ -63,6 +66,7 @@ class CacheServer:
         metrics: ServerMetrics | None = None,
         access: AccessControl | None = None,
         api_server: str = "",
+        configuration: Callable[[], Mapping[str, Any]] | None = None,
     ) -> None:
         self.options = options or ServerOptions()
         self.api_server = api_server
@@ -85,6 +89,8 @@ class CacheServer:
         self._unhook: dict[ResourceType, list[Callable[[], None]]] = {}
         for res in resources:
             self.add_resource(res)
+        self.api: ASGIApp = build_api(self, configuration=configuration)
+        """cacheproxy's own API (:mod:`.ownapi`): handed only paths under ``/cacheproxy/``."""
         self.draining = False
         self.watches_closed = False
         """Set by :meth:`close_watches`: new watches are refused (503) from then on."""

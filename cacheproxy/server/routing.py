@@ -21,13 +21,14 @@ from cacheproxy.kube.table import WatchTables
 from cacheproxy.server.admission import ServedRequest
 from cacheproxy.server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from cacheproxy.server.options import ANSWERS
+from cacheproxy.server.ownapi import PREFIX, USER
 from cacheproxy.server.query import Query
 from cacheproxy.server.reads import Form, build_query, negotiate, serve_get, serve_list
 from cacheproxy.server.refusals import not_served_here
 from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.statuspage import cache_status
 from cacheproxy.server.watching import serve_watch
-from cacheproxy.serving import Send, send_body, with_header
+from cacheproxy.serving import Message, Send, send_body, with_header
 
 if TYPE_CHECKING:
     from cacheproxy.server.app import CacheServer
@@ -36,6 +37,7 @@ __all__ = ["HEALTH_CHECKS", "STALENESS_HEADER", "health", "route"]
 
 HEALTH_CHECKS = (["healthz"], ["livez"], ["readyz"])
 STALENESS_HEADER = b"x-cacheproxy-staleness-seconds"
+OWN_API = [PREFIX.strip("/")]
 
 
 async def health(server: CacheServer, send: Send, check: str) -> None:
@@ -57,6 +59,9 @@ async def route(
     verb: str | None,
 ) -> None:
     """Answer an admitted request (``parts``: its path split; ``path``: parsed as an API path)."""
+    if parts[:1] == OWN_API:
+        await _own_api(server, req, send)
+        return
     if parts == ["metrics"]:
         body = server.metrics.exposition()
         await send_body(send, 200, body, content_type=METRICS_CONTENT_TYPE)
@@ -111,6 +116,17 @@ async def route(
         )
         return
     await _watch(server, req, send, res, query, opts, form)
+
+
+async def _own_api(server: CacheServer, req: ServedRequest, send: Send) -> None:
+    """cacheproxy's own API (FastAPI, :mod:`.ownapi`), with the request's user."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            req.started = True
+        await send(message)
+
+    await server.api({**req.scope, USER: req.user}, req.receive, sending)
 
 
 async def _watch(

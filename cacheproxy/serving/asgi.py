@@ -116,6 +116,11 @@ class Request:
         self.started = False
         self._disconnected = False
 
+    @property
+    def receive(self) -> Receive:
+        """The ASGI ``receive`` of the request, for handing it on whole to another app."""
+        return self._receive
+
     def header(self, name: str) -> str:
         """A header's value (``name`` in lower case); "" when absent."""
         return self._headers.get(name, "")
