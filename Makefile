@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 RUN_ARGS ?= --pods 60 --churn 2
 
-.PHONY: run test lint typecheck layers pytest e2e bench clean docs
+.PHONY: run test lint typecheck layers pytest e2e bench clean docs browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +24,17 @@ $(TEST_STAMP): pyproject.toml | $(BIN)/python
 run: $(STAMP)
 	$(BIN)/cacheproxy demo $(RUN_ARGS)
 
-test: lint typecheck layers pytest
+test: browser lint typecheck layers pytest
+
+# Debian's Chromium and its driver, for the test of the page at / in a real browser
+# (tests/integration/test_daemon_homepage.py): installed with apt when missing (CI machines start
+# clean), nothing to do when present. As root, or through sudo.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+		$(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			chromium chromium-driver >/dev/null; }
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff format --check cacheproxy tests examples loadtest

@@ -129,7 +129,7 @@ def not_served_here(path: str) -> ApiError:
             message=f"{_WHAT} and serves nothing at {path}: it serves the API paths of the "
             "resources it caches (/api, /apis; read-only), /version, /openapi/v2, /openapi/v3, "
             "/healthz, /livez, /readyz, /metrics, /status, and its own API under /cacheproxy/ "
-            "(described at /cacheproxy/docs)",
+            "(described at /cacheproxy/docs); a browser finds a page about the cache at /",
             details={},
         )
     )

@@ -19,6 +19,8 @@ from cacheproxy.kube.listoptions import ListOptions, parse_list_options
 from cacheproxy.kube.request import ApiPath
 from cacheproxy.kube.table import WatchTables
 from cacheproxy.server.admission import ServedRequest
+from cacheproxy.server.homepage import HTML, wants_html
+from cacheproxy.server.homepage import render as render_home
 from cacheproxy.server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from cacheproxy.server.options import ANSWERS
 from cacheproxy.server.ownapi import PREFIX, USER
@@ -69,6 +71,11 @@ async def route(
     if parts == ["status"]:
         page = cache_status(server.metrics.tracked, ready=server.ready, now=server.metrics.clock())
         await ANSWERS.send(send, req, orjson.dumps(page))
+        return
+    if not parts and wants_html(req.header("accept")):
+        state = cache_status(server.metrics.tracked, ready=server.ready, now=server.metrics.clock())
+        html = render_home(state, version=server.version, api_server=server.api_server)
+        await send_body(send, 200, html, content_type=HTML, headers=[(b"vary", b"Accept")])
         return
     if parts == ["version"]:
         await ANSWERS.send(send, req, orjson.dumps(server.version))

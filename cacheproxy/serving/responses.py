@@ -47,12 +47,15 @@ NO_CACHE = b"no-cache, private"
 Headers = Sequence[tuple[bytes, bytes]]
 
 
-async def send_body(send: Send, code: int, body: bytes, *, content_type: bytes = JSON) -> None:
-    """A whole response with a ``Content-Length``."""
+async def send_body(
+    send: Send, code: int, body: bytes, *, content_type: bytes = JSON, headers: Headers = ()
+) -> None:
+    """A whole response with a ``Content-Length`` (``headers`` added after the others)."""
     headers = [
         (b"content-type", content_type),
         (b"cache-control", NO_CACHE),
         (b"content-length", str(len(body)).encode()),
+        *headers,
     ]
     await send({"type": "http.response.start", "status": code, "headers": headers})
     await send({"type": "http.response.body", "body": body})
