@@ -16,11 +16,20 @@ The modules, bottom up:
 - :mod:`~cacheproxy.sim.workload.managed_fields`: managedFields entries derived from objects.
 - :mod:`~cacheproxy.sim.workload.templates`: what an app's objects agree on, its pod template.
 - :mod:`~cacheproxy.sim.workload.pod_status`: a pod's status as its kubelet reports it.
+- :mod:`~cacheproxy.sim.workload.lifecycle`: what happens to a pod next (restarts, back-offs,
+  readiness, scheduling failures), each step at a given time.
 - :mod:`~cacheproxy.sim.workload.pods`: Pods as admitted, bound and run; and their updates.
 - :mod:`~cacheproxy.sim.workload.apps`: an app's ConfigMap, Service, Deployment and ReplicaSets.
+- :mod:`~cacheproxy.sim.workload.jobs`: an app's migration Job and its pods.
 - :mod:`~cacheproxy.sim.workload.cluster`: Namespaces and Nodes.
-- :mod:`~cacheproxy.sim.workload.events`: Events about pods.
+- :mod:`~cacheproxy.sim.workload.events`: Events about pods, Jobs and Deployments.
 - :mod:`~cacheproxy.sim.workload.demo`: a whole demo cluster from a :class:`DemoSpec`.
+
+Time: each generator takes ``now``, the moment its object is made at, and writes no other time
+(a pod's start, its containers', its Events'), so objects made at the server's time are never
+dated before their creation nor after now. Without ``now``, a moment in the hour after a fixed
+epoch is drawn from the rng, so that a seed alone reproduces an object (the demo, made to be
+loaded at once, defaults to the current time).
 
 Import from this package; names with a leading underscore are private to it (shared between its
 modules, not API).
@@ -34,7 +43,8 @@ from cacheproxy.sim.workload.apps import (
 )
 from cacheproxy.sim.workload.cluster import make_namespace, make_node
 from cacheproxy.sim.workload.demo import DemoSpec, demo_objects
-from cacheproxy.sim.workload.events import make_event
+from cacheproxy.sim.workload.events import make_event, pod_events
+from cacheproxy.sim.workload.jobs import make_job, make_job_pod
 from cacheproxy.sim.workload.pod_status import PHASES
 from cacheproxy.sim.workload.pods import make_pod, mutate_pod
 from cacheproxy.sim.workload.templates import template_hash
@@ -46,11 +56,14 @@ __all__ = [
     "make_configmap",
     "make_deployment",
     "make_event",
+    "make_job",
+    "make_job_pod",
     "make_namespace",
     "make_node",
     "make_pod",
     "make_replicaset",
     "make_service",
     "mutate_pod",
+    "pod_events",
     "template_hash",
 ]

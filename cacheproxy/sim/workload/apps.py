@@ -7,8 +7,10 @@ both are derived from the same app template (:mod:`~cacheproxy.sim.workload.temp
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
+from datetime import datetime
 
-from cacheproxy.sim.workload.derive import _EPOCH, JsonObject, _hex, _moment, _ts, _uid
+from cacheproxy.sim.workload.derive import JsonObject, _hex, _moment, _ts, _uid
 from cacheproxy.sim.workload.managed_fields import _managed
 from cacheproxy.sim.workload.templates import _app, _pod_template, template_hash
 
@@ -59,31 +61,74 @@ def make_service(rng: random.Random, *, namespace: str, app: str) -> JsonObject:
     }
 
 
+def _ready(pod: JsonObject) -> bool:
+    conditions = pod.get("status", {}).get("conditions", [])
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _max_unavailable(replicas: int) -> int:
+    """``maxUnavailable: 25%`` of ``replicas``, rounded down; at least 1 when ``maxSurge: 25%``
+    rounds to 0 too (``deploymentutil.ResolveFenceposts``)."""
+    unavailable, surge = replicas // 4, -(-replicas // 4)
+    return 1 if unavailable == 0 and surge == 0 else unavailable
+
+
+def _nonzero(**counts: int) -> JsonObject:
+    """Counts as the API server serialises them: ``omitempty`` drops the zeros."""
+    return {k: v for k, v in counts.items() if v}
+
+
 def make_deployment(
-    rng: random.Random, *, namespace: str, app: str, replicas: int, containers: int = 2
+    rng: random.Random,
+    *,
+    namespace: str,
+    app: str,
+    replicas: int,
+    containers: int = 2,
+    pods: Sequence[JsonObject] | None = None,
+    now: datetime | None = None,
 ) -> JsonObject:
-    """``app``'s Deployment (``<app>-<tier>``), at its current version, fully rolled out."""
+    """``app``'s Deployment (``<app>-<tier>``) of ``replicas``, at its current version.
+
+    Its status counts ``pods``, the pods of its ReplicaSets, as the deployment controller does:
+    those of the current version are up to date, the Ready ones ready and available; it is
+    Available while no more than ``maxUnavailable`` are not, and Progressing is complete once
+    every pod is up to date and available. Without ``pods``: ``replicas`` pods, all ready and
+    up to date. ``now``: when its controller last wrote it (as :func:`make_pod`'s ``now``).
+    """
     a = _app(app)
     template = _pod_template(namespace, a, a.current, containers)
     template["metadata"]["labels"].pop("pod-template-hash")
-    at = _moment(rng)
+    at = now if now is not None else _moment(rng)
+    if pods is None:
+        total = updated = ready = replicas
+    else:
+        total = len(pods)
+        updated = sum(1 for p in pods if p["metadata"]["labels"].get("version") == a.current)
+        ready = sum(1 for p in pods if _ready(p))
+    available = ready >= replicas - _max_unavailable(replicas)
+    complete = updated == replicas == total and ready == updated
+    new_rs = f"{a.deployment}-{template_hash(namespace, app, a.current)}"
     conditions = [
         {
             "type": "Available",
-            "status": "True",
+            "status": "True" if available else "False",
             "lastUpdateTime": _ts(at),
             "lastTransitionTime": _ts(at),
-            "reason": "MinimumReplicasAvailable",
-            "message": "Deployment has minimum availability.",
+            "reason": "MinimumReplicasAvailable" if available else "MinimumReplicasUnavailable",
+            "message": "Deployment has minimum availability."
+            if available
+            else "Deployment does not have minimum availability.",
         },
         {
             "type": "Progressing",
             "status": "True",
             "lastUpdateTime": _ts(at),
-            "lastTransitionTime": _ts(_EPOCH),
-            "reason": "NewReplicaSetAvailable",
-            "message": f'ReplicaSet "{a.deployment}-{template_hash(namespace, app, a.current)}" '
-            "has successfully progressed.",
+            "lastTransitionTime": _ts(at),
+            "reason": "NewReplicaSetAvailable" if complete else "ReplicaSetUpdated",
+            "message": f'ReplicaSet "{new_rs}" has successfully progressed.'
+            if complete
+            else f'ReplicaSet "{new_rs}" is progressing.',
         },
     ]
     spec: JsonObject = {
@@ -106,17 +151,20 @@ def make_deployment(
     meta["managedFields"] = [
         _managed(
             "helm",
-            _EPOCH,
+            at,
             {"metadata": {"labels": meta["labels"]}, "spec": spec},
             api_version="apps/v1",
         ),
     ]
     status = {
         "observedGeneration": 1,
-        "replicas": replicas,
-        "updatedReplicas": replicas,
-        "readyReplicas": replicas,
-        "availableReplicas": replicas,
+        **_nonzero(
+            replicas=total,
+            updatedReplicas=updated,
+            readyReplicas=ready,
+            availableReplicas=ready,
+            unavailableReplicas=max(total - ready, 0),
+        ),
         "conditions": conditions,
     }
     return {
@@ -136,14 +184,23 @@ def make_replicaset(
     replicas: int,
     version: str | None = None,
     containers: int = 2,
+    pods: Sequence[JsonObject] | None = None,
 ) -> JsonObject:
-    """The ReplicaSet owning ``app``'s pods of ``version`` (default: current; revision 2)."""
+    """The ReplicaSet owning ``app``'s pods of ``version`` (default: current; revision 2) in a
+    Deployment of ``replicas``.
+
+    It owns ``pods`` (its ``spec.replicas``; status: how many are Ready), by default
+    ``replicas`` ready pods; an older revision's ReplicaSet kept at 0 owns none.
+    """
     a = _app(app)
     version = version or a.current
     template = _pod_template(namespace, a, version, containers)
     labels = template["metadata"]["labels"]
     name = f"{a.deployment}-{labels['pod-template-hash']}"
-    ready = replicas if rng.random() < 0.8 else max(0, replicas - 1)
+    if pods is None:
+        owned = ready = replicas
+    else:
+        owned, ready = len(pods), sum(1 for p in pods if _ready(p))
     meta: JsonObject = {
         "name": name,
         "namespace": namespace,
@@ -169,7 +226,7 @@ def make_replicaset(
         "apiVersion": "apps/v1",
         "metadata": meta,
         "spec": {
-            "replicas": replicas,
+            "replicas": owned,
             "selector": {
                 "matchLabels": {
                     "app": app,
@@ -180,10 +237,8 @@ def make_replicaset(
             "template": template,
         },
         "status": {
-            "replicas": replicas,
-            "fullyLabeledReplicas": replicas,
-            "readyReplicas": ready,
-            "availableReplicas": ready,
+            "replicas": owned,
+            **_nonzero(fullyLabeledReplicas=owned, readyReplicas=ready, availableReplicas=ready),
             "observedGeneration": 1,
         },
     }

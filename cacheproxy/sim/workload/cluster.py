@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import random
 import uuid
+from datetime import datetime
 
 from cacheproxy.sim.workload.derive import (
-    _EPOCH,
     JsonObject,
     _hex,
     _index,
@@ -34,8 +34,19 @@ def make_namespace(name: str) -> JsonObject:
     }
 
 
-def make_node(rng: random.Random, name: str, *, control_plane: bool | None = None) -> JsonObject:
-    """A kubelet-registered Node; ``control_plane`` defaults to a one-in-five draw."""
+def make_node(
+    rng: random.Random,
+    name: str,
+    *,
+    control_plane: bool | None = None,
+    now: datetime | None = None,
+) -> JsonObject:
+    """A kubelet-registered Node, Ready; ``control_plane`` defaults to a one-in-five draw.
+
+    A control-plane node is untainted, as small clusters run workloads on it (kubeadm's and kind's
+    single-node setups remove the ``NoSchedule`` taint), so that pods bound to it belong there.
+    ``now``: when it registered and last sent a heartbeat (as :func:`make_pod`'s ``now``).
+    """
     if control_plane is None:
         control_plane = rng.random() < 0.2
     arch = rng.choice(("amd64", "amd64", "arm64"))
@@ -70,9 +81,7 @@ def make_node(rng: random.Random, name: str, *, control_plane: bool | None = Non
         "podCIDRs": [cidr],
         "providerID": f"aws:///{zone}/i-{_hex(rng, 17)}",
     }
-    if control_plane:
-        spec["taints"] = [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]
-    seen = _moment(rng)
+    seen = now if now is not None else _moment(rng)
     cpu = rng.choice((4, 8, 16))
     mem_ki = cpu * 4 * 1024 * 1024 - rng.randint(100_000, 400_000)
     capacity = {
@@ -93,7 +102,7 @@ def make_node(rng: random.Random, name: str, *, control_plane: bool | None = Non
             "type": kind,
             "status": "True" if kind == "Ready" else "False",
             "lastHeartbeatTime": _ts(seen),
-            "lastTransitionTime": _ts(_EPOCH),
+            "lastTransitionTime": _ts(seen),
             "reason": reason,
             "message": message,
         }
@@ -138,15 +147,13 @@ def make_node(rng: random.Random, name: str, *, control_plane: bool | None = Non
     meta["managedFields"] = [
         _managed(
             "kubelet",
-            _EPOCH,
+            seen,
             {
                 "metadata": {"annotations": meta["annotations"], "labels": meta["labels"]},
                 "spec": {"providerID": spec["providerID"]},
             },
         ),
-        _managed(
-            "kube-controller-manager", _EPOCH, {"spec": {"podCIDR": cidr, "podCIDRs": [cidr]}}
-        ),
+        _managed("kube-controller-manager", seen, {"spec": {"podCIDR": cidr, "podCIDRs": [cidr]}}),
         _managed("kubelet", seen, {"status": status}, sub="status"),
     ]
     return {"kind": "Node", "apiVersion": "v1", "metadata": meta, "spec": spec, "status": status}

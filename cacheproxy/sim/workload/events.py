@@ -1,61 +1,198 @@
-"""core/v1 Events the scheduler or a kubelet records about a pod."""
+"""core/v1 Events the scheduler, a kubelet or a controller records, consistent with what they are
+about: a pod's scheduling, image pulls, container starts (as many as the container ran), back-offs
+and failing probes, as its status tells; a Job's pods and completion; a Deployment's scaling.
+
+Every Event happened *at* one moment (first and last seen), as :func:`make_pod`'s ``now``.
+"""
 
 from __future__ import annotations
 
 import random
-from datetime import timedelta
+from collections.abc import Sequence
+from datetime import datetime
 
 from cacheproxy.sim.workload.derive import JsonObject, _hex, _moment, _parse_ts, _ts
+from cacheproxy.sim.workload.lifecycle import _pod_ref
 
-__all__ = ["make_event"]
+__all__ = ["job_events", "make_event", "pod_events", "rollout_events"]
+
+_SCHEDULER = "default-scheduler"
 
 
-def make_event(rng: random.Random, *, namespace: str, involved_pod: JsonObject) -> JsonObject:
-    """A core/v1 Event the scheduler or kubelet would record about ``involved_pod``."""
-    meta = involved_pod["metadata"]
-    pod, spec = meta["name"], involved_pod.get("spec", {})
-    node = spec.get("nodeName", "")
-    containers = spec.get("containers") or [{"name": "main", "image": "busybox:1.36"}]
-    c = rng.choice(containers)
-    choices: list[tuple[str, str, str]] = [
-        ("Normal", "Scheduled", f"Successfully assigned {namespace}/{pod} to {node}"),
-        ("Normal", "Pulled", f'Container image "{c["image"]}" already present on machine'),
-        ("Normal", "Created", f"Created container: {c['name']}"),
-        ("Normal", "Started", f"Started container {c['name']}"),
-        ("Warning", "Unhealthy", "Readiness probe failed: HTTP probe failed with statuscode: 503"),
-        ("Warning", "BackOff", f"Back-off restarting failed container {c['name']} in pod {pod}"),
-    ]
-    kind, reason, message = rng.choice(choices)
-    involved: JsonObject = {"kind": "Pod", "namespace": namespace, "name": pod}
+def _reference(obj: JsonObject, field_path: str = "") -> JsonObject:
+    """An ``involvedObject`` naming ``obj`` (its uid and resourceVersion when it has them)."""
+    meta = obj["metadata"]
+    ref: JsonObject = {"kind": obj.get("kind", "Pod"), "namespace": meta.get("namespace", "")}
+    ref["name"] = meta["name"]
     if "uid" in meta:
-        involved["uid"] = meta["uid"]
-    involved["apiVersion"] = "v1"
+        ref["uid"] = meta["uid"]
+    ref["apiVersion"] = obj.get("apiVersion", "v1")
     if "resourceVersion" in meta:
-        involved["resourceVersion"] = meta["resourceVersion"]
-    if reason != "Scheduled":
-        involved["fieldPath"] = f"spec.containers{{{c['name']}}}"
-    start = involved_pod.get("status", {}).get("startTime")
-    first = _parse_ts(start) if start else _moment(rng)
-    count = rng.randint(2, 30) if kind == "Warning" else 1
-    last = first + timedelta(seconds=rng.randint(0, 600) if count > 1 else 0)
-    source = (
-        {"component": "default-scheduler"}
-        if reason == "Scheduled"
-        else {"component": "kubelet", "host": node}
-    )
+        ref["resourceVersion"] = meta["resourceVersion"]
+    if field_path:
+        ref["fieldPath"] = field_path
+    return ref
+
+
+def _event(
+    rng: random.Random,
+    involved: JsonObject,
+    line: tuple[str, str, str, str, int],
+    *,
+    component: str,
+    host: str,
+    at: datetime,
+) -> JsonObject:
+    """One Event about ``involved``: ``line`` is (type, reason, message, container, count)."""
+    kind, reason, message, container, count = line
+    if container:
+        involved = involved | {"fieldPath": f"spec.containers{{{container}}}"}
+    source: JsonObject = {"component": component}
+    if host:
+        source["host"] = host
     return {
         "kind": "Event",
         "apiVersion": "v1",
-        "metadata": {"name": f"{pod}.{_hex(rng, 16)}", "namespace": namespace},
+        "metadata": {
+            "name": f"{involved['name']}.{_hex(rng, 16)}",
+            "namespace": involved["namespace"],
+        },
         "involvedObject": involved,
         "reason": reason,
         "message": message,
         "source": source,
-        "firstTimestamp": _ts(first),
-        "lastTimestamp": _ts(last),
+        "firstTimestamp": _ts(at),
+        "lastTimestamp": _ts(at),
         "count": count,
         "type": kind,
         "eventTime": None,
-        "reportingComponent": source["component"],
-        "reportingInstance": node if reason != "Scheduled" else "",
+        "reportingComponent": component,
+        "reportingInstance": host,
     }
+
+
+def _pod_lines(pod: JsonObject) -> list[tuple[str, str, str, str, int]]:
+    """What the scheduler and the kubelet recorded about ``pod``, as its status tells."""
+    meta, spec, status = pod["metadata"], pod.get("spec", {}), pod.get("status", {})
+    node = spec.get("nodeName", "")
+    if not node:
+        scheduled: JsonObject = next(
+            (c for c in status.get("conditions", []) if c.get("type") == "PodScheduled"), {}
+        )
+        return [("Warning", "FailedScheduling", scheduled.get("message", ""), "", 1)]
+    lines = [
+        (
+            "Normal",
+            "Scheduled",
+            f"Successfully assigned {meta['namespace']}/{meta['name']} to {node}",
+            "",
+            1,
+        )
+    ]
+    images = {c["name"]: c.get("image", "") for c in spec.get("containers", [])}
+    for cs in status.get("containerStatuses") or []:
+        name, state = cs["name"], cs.get("state", {})
+        if "ContainerCreating" in state.get("waiting", {}).get("reason", ""):
+            if name == next(iter(images), name):  # the kubelet pulls the first image first
+                lines.append(("Normal", "Pulling", f'Pulling image "{images[name]}"', name, 1))
+            continue
+        runs = int(cs.get("restartCount", 0)) + 1
+        lines += [
+            (
+                "Normal",
+                "Pulled",
+                f'Container image "{images.get(name, cs.get("image"))}" already present on machine',
+                name,
+                runs,
+            ),
+            ("Normal", "Created", f"Created container: {name}", name, runs),
+            ("Normal", "Started", f"Started container {name}", name, runs),
+        ]
+        if state.get("waiting", {}).get("reason") == "CrashLoopBackOff":
+            message = f"Back-off restarting failed container {name} in pod {_pod_ref(pod)}"
+            lines.append(("Warning", "BackOff", message, name, 1))
+        elif "running" in state and not cs.get("ready"):
+            message = "Readiness probe failed: HTTP probe failed with statuscode: 503"
+            lines.append(("Warning", "Unhealthy", message, name, 1))
+    return lines
+
+
+def _pod_event(
+    rng: random.Random, pod: JsonObject, line: tuple[str, str, str, str, int], at: datetime
+) -> JsonObject:
+    node = pod.get("spec", {}).get("nodeName", "")
+    by_scheduler = line[1] in ("Scheduled", "FailedScheduling")
+    component, host = (_SCHEDULER, "") if by_scheduler else ("kubelet", node)
+    return _event(rng, _reference(pod), line, component=component, host=host, at=at)
+
+
+def pod_events(
+    rng: random.Random, pod: JsonObject, *, now: datetime | None = None
+) -> list[JsonObject]:
+    """Every Event the scheduler and the kubelet recorded about ``pod``, as its status tells:
+    Scheduled (or FailedScheduling), Pulling an image not there yet; per container that ran,
+    Pulled, Created and Started (counted once a run), BackOff while it waits to restart,
+    Unhealthy while its readiness probe fails. ``now``: when (default: the pod's start)."""
+    at = now if now is not None else _started(rng, pod)
+    return [_pod_event(rng, pod, line, at) for line in _pod_lines(pod)]
+
+
+def make_event(
+    rng: random.Random,
+    *,
+    namespace: str,
+    involved_pod: JsonObject,
+    now: datetime | None = None,
+) -> JsonObject:
+    """One of the Events of :func:`pod_events` about ``involved_pod`` (in ``namespace``), drawn."""
+    spec = involved_pod.get("spec") or {}
+    if not spec.get("containers"):
+        spec = spec | {"containers": [{"name": "main", "image": "busybox:1.36"}]}
+    meta = involved_pod["metadata"] | {"namespace": namespace}
+    pod = involved_pod | {"metadata": meta, "spec": spec}
+    at = now if now is not None else _started(rng, pod)
+    return _pod_event(rng, pod, rng.choice(_pod_lines(pod)), at)
+
+
+def _started(rng: random.Random, pod: JsonObject) -> datetime:
+    start = pod.get("status", {}).get("startTime")
+    return _parse_ts(start) if start else _moment(rng)
+
+
+def job_events(
+    rng: random.Random, job: JsonObject, pods: Sequence[JsonObject], *, now: datetime
+) -> list[JsonObject]:
+    """The job controller's Events about ``job``: a pod created per pod, and its completion."""
+    lines = [
+        ("Normal", "SuccessfulCreate", f"Created pod: {p['metadata']['name']}", "", 1) for p in pods
+    ]
+    if any(c.get("type") == "Complete" for c in job.get("status", {}).get("conditions", [])):
+        lines.append(("Normal", "Completed", "Job completed", "", 1))
+    ref = _reference(job)
+    return [_event(rng, ref, line, component="job-controller", host="", at=now) for line in lines]
+
+
+def rollout_events(
+    rng: random.Random,
+    deployment: JsonObject,
+    *,
+    new_rs: JsonObject,
+    old_rs: JsonObject,
+    now: datetime,
+) -> list[JsonObject]:
+    """The deployment controller's ScalingReplicaSet Events of a rolling update under way: the
+    new ReplicaSet scaled up, the old one down, each to its ``spec.replicas``."""
+    lines = [
+        (
+            "Normal",
+            "ScalingReplicaSet",
+            f"Scaled {way} replica set {rs['metadata']['name']} to {rs['spec']['replicas']}",
+            "",
+            1,
+        )
+        for way, rs in (("up", new_rs), ("down", old_rs))
+    ]
+    ref = _reference(deployment)
+    return [
+        _event(rng, ref, line, component="deployment-controller", host="", at=now) for line in lines
+    ]

@@ -4,7 +4,8 @@
 ServiceAccount token volume, default tolerations) and binding to a node, with the status its
 kubelet reports (:mod:`~cacheproxy.sim.workload.pod_status`) and both managers' managedFields.
 :func:`mutate_pod` is what a running cluster does to it next (a controller's annotation,
-readiness flaps, restarts, phase changes); :mod:`cacheproxy.sim.churn` drives it.
+readiness flaps, restarts and back-offs, a Pending pod starting); :mod:`cacheproxy.sim.churn`
+drives it.
 """
 
 from __future__ import annotations
@@ -19,16 +20,21 @@ from cacheproxy.sim.workload.derive import (
     _EPOCH,
     JsonObject,
     _digest,
-    _hex,
     _moment,
     _parse_ts,
     _pod_cidr_prefix,
     _suffix,
-    _ts,
     _uid,
 )
+from cacheproxy.sim.workload.lifecycle import (
+    _crash,
+    _flap_readiness,
+    _is_crash_looping,
+    _restart_backed_off,
+    _start,
+)
 from cacheproxy.sim.workload.managed_fields import _entry, _field_set, _managed, _touch_manager
-from cacheproxy.sim.workload.pod_status import _condition, _kubelet_fields, _pod_status
+from cacheproxy.sim.workload.pod_status import _kubelet_fields, _pod_status
 from cacheproxy.sim.workload.templates import (
     _App,
     _app,
@@ -172,11 +178,15 @@ def make_pod(
     with_managed_fields: bool = True,
     phase: str = "Running",
     version: str | None = None,
+    now: datetime | None = None,
 ) -> JsonObject:
     """A Pod of ``app``'s ReplicaSet, bound to ``node``, as pod.json shows one (~5-10 KB of JSON).
 
     ``version`` defaults to the app's current version, or (one pod in five) its previous one, as
     during a rollout. The name is ``<deployment>-<pod-template-hash>-<5 chars>`` unless given.
+    ``now`` is when the pod is made: every time in it (its controller's and kubelet's writes, its
+    start, its containers' starts) is ``now``. Pass the server's time to create it now; without
+    it, a moment in the hour after a fixed epoch is drawn, so that the seed alone reproduces it.
     """
     if containers < 1:
         raise ValueError("a pod has at least one container")
@@ -188,16 +198,14 @@ def make_pod(
     meta |= _controller_meta(namespace, a, version)
     template = _template_spec(namespace, a, version, containers)
     spec = _admitted_spec(template, node, f"kube-api-access-{_suffix(rng)}")
-    start = _moment(rng)
+    at = now if now is not None else _moment(rng)
     pod_ip = f"{_pod_cidr_prefix(node)}.{rng.randint(2, 254)}"
-    status = _pod_status(rng, spec, phase=phase, start=start, pod_ip=pod_ip)
+    status = _pod_status(rng, spec, phase=phase, at=at, pod_ip=pod_ip)
     if with_managed_fields:
         owned = orjson.loads(_controller_fields(namespace, app, version, containers))
         meta["managedFields"] = [
-            _entry("kube-controller-manager", start, owned),
-            _managed(
-                "kubelet", start + timedelta(seconds=3), _kubelet_fields(status), sub="status"
-            ),
+            _entry("kube-controller-manager", at, owned),
+            _managed("kubelet", at, _kubelet_fields(status), sub="status"),
         ]
     return {"kind": "Pod", "apiVersion": "v1", "metadata": meta, "spec": spec, "status": status}
 
@@ -214,16 +222,23 @@ def _latest(pod: JsonObject) -> datetime:
     return max((_parse_ts(s) for s in stamps if s), default=_EPOCH)
 
 
-def mutate_pod(rng: random.Random, pod: JsonObject) -> JsonObject:
-    """A realistic update of ``pod``, as a new dict (``pod`` is not modified).
+def mutate_pod(rng: random.Random, pod: JsonObject, *, now: datetime | None = None) -> JsonObject:
+    """A realistic update of ``pod`` at ``now``, as a new dict (``pod`` is not modified).
 
-    Always bumps a revision annotation (a controller touching the pod); then, by chance, flips
-    readiness, restarts a container, or moves the phase on (Pending → Running, now and then
-    Running → Failed). Identity and ``resourceVersion`` are kept, so the result can be PUT.
+    Always bumps a revision annotation (a controller touching the pod); then, by chance, what its
+    kubelet would report next (:mod:`~cacheproxy.sim.workload.lifecycle`): a bound Pending pod
+    starts; in a Running pod, a container whose CrashLoopBackOff is over starts again, one that
+    keeps crashing crashes again, readiness flaps, or a container crashes (restarted at once, or
+    backing off when it crashed recently). An unscheduled pod stays Pending. Identity and
+    ``resourceVersion`` are kept, so the result can be PUT.
+
+    ``now`` is the time of the update (pass the server's time): the only time written. Without
+    it, a moment up to 90 s after the pod's latest timestamp (virtual time, for generators
+    without a clock).
     """
     new: JsonObject = orjson.loads(orjson.dumps(pod))  # a deep copy, ~10x faster than deepcopy
     meta = new.setdefault("metadata", {})
-    at = _latest(new) + timedelta(seconds=rng.randint(1, 90))
+    at = now if now is not None else _latest(new) + timedelta(seconds=rng.randint(1, 90))
     annotations = meta.setdefault("annotations", {})
     annotations[_CHURN_ANNOTATION] = str(int(annotations.get(_CHURN_ANNOTATION, "0")) + 1)
     meta["annotations"] = dict(sorted(annotations.items()))
@@ -233,49 +248,38 @@ def mutate_pod(rng: random.Random, pod: JsonObject) -> JsonObject:
     status, spec = new.get("status"), new.get("spec")
     if not isinstance(status, dict) or not isinstance(spec, dict) or "containers" not in spec:
         return new
-    phase, roll = status.get("phase"), rng.random()
-    statuses = status.get("containerStatuses") or []
-    if phase == "Pending" and roll < 0.6 and spec.get("nodeName"):
-        prefix = _pod_cidr_prefix(spec["nodeName"])
-        new["status"] = _pod_status(
-            rng, spec, phase="Running", start=at, pod_ip=f"{prefix}.{rng.randint(2, 254)}"
-        )
-    elif phase == "Running" and roll < 0.03 and spec.get("nodeName"):
-        start = _parse_ts(status["startTime"]) if status.get("startTime") else at
-        new["status"] = _pod_status(
-            rng, spec, phase="Failed", start=start, pod_ip=status.get("podIP", "")
-        )
-    elif phase == "Running" and roll < 0.45 and statuses:
-        # Readiness flaps: one container's probe fails, or every container recovers.
-        if all(s.get("ready") for s in statuses):
-            rng.choice(statuses)["ready"] = False
-        else:
-            for s in statuses:
-                s["ready"] = True
-        unready = [s["name"] for s in statuses if not s["ready"]]
-        why = ("ContainersNotReady", f"containers with unready status: [{' '.join(unready)}]")
-        status["conditions"] = [
-            _condition(c["type"], not unready, at, *(why if unready else ()))
-            if c.get("type") in ("Ready", "ContainersReady")
-            else c
-            for c in status.get("conditions", [])
-        ]
-    elif phase == "Running" and roll < 0.7 and statuses:
-        s = rng.choice(statuses)
-        began = s.get("state", {}).get("running", {}).get("startedAt", _ts(at))
-        s["lastState"] = {
-            "terminated": {
-                "exitCode": rng.choice((1, 137)),
-                "reason": rng.choice(("Error", "OOMKilled")),
-                "startedAt": began,
-                "finishedAt": _ts(at),
-                "containerID": s.get("containerID", ""),
-            }
-        }
-        s["state"] = {"running": {"startedAt": _ts(at)}}
-        s["restartCount"] = int(s.get("restartCount", 0)) + 1
-        s["containerID"] = f"containerd://{_hex(rng, 64)}"
-    else:
+    if not _kubelet_step(rng, new, at):
         return new
     _touch_manager(meta, _managed("kubelet", at, _kubelet_fields(new["status"]), sub="status"))
     return new
+
+
+def _kubelet_step(rng: random.Random, pod: JsonObject, at: datetime) -> bool:
+    """What the pod's kubelet reports next, at ``at``, by chance; True if the status changed."""
+    status, spec = pod["status"], pod["spec"]
+    phase, roll = status.get("phase"), rng.random()
+    statuses = status.get("containerStatuses") or []
+    if phase == "Pending" and spec.get("nodeName") and statuses:
+        if roll >= 0.6:
+            return False
+        prefix = _pod_cidr_prefix(spec["nodeName"])
+        _start(rng, pod, at=at, pod_ip=f"{prefix}.{rng.randint(2, 254)}")
+        return True
+    if phase != "Running" or not statuses:
+        return False
+    if _restart_backed_off(rng, pod, at=at):
+        return True
+    running = [s for s in statuses if "running" in s.get("state", {})]
+    if not running or any(_is_crash_looping(s) for s in statuses):
+        return False
+    looping = [s for s in running if int(s.get("restartCount", 0)) >= 2]
+    if looping and roll < 0.6:  # a container that keeps crashing crashes again
+        _crash(rng, pod, rng.choice(looping)["name"], at=at)
+    elif roll < 0.45:
+        _flap_readiness(rng, pod, at=at)
+    elif roll < 0.6:
+        reason = rng.choice(("Error", "OOMKilled"))
+        _crash(rng, pod, rng.choice(running)["name"], at=at, reason=reason)
+    else:
+        return False
+    return True

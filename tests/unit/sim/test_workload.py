@@ -6,6 +6,7 @@ import copy
 import random
 import re
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -29,6 +30,11 @@ from cacheproxy.sim.workload import (
     mutate_pod,
     template_hash,
 )
+
+
+def _ts(at: datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -64,14 +70,27 @@ def test_different_seeds_make_different_pods() -> None:
     assert pod(seed=3)["metadata"]["name"] != pod(seed=4)["metadata"]["name"]
 
 
+NOW = datetime(2026, 12, 1, 18, 0, 0, tzinfo=UTC)
+
+
 def test_the_same_demo_spec_makes_the_same_cluster() -> None:
-    assert orjson.dumps(demo_objects(DemoSpec(seed=5))) == orjson.dumps(
-        demo_objects(DemoSpec(seed=5))
+    assert orjson.dumps(demo_objects(DemoSpec(seed=5), now=NOW)) == orjson.dumps(
+        demo_objects(DemoSpec(seed=5), now=NOW)
     )
 
 
 def test_a_different_demo_seed_makes_a_different_cluster() -> None:
-    assert demo_objects(DemoSpec(seed=5)) != demo_objects(DemoSpec(seed=6))
+    assert demo_objects(DemoSpec(seed=5), now=NOW) != demo_objects(DemoSpec(seed=6), now=NOW)
+
+
+def test_another_moment_moves_the_demos_times_only() -> None:
+    later = NOW + timedelta(hours=5, seconds=7)
+    stamps = (_ts(NOW), _ts(later))
+    before, after = (
+        orjson.dumps(demo_objects(DemoSpec(seed=5), now=t)).decode() for t in (NOW, later)
+    )
+    assert stamps[0] in before and stamps[1] not in before
+    assert before.replace(*stamps) == after
 
 
 def test_every_generator_is_deterministic_by_seed() -> None:
@@ -201,8 +220,10 @@ def test_a_pod_needs_a_container_and_a_known_phase() -> None:
 
 
 def test_a_pending_pod_has_no_ip_and_is_not_ready() -> None:
-    status = pod(phase="Pending")["status"]
+    pending = pod(phase="Pending")
+    status = pending["status"]
     assert "podIP" not in status
+    assert len(status["containerStatuses"]) == len(pending["spec"]["containers"])
     assert not any(s["ready"] for s in status["containerStatuses"])
     assert all("waiting" in s["state"] for s in status["containerStatuses"])
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
@@ -211,7 +232,9 @@ def test_a_pending_pod_has_no_ip_and_is_not_ready() -> None:
 
 def test_finished_pods_have_terminated_containers() -> None:
     for phase in ("Succeeded", "Failed"):
-        statuses = pod(phase=phase)["status"]["containerStatuses"]
+        finished = pod(phase=phase)
+        statuses = finished["status"]["containerStatuses"]
+        assert len(statuses) == len(finished["spec"]["containers"]), phase
         assert all("terminated" in s["state"] for s in statuses)
 
 
@@ -238,6 +261,7 @@ def test_any_pod_is_valid_json_with_valid_names(seed: int, containers: int, phas
     )
     assert orjson.loads(orjson.dumps(p)) == p
     assert is_dns_subdomain(p["metadata"]["name"])
+    assert len(p["spec"]["containers"]) == containers
     assert all(is_dns_label(c["name"]) for c in p["spec"]["containers"])
 
 
@@ -323,8 +347,11 @@ def test_demo_objects_cover_every_listed_resource() -> None:
         "services",
         "configmaps",
         "events",
+        "batch/v1/jobs",
     }
     assert (kinds["namespaces"], kinds["nodes"], kinds["pods"]) == (3, 5, 60)
+    assert (kinds["apps/v1/deployments"], kinds["batch/v1/jobs"]) == (12, 3)
+    assert kinds["apps/v1/replicasets"] == 24  # the current revision's and the previous one's
 
 
 def test_demo_objects_match_their_resource_and_come_in_creatable_order() -> None:
@@ -355,7 +382,7 @@ def test_demo_names_are_valid_and_unique() -> None:
 def test_demo_pods_give_label_and_field_selectors_something_to_select() -> None:
     pods = [o for name, o in demo_objects(DemoSpec()) if name == "pods"]
     by_app = Counter(p["metadata"]["labels"]["app"] for p in pods)
-    by_node = Counter(p["spec"]["nodeName"] for p in pods)
+    by_node = Counter(p["spec"]["nodeName"] for p in pods if "nodeName" in p["spec"])
     by_ns = Counter(p["metadata"]["namespace"] for p in pods)
     by_phase = Counter(p["status"]["phase"] for p in pods)
     assert set(by_app) == {f"app-{i}" for i in range(4)}
@@ -387,6 +414,16 @@ def test_demo_controllers_own_the_demo_pods() -> None:
         for name, o in objects
         if name == "configmaps"
     }
+    jobs = {
+        (o["metadata"]["namespace"], o["metadata"]["name"])
+        for name, o in objects
+        if name == "batch/v1/jobs"
+    }
+    of_jobs = [p for p in pods if p["metadata"]["ownerReferences"][0]["kind"] == "Job"]
+    assert {
+        (p["metadata"]["namespace"], p["metadata"]["ownerReferences"][0]["name"]) for p in of_jobs
+    } == jobs
+    pods = [p for p in pods if p not in of_jobs]
     for p in pods:
         ns = p["metadata"]["namespace"]
         rs = replicasets[(ns, p["metadata"]["ownerReferences"][0]["name"])]
