@@ -20,6 +20,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, fields
+from datetime import datetime
 from typing import Any, Protocol
 
 from cacheproxy.errors import ApiError
@@ -70,6 +71,10 @@ class ObjectWriter(Protocol):
         """``(namespace, name)`` of every live object of ``rtype``, in key order."""
         ...
 
+    def now(self) -> str:
+        """The server's time, as it stamps ``creationTimestamp`` (RFC 3339, in seconds)."""
+        ...
+
 
 @dataclass(frozen=True)
 class ChurnMix:
@@ -107,7 +112,11 @@ class ChurnDriver:
 
     Each write is drawn from ``mix``: a create (a new pod of a random app in a random namespace
     on a random node), an update (:func:`~cacheproxy.sim.workload.mutate_pod` of the current
-    object, sent with its ``resourceVersion``) or a delete. Updates and deletes pick among *every*
+    object, sent with its ``resourceVersion``) or a delete. Pods are made and updated at the
+    writer's time (:meth:`ObjectWriter.now`), the time the server stamps them with: a pod's
+    timestamps are never before its ``creationTimestamp`` nor after the server's now, a restart
+    counts in its container's ``restartCount`` and dates its last state, a crashed container backs
+    off (CrashLoopBackOff) for as long as the kubelet would. Updates and deletes pick among *every*
     pod of the store, not only the driver's own, as last listed: :meth:`step` lists once per call,
     :meth:`run` at most once a second; in between the driver's own writes keep its view current.
     With no pod left, any write is a create.
@@ -248,6 +257,7 @@ class ChurnDriver:
             app=rng.choice(self._apps),
             node=rng.choice(self._nodes),
             phase="Pending" if rng.random() < 0.2 else "Running",
+            now=self._now(),
         )
         stored = self._writer.create(_PODS, pod)
         live.append((namespace, stored["metadata"]["name"]))
@@ -262,12 +272,15 @@ class ChurnDriver:
             _log.debug("churn update: pod %s/%s is gone", namespace, name)
             return "failed"
         try:
-            self._writer.update(_PODS, mutate_pod(self._rng, current))
+            self._writer.update(_PODS, mutate_pod(self._rng, current, now=self._now()))
         except ApiError as exc:
             if exc.code == 404:
                 _forget(live, i)
             raise
         return "updated"
+
+    def _now(self) -> datetime:
+        return datetime.fromisoformat(self._writer.now())
 
     def _delete(self, live: list[tuple[str, str]]) -> str:
         namespace, name = _forget(live, self._rng.randrange(len(live)))
