@@ -73,12 +73,15 @@ async def test_aggregated_discovery_answers_in_the_version_asked_for(
         for v in g["versions"]
         for r in v["resources"]
     }
+    compared: set[str] = set()
     for group in down_doc["items"]:
         for version in group["versions"]:
             for resource in version["resources"]:
                 want = up_resources[(version["version"], resource["resource"])]
                 for key in ("responseKind", "scope", "singularResource", "shortNames"):
                     assert resource.get(key) == want.get(key), (resource["resource"], key)
+                compared.add(resource["resource"])
+    assert compared == (CACHED_CORE if path == "/api" else CACHED_APPS)
 
 
 TABLES = [

@@ -305,7 +305,7 @@ async def test_the_paging_limits_reach_the_served_resources_and_without_kept_sta
     nothing kept, every page after the first rebuilds the walk's state, and answers alike."""
     limits = ServerLimits(continue_token_ttl_seconds=42.0, list_snapshot_entries=0)
     async with rig_for(demo_server, demo_sim, limits=limits) as rig:
-        assert rig.daemon.server is not None
+        assert rig.daemon.server is not None and rig.daemon.server.resources
         for resource in rig.daemon.server.resources.values():
             assert (resource.snapshots.ttl, resource.snapshots.max_entries) == (42.0, 0)
         query = ListQuery(None, "", "", "unset", 10)

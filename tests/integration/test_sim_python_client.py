@@ -30,7 +30,7 @@ def _pod(name: str) -> dict[str, object]:
 
 async def test_lists_pods_across_namespaces(core_v1: client.CoreV1Api, demo_sim: Simulator) -> None:
     pods = await asyncio.to_thread(core_v1.list_pod_for_all_namespaces)
-    assert len(pods.items) == demo_sim.store.count(demo_sim.resource("pods"))
+    assert pods.items and len(pods.items) == demo_sim.store.count(demo_sim.resource("pods"))
     assert pods.metadata.resource_version == str(demo_sim.store.rv)
     assert all(p.metadata.uid and p.spec.node_name for p in pods.items)
 

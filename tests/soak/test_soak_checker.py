@@ -20,4 +20,5 @@ async def test_a_client_that_loses_or_repeats_an_event_is_caught(
     report = await run_soak(config)
     assert report.violations.counts[violation] >= 1, report.render()
     assert set(report.violations.counts) == {violation}, report.render()
-    assert all(d.startswith("client-0 ") for d in report.violations.details[violation])
+    details = report.violations.details[violation]
+    assert details and all(d.startswith("client-0 ") for d in details)

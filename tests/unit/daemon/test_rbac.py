@@ -71,7 +71,9 @@ def test_resources_of_one_group_are_one_rule(tmp_path: Path) -> None:
 
 def test_only_read_verbs_and_no_wildcards(tmp_path: Path) -> None:
     path = config_from(tmp_path, "resources: [pods, secrets, apps/v1/daemonsets]\n")
-    for rule in rules(load_config(path, env={})):
+    found = rules(load_config(path, env={}))
+    assert [r["apiGroups"] for r in found] == [[""], ["apps"]]
+    for rule in found:
         assert rule["verbs"] == ["get", "list", "watch"]
         assert "*" not in rule["resources"] and "*" not in rule["apiGroups"]
         assert set(rule) == {"apiGroups", "resources", "verbs"}
