@@ -1417,7 +1417,6 @@ async def test_kubectl_get_ns_lists_the_namespaces_in_the_api_servers_order(
     # The namespaces loaded from the real list come back as it shows them (no generation: the
     # namespace strategy sets none).
     real = {ns["metadata"]["name"]: ns for ns in sample_cluster(samples_dir).namespaces}
-    assert real and set(real) <= {i["metadata"]["name"] for i in items}
     for item in items:
         if item["metadata"]["name"] in real:
             want = {
