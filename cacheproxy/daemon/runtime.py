@@ -16,6 +16,7 @@ import ssl
 from collections.abc import Sequence
 from typing import Any
 
+import httpx
 import uvicorn
 
 from cacheproxy.daemon.config import DaemonConfig, ResourceConfig
@@ -29,13 +30,14 @@ from cacheproxy.daemon.wiring import (
     wire,
     wire_resource,
 )
-from cacheproxy.errors import CacheProxyError
+from cacheproxy.errors import CacheProxyError, TransportError
 from cacheproxy.informer.factory import Collection, InformerFactory
 from cacheproxy.kube.resources import BUILTIN_RESOURCES, ResourceType, builtin
 from cacheproxy.server.access import AccessControl, TokenAuthenticator
 from cacheproxy.server.app import CacheServer
 from cacheproxy.server.crdtables import CrdTablePrinter, crd_name
 from cacheproxy.server.metrics import ServerMetrics
+from cacheproxy.server.openapi import Fetched
 from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.snapshots import SnapshotCache
 from cacheproxy.server.tokenfile import StaticTokens
@@ -153,6 +155,7 @@ class Daemon:
             access=self._access_control(client, metrics),
             api_server=self.upstream.server,
             configuration=lambda: effective_config(self.config, self.upstream),
+            openapi=_UpstreamOpenApi(client),
         )
         listener = wiring.listener
         kwargs: dict[str, Any] = {}
@@ -344,6 +347,32 @@ class Daemon:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+
+class _UpstreamOpenApi:
+    """The server's :class:`~cacheproxy.server.openapi.OpenApiSource`: OpenAPI documents from the
+    upstream, with the daemon's own credentials (the client's were checked by the server)."""
+
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self._client = client
+
+    async def fetch(self, target: str, *, accept: str, etag: str = "") -> Fetched:
+        headers = {"Accept": accept}
+        if etag:
+            headers["If-None-Match"] = etag
+        try:
+            response = await self._client.get(target, headers=headers)
+        except httpx.HTTPError as exc:
+            raise TransportError(f"GET {target}: {exc or type(exc).__name__}") from exc
+        got = response.headers.get
+        return Fetched(
+            code=response.status_code,
+            body=response.content,
+            content_type=got("content-type", ""),
+            etag=got("etag", ""),
+            cache_control=got("cache-control", ""),
+            location=got("location", ""),
+        )
 
 
 def _warn_of_empty_indexes(name: str, informer: Any, paths: Sequence[str]) -> None:

@@ -28,6 +28,7 @@ from cacheproxy.kube.resources import ResourceRegistry, ResourceType
 from cacheproxy.server.access import AccessControl
 from cacheproxy.server.admission import Admission, ServedRequest
 from cacheproxy.server.metrics import ResourceStats, ServerMetrics
+from cacheproxy.server.openapi import OpenApiDocuments, OpenApiSource
 from cacheproxy.server.options import ANSWERS, ServerOptions, read_verbs
 from cacheproxy.server.ownapi import build_api
 from cacheproxy.server.refusals import refusal, websocket_refusal
@@ -67,6 +68,7 @@ class CacheServer:
         access: AccessControl | None = None,
         api_server: str = "",
         configuration: Callable[[], Mapping[str, Any]] | None = None,
+        openapi: OpenApiSource | None = None,
     ) -> None:
         self.options = options or ServerOptions()
         self.api_server = api_server
@@ -89,6 +91,10 @@ class CacheServer:
         self._unhook: dict[ResourceType, list[Callable[[], None]]] = {}
         for res in resources:
             self.add_resource(res)
+        self.openapi = (
+            OpenApiDocuments(openapi, served=self.registry.group_versions) if openapi else None
+        )
+        """Upstream's OpenAPI documents, served at ``/openapi/…`` (None: not served)."""
         self.api: ASGIApp = build_api(self, configuration=configuration)
         """cacheproxy's own API (:mod:`.ownapi`): handed only paths under ``/cacheproxy/``."""
         self.draining = False

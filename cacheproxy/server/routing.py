@@ -77,6 +77,9 @@ async def route(
         html = render_home(state, version=server.version, api_server=server.api_server)
         await send_body(send, 200, html, content_type=HTML, headers=[(b"vary", b"Accept")])
         return
+    if parts[:1] == ["openapi"] and server.openapi is not None:
+        await server.openapi.serve(req, send, parts)
+        return
     if parts == ["version"]:
         await ANSWERS.send(send, req, orjson.dumps(server.version))
         return

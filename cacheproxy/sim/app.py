@@ -4,8 +4,8 @@
 tests, and dispatches each request: the control path ``/_sim/…`` (faults, compaction, stats;
 :mod:`~cacheproxy.sim.control`), health, then — after the auth policy's authentication — version
 and discovery (:mod:`cacheproxy.serving`'s, with the simulator's subresources and cacheable
-aggregated documents), and the resource paths (:mod:`~cacheproxy.sim.resources`; watches
-:mod:`~cacheproxy.sim.watching`). Who may do what is :mod:`~cacheproxy.sim.admission`'s; which verb
+aggregated documents), OpenAPI (:mod:`~cacheproxy.sim.openapi`), and the resource paths
+(:mod:`~cacheproxy.sim.resources`; watches :mod:`~cacheproxy.sim.watching`). Who may do what is :mod:`~cacheproxy.sim.admission`'s; which verb
 a request is, :mod:`~cacheproxy.sim.routing`'s; the form an answer takes (object, metadata,
 Table), :mod:`~cacheproxy.sim.render`'s; the verbs themselves,
 :class:`~cacheproxy.sim.api.SimApi`'s. Every error is written as a ``metav1.Status``
@@ -48,6 +48,7 @@ from cacheproxy.sim.api import SimApi
 from cacheproxy.sim.config import SimConfig
 from cacheproxy.sim.control import control
 from cacheproxy.sim.faults import Faults
+from cacheproxy.sim.openapi import SimOpenApi
 from cacheproxy.sim.render import ANSWERS
 from cacheproxy.sim.resources import RequestRecord, serve_resource
 from cacheproxy.sim.routing import discovery_verbs, with_subresources
@@ -96,6 +97,8 @@ class Simulator:
             answers=ANSWERS,
             etag=True,
         )
+        self.openapi = SimOpenApi(self.config.git_version)
+        """``/openapi/v2`` and ``/openapi/v3`` (:mod:`~cacheproxy.sim.openapi`)."""
         for ns in ("default", "kube-system", "kube-public", "kube-node-lease"):
             self.store.create(self.registry[("", "v1", "namespaces")], {"metadata": {"name": ns}})
 
@@ -205,6 +208,9 @@ class Simulator:
             self.access.authorize_path(user, req.path)
         if parts == ["version"]:
             await ANSWERS.send(send, req, orjson.dumps(self.version_info()))
+            return
+        if parts[:1] == ["openapi"]:
+            await self.openapi.serve(req, send, parts, self._all_gvs())
             return
         discovery = self.discovery
         if parts in (["api"], ["apis"]):
