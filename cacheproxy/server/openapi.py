@@ -74,7 +74,7 @@ class OpenApiSource(Protocol):
 
 
 @dataclass(slots=True)
-class _Kept:
+class _KeptDocument:
     fetched: Fetched
     at: float
     gzipped: bytes | None = None
@@ -93,7 +93,7 @@ class OpenApiDocuments:
         self._source = source
         self._served = served
         self._clock = clock
-        self._kept: dict[tuple[str, str], _Kept] = {}
+        self._kept: dict[tuple[str, str], _KeptDocument] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
 
     async def serve(self, req: Request, send: Send, parts: list[str]) -> None:
@@ -118,7 +118,7 @@ class OpenApiDocuments:
 
     async def _document(
         self, path: str, accept: str, *, hash_: str = ""
-    ) -> tuple[Fetched, _Kept | None]:
+    ) -> tuple[Fetched, _KeptDocument | None]:
         """The answer for ``path`` (and the kept document it is, if it is one)."""
         key = (path, accept)
         lock = self._locks.setdefault(key, asyncio.Lock())
@@ -145,7 +145,7 @@ class OpenApiDocuments:
                 kept.at = now
                 return kept.fetched, kept
             if fetched.code == 200:
-                kept = self._kept[key] = _Kept(fetched, now)
+                kept = self._kept[key] = _KeptDocument(fetched, now)
                 return fetched, kept
             if kept is not None and fetched.code >= 500:
                 return kept.fetched, kept
@@ -164,7 +164,9 @@ class OpenApiDocuments:
 
     # ------------------------------------------------------------------ answers
 
-    async def _send(self, req: Request, send: Send, fetched: Fetched, kept: _Kept | None) -> None:
+    async def _send(
+        self, req: Request, send: Send, fetched: Fetched, kept: _KeptDocument | None
+    ) -> None:
         headers = [(b"content-type", (fetched.content_type or JSON).encode("latin-1"))]
         headers.append((b"cache-control", (fetched.cache_control or "no-cache, private").encode()))
         if fetched.etag:

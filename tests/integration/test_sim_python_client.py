@@ -32,7 +32,14 @@ async def test_lists_pods_across_namespaces(core_v1: client.CoreV1Api, demo_sim:
     pods = await asyncio.to_thread(core_v1.list_pod_for_all_namespaces)
     assert pods.items and len(pods.items) == demo_sim.store.count(demo_sim.resource("pods"))
     assert pods.metadata.resource_version == str(demo_sim.store.rv)
-    assert all(p.metadata.uid and p.spec.node_name for p in pods.items)
+    assert all(p.metadata.uid for p in pods.items)
+    # only a pod the scheduler could not place (the demo has one) lacks a node
+    unplaced = [p for p in pods.items if not p.spec.node_name]
+    assert len(unplaced) < len(pods.items)
+    for pod in unplaced:
+        assert pod.status.phase == "Pending"
+        scheduled = [c for c in pod.status.conditions if c.type == "PodScheduled"]
+        assert [(c.status, c.reason) for c in scheduled] == [("False", "Unschedulable")]
 
 
 async def test_lists_with_a_label_selector_and_pages(core_v1: client.CoreV1Api) -> None:
