@@ -12,7 +12,7 @@ What we need that uvicorn does not offer publicly:
   uvicorn's ``RequestResponseCycle``.
 
 Checked against the uvicorn versions ``pyproject.toml`` pins. :data:`RELIED_ON` names every
-internal used here; ``tests/unit/serving/test_uvicorn_contract.py`` checks them against the
+internal used here; ``tests/integration/test_uvicorn_contract.py`` checks them against the
 installed uvicorn and drives a request through the protocol, so a uvicorn that changes them fails
 there, not in production. Widen the pin only after those tests pass.
 """

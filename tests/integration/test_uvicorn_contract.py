@@ -29,7 +29,7 @@ from cacheproxy.serving import (
 )
 from cacheproxy.serving.uvicorn_adapter import RELIED_ON
 
-PYPROJECT = Path(__file__).resolve().parents[3] / "pyproject.toml"
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
 
 def _uvicorn_requirement() -> Requirement:

@@ -1,0 +1,1 @@
+"""The benchmarks' smoke tests and the load-test tools that listen on loopback or start processes."""
