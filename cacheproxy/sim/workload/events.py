@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from datetime import datetime
+from typing import NamedTuple
 
 from cacheproxy.sim.workload.derive import JsonObject, _hex, _moment, _parse_ts, _ts
 from cacheproxy.sim.workload.lifecycle import _pod_ref
@@ -19,7 +20,18 @@ __all__ = ["job_events", "make_event", "pod_events", "rollout_events"]
 _SCHEDULER = "default-scheduler"
 
 
-def _reference(obj: JsonObject, field_path: str = "") -> JsonObject:
+class _Told(NamedTuple):
+    """What one Event tells: its type, reason and message, the container it is about (none: the
+    whole object) and how many times it happened."""
+
+    type: str
+    reason: str
+    message: str
+    container: str = ""
+    times: int = 1
+
+
+def _reference(obj: JsonObject) -> JsonObject:
     """An ``involvedObject`` naming ``obj`` (its uid and resourceVersion when it has them)."""
     meta = obj["metadata"]
     ref: JsonObject = {"kind": obj.get("kind", "Pod"), "namespace": meta.get("namespace", "")}
@@ -29,24 +41,21 @@ def _reference(obj: JsonObject, field_path: str = "") -> JsonObject:
     ref["apiVersion"] = obj.get("apiVersion", "v1")
     if "resourceVersion" in meta:
         ref["resourceVersion"] = meta["resourceVersion"]
-    if field_path:
-        ref["fieldPath"] = field_path
     return ref
 
 
 def _event(
     rng: random.Random,
     involved: JsonObject,
-    line: tuple[str, str, str, str, int],
+    told: _Told,
     *,
     component: str,
     host: str,
     at: datetime,
 ) -> JsonObject:
-    """One Event about ``involved``: ``line`` is (type, reason, message, container, count)."""
-    kind, reason, message, container, count = line
-    if container:
-        involved = involved | {"fieldPath": f"spec.containers{{{container}}}"}
+    """One Event about ``involved``, recorded by ``component`` (on ``host``) at ``at``."""
+    if told.container:
+        involved = involved | {"fieldPath": f"spec.containers{{{told.container}}}"}
     source: JsonObject = {"component": component}
     if host:
         source["host"] = host
@@ -58,20 +67,20 @@ def _event(
             "namespace": involved["namespace"],
         },
         "involvedObject": involved,
-        "reason": reason,
-        "message": message,
+        "reason": told.reason,
+        "message": told.message,
         "source": source,
         "firstTimestamp": _ts(at),
         "lastTimestamp": _ts(at),
-        "count": count,
-        "type": kind,
+        "count": told.times,
+        "type": told.type,
         "eventTime": None,
         "reportingComponent": component,
         "reportingInstance": host,
     }
 
 
-def _pod_lines(pod: JsonObject) -> list[tuple[str, str, str, str, int]]:
+def _pod_lines(pod: JsonObject) -> list[_Told]:
     """What the scheduler and the kubelet recorded about ``pod``, as its status tells."""
     meta, spec, status = pod["metadata"], pod.get("spec", {}), pod.get("status", {})
     node = spec.get("nodeName", "")
@@ -79,51 +88,39 @@ def _pod_lines(pod: JsonObject) -> list[tuple[str, str, str, str, int]]:
         scheduled: JsonObject = next(
             (c for c in status.get("conditions", []) if c.get("type") == "PodScheduled"), {}
         )
-        return [("Warning", "FailedScheduling", scheduled.get("message", ""), "", 1)]
-    lines = [
-        (
-            "Normal",
-            "Scheduled",
-            f"Successfully assigned {meta['namespace']}/{meta['name']} to {node}",
-            "",
-            1,
-        )
-    ]
+        return [_Told("Warning", "FailedScheduling", scheduled.get("message", ""))]
+    where = f"{meta['namespace']}/{meta['name']}"
+    lines = [_Told("Normal", "Scheduled", f"Successfully assigned {where} to {node}")]
     images = {c["name"]: c.get("image", "") for c in spec.get("containers", [])}
     for cs in status.get("containerStatuses") or []:
         name, state = cs["name"], cs.get("state", {})
-        if "ContainerCreating" in state.get("waiting", {}).get("reason", ""):
+        waiting = state.get("waiting", {}).get("reason")
+        image = images.get(name) or cs.get("image", "")
+        if waiting == "ContainerCreating":
             if name == next(iter(images), name):  # the kubelet pulls the first image first
-                lines.append(("Normal", "Pulling", f'Pulling image "{images[name]}"', name, 1))
+                lines.append(_Told("Normal", "Pulling", f'Pulling image "{image}"', name))
             continue
         runs = int(cs.get("restartCount", 0)) + 1
+        pulled = f'Container image "{image}" already present on machine'
         lines += [
-            (
-                "Normal",
-                "Pulled",
-                f'Container image "{images.get(name, cs.get("image"))}" already present on machine',
-                name,
-                runs,
-            ),
-            ("Normal", "Created", f"Created container: {name}", name, runs),
-            ("Normal", "Started", f"Started container {name}", name, runs),
+            _Told("Normal", "Pulled", pulled, name, runs),
+            _Told("Normal", "Created", f"Created container: {name}", name, runs),
+            _Told("Normal", "Started", f"Started container {name}", name, runs),
         ]
-        if state.get("waiting", {}).get("reason") == "CrashLoopBackOff":
+        if waiting == "CrashLoopBackOff":
             message = f"Back-off restarting failed container {name} in pod {_pod_ref(pod)}"
-            lines.append(("Warning", "BackOff", message, name, 1))
+            lines.append(_Told("Warning", "BackOff", message, name))
         elif "running" in state and not cs.get("ready"):
             message = "Readiness probe failed: HTTP probe failed with statuscode: 503"
-            lines.append(("Warning", "Unhealthy", message, name, 1))
+            lines.append(_Told("Warning", "Unhealthy", message, name))
     return lines
 
 
-def _pod_event(
-    rng: random.Random, pod: JsonObject, line: tuple[str, str, str, str, int], at: datetime
-) -> JsonObject:
+def _pod_event(rng: random.Random, pod: JsonObject, told: _Told, at: datetime) -> JsonObject:
     node = pod.get("spec", {}).get("nodeName", "")
-    by_scheduler = line[1] in ("Scheduled", "FailedScheduling")
+    by_scheduler = told.reason in ("Scheduled", "FailedScheduling")
     component, host = (_SCHEDULER, "") if by_scheduler else ("kubelet", node)
-    return _event(rng, _reference(pod), line, component=component, host=host, at=at)
+    return _event(rng, _reference(pod), told, component=component, host=host, at=at)
 
 
 def pod_events(
@@ -164,10 +161,10 @@ def job_events(
 ) -> list[JsonObject]:
     """The job controller's Events about ``job``: a pod created per pod, and its completion."""
     lines = [
-        ("Normal", "SuccessfulCreate", f"Created pod: {p['metadata']['name']}", "", 1) for p in pods
+        _Told("Normal", "SuccessfulCreate", f"Created pod: {p['metadata']['name']}") for p in pods
     ]
     if any(c.get("type") == "Complete" for c in job.get("status", {}).get("conditions", [])):
-        lines.append(("Normal", "Completed", "Job completed", "", 1))
+        lines.append(_Told("Normal", "Completed", "Job completed"))
     ref = _reference(job)
     return [_event(rng, ref, line, component="job-controller", host="", at=now) for line in lines]
 
@@ -183,12 +180,10 @@ def rollout_events(
     """The deployment controller's ScalingReplicaSet Events of a rolling update under way: the
     new ReplicaSet scaled up, the old one down, each to its ``spec.replicas``."""
     lines = [
-        (
+        _Told(
             "Normal",
             "ScalingReplicaSet",
             f"Scaled {way} replica set {rs['metadata']['name']} to {rs['spec']['replicas']}",
-            "",
-            1,
         )
         for way, rs in (("up", new_rs), ("down", old_rs))
     ]
