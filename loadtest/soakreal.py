@@ -103,9 +103,9 @@ class RealSoakConfig:
     """Calm between the daemon's catching up and the next fault."""
     recovery_bound: float = 5.0
     give_up: float = 180.0
+    """A fault after which the daemon has not caught up this long ends the run."""
     settle: float = 30.0
     """Once the churn stopped, how long the daemon, then the clients, may take to equal it."""
-    """A fault after which the daemon has not caught up this long ends the run."""
     storm_lines: int = 40
     rss_budget_mib: float = 400.0
     compaction_interval: str = "30s"
@@ -230,7 +230,11 @@ class _RealSoak:
             finally:
                 for task in tasks:
                     task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
+                for task, result in zip(
+                    tasks, await asyncio.gather(*tasks, return_exceptions=True), strict=True
+                ):
+                    if isinstance(result, Exception):  # not CancelledError: a harness bug
+                        self.violations.record("harness", f"{task.get_name()} died: {result!r}")
                 report.shutdown_s = await _timed(daemon.stop())
                 logs.read()
                 report.relay = await _relay_stats(relay)
