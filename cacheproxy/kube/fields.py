@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from cacheproxy.kube import status
-from cacheproxy.kube.labels import go_quote
 from cacheproxy.kube.resources import ResourceType
+from cacheproxy.kube.validation import go_quote
 
 __all__ = [
     "FieldRequirement",
