@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import random
 from typing import Any
 
 from cacheproxy.cli.running import HelpFormatter, env_default, stop_on_signals
@@ -55,12 +54,13 @@ async def demo_main(args: argparse.Namespace) -> int:
     from cacheproxy.daemon.runtime import Daemon
     from cacheproxy.kube.resources import builtin
     from cacheproxy.sim import SimServer, Simulator
-    from cacheproxy.sim.churn import ChurnDriver
+    from cacheproxy.sim.churn import demo_churn
     from cacheproxy.sim.workload import DemoSpec, demo_objects
     from cacheproxy.upstream import UpstreamConfig
 
+    spec = DemoSpec(pods=args.pods, seed=args.seed)
     sim = Simulator()
-    sim.load(demo_objects(DemoSpec(pods=args.pods, seed=args.seed)))
+    sim.load(demo_objects(spec))
     sim_server = SimServer(sim, port=args.sim_port)
     try:
         await sim_server.start()
@@ -75,17 +75,7 @@ async def demo_main(args: argparse.Namespace) -> int:
     config = DaemonConfig(resources=resources, server=ServerSettings(port=args.port), source="demo")
     daemon = Daemon(config, UpstreamConfig(server=sim_server.url))
     stop = asyncio.Event()
-    namespaces = sorted({ns for ns, _ in sim.store.names(sim.resource("pods"))}) or ["default"]
-    nodes = [name for _, name in sim.store.names(sim.resource("nodes"))] or ["node-0"]
-    driver = ChurnDriver(
-        sim.store,
-        rate=args.churn,
-        rng=random.Random(args.seed),
-        namespaces=namespaces,
-        nodes=nodes,
-        apps=[f"app-{i}" for i in range(4)],
-        max_pods=max(args.pods * 2, 10),
-    )
+    driver = demo_churn(sim.store, rate=args.churn, seed=spec.seed, apps=spec.apps, pods=spec.pods)
 
     async def announce() -> None:
         await daemon.wait_ready()

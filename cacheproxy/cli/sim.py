@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import random
 import sys
 import tempfile
 from pathlib import Path
@@ -142,18 +141,10 @@ async def sim_main(args: argparse.Namespace) -> int:
     stop_on_signals(stop)
     churn_task = None
     if args.churn > 0:
-        from cacheproxy.sim.churn import ChurnDriver
+        from cacheproxy.sim.churn import demo_churn
 
-        namespaces = sorted({ns for ns, _ in sim.store.names(sim.resource("pods"))}) or ["default"]
-        nodes = [name for _, name in sim.store.names(sim.resource("nodes"))] or ["node-0"]
-        driver = ChurnDriver(
-            sim.store,
-            rate=args.churn,
-            rng=random.Random(args.seed),
-            namespaces=namespaces,
-            nodes=nodes,
-            apps=[f"app-{i}" for i in range(max(args.apps, 1))],
-            max_pods=max(args.pods * 2, 10),
+        driver = demo_churn(
+            sim.store, rate=args.churn, seed=args.seed, apps=args.apps, pods=args.pods
         )
         churn_task = asyncio.create_task(driver.run(), name="sim-churn")
     await stop.wait()

@@ -27,11 +27,12 @@ from cacheproxy.errors import ApiError
 from cacheproxy.kube.resources import ResourceType, builtin
 from cacheproxy.sim.workload import make_pod, mutate_pod
 
-__all__ = ["ChurnDriver", "ChurnMix", "ChurnStats", "ObjectWriter"]
+__all__ = ["ChurnDriver", "ChurnMix", "ChurnStats", "ObjectWriter", "demo_churn"]
 
 _log = logging.getLogger(__name__)
 
 _PODS = builtin("pods")
+_NODES = builtin("nodes")
 _OPS = ("create", "update", "delete")
 _MAX_BATCH = 16
 """Writes made back to back before yielding to the event loop (a write costs up to ~1 ms: the
@@ -286,6 +287,28 @@ class ChurnDriver:
         namespace, name = _forget(live, self._rng.randrange(len(live)))
         self._writer.delete(_PODS, namespace, name)
         return "deleted"
+
+
+def demo_churn(
+    writer: ObjectWriter, *, rate: float, seed: int, apps: int, pods: int
+) -> ChurnDriver:
+    """The churn ``cacheproxy demo`` and ``cacheproxy sim --churn`` run over the demo they loaded.
+
+    Pods of ``app-0`` … (``apps`` of them, at least one) written at ``rate``/s from ``seed``, in
+    the namespaces that hold pods in ``writer`` now and on its nodes (``default`` and ``node-0``
+    when it has none), up to twice the ``pods`` loaded (at least 10).
+    """
+    namespaces = sorted({ns for ns, _ in writer.names(_PODS)}) or ["default"]
+    nodes = [name for _, name in writer.names(_NODES)] or ["node-0"]
+    return ChurnDriver(
+        writer,
+        rate=rate,
+        rng=random.Random(seed),
+        namespaces=namespaces,
+        nodes=nodes,
+        apps=[f"app-{i}" for i in range(max(apps, 1))],
+        max_pods=max(pods * 2, 10),
+    )
 
 
 def _forget(live: list[tuple[str, str]], i: int) -> tuple[str, str]:

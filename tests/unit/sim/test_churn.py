@@ -18,7 +18,10 @@ import pytest
 
 from cacheproxy.kube import status
 from cacheproxy.kube.resources import ResourceType, builtin
-from cacheproxy.sim.churn import ChurnDriver, ChurnMix, ChurnStats, ObjectWriter
+from cacheproxy.sim import Simulator
+from cacheproxy.sim.churn import ChurnDriver, ChurnMix, ChurnStats, ObjectWriter, demo_churn
+from cacheproxy.sim.store import SimStore
+from cacheproxy.sim.workload import DemoSpec, demo_objects
 
 PODS = builtin("pods")
 EPOCH = datetime(2026, 11, 29, 14, 0, 0, tzinfo=UTC)
@@ -469,3 +472,42 @@ async def test_an_idle_run_without_a_duration_runs_until_cancelled() -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+# ---------------------------------------------------------------------------- the demo's churn
+
+
+def loaded_store(spec: DemoSpec | None) -> SimStore:
+    """A simulator's store, as ``cacheproxy sim`` and ``cacheproxy demo`` make it."""
+    sim = Simulator()
+    if spec is not None:
+        sim.load(demo_objects(spec))
+    return sim.store
+
+
+def pods_of(store: SimStore) -> list[dict[str, Any]]:
+    pods = (store.get(PODS, ns, name) for ns, name in store.names(PODS))
+    return [p for p in pods if p is not None]
+
+
+def test_the_demos_churn_writes_among_the_namespaces_nodes_and_apps_the_demo_loaded() -> None:
+    spec = DemoSpec(namespaces=2, nodes=3, apps=2, pods=12, seed=4)
+    store = loaded_store(spec)
+    churn = demo_churn(store, rate=0, seed=spec.seed, apps=spec.apps, pods=spec.pods)
+    assert churn.step(300).created
+    pods = pods_of(store)
+    assert {p["metadata"]["namespace"] for p in pods} <= {"ns-0", "ns-1"}
+    assert {p["spec"].get("nodeName") for p in pods} - {None} <= {"node-0", "node-1", "node-2"}
+    assert {p["metadata"]["labels"]["app"] for p in pods} <= {"app-0", "app-1"}
+    assert len(pods) <= 2 * spec.pods
+
+
+def test_the_demos_churn_over_an_empty_store_writes_pods_of_one_app_in_default_on_node_0() -> None:
+    store = loaded_store(None)
+    churn = demo_churn(store, rate=0, seed=1, apps=0, pods=0)
+    assert churn.step(50).created
+    pods = pods_of(store)
+    assert {p["metadata"]["namespace"] for p in pods} == {"default"}
+    assert {p["spec"].get("nodeName") for p in pods} <= {"node-0", None}
+    assert {p["metadata"]["labels"]["app"] for p in pods} == {"app-0"}
+    assert len(pods) <= 10
