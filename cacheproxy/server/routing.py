@@ -84,13 +84,7 @@ async def route(
         await ANSWERS.send(send, req, orjson.dumps(server.version))
         return
     discovery = server.discovery
-    if parts in (["api"], ["apis"]):
-        accept = req.header("accept")
-        doc = discovery.root(accept, core=parts == ["api"], server_address=server.server_address)
-        await discovery.send(req, send, doc)
-        return
-    if parts[:1] == ["apis"] and len(parts) == 2:
-        await discovery.send(req, send, discovery.group(parts[1]))
+    if await discovery.serve_groups(req, send, parts, server_address=server.server_address):
         return
     if path is None:
         if parts[:1] in (["api"], ["apis"]):

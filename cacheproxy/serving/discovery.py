@@ -77,6 +77,21 @@ class Discovery:
         doc = {"kind": "APIGroup", "apiVersion": "v1", **discovery.api_group(name, versions)}
         return Document(orjson.dumps(doc))
 
+    async def serve_groups(
+        self, req: Request, send: Send, parts: Sequence[str], *, server_address: str
+    ) -> bool:
+        """Answer ``/api``, ``/apis`` or ``/apis/{group}`` (``parts``: the path split); False,
+        with nothing sent, for any other path."""
+        if parts in (["api"], ["apis"]):
+            core = parts == ["api"]
+            document = self.root(req.header("accept"), core=core, server_address=server_address)
+        elif parts[:1] == ["apis"] and len(parts) == 2:
+            document = self.group(parts[1])
+        else:
+            return False
+        await self.send(req, send, document)
+        return True
+
     def resources(self, gv: GroupVersion, types: Sequence[ResourceType]) -> Document:
         """``/api/v1`` or ``/apis/{group}/{version}``: ``types``, the group version's."""
         doc = discovery.api_resource_list(gv, types, self.verbs_for)

@@ -213,13 +213,7 @@ class Simulator:
             await self.openapi.serve(req, send, parts, self._all_gvs())
             return
         discovery = self.discovery
-        if parts in (["api"], ["apis"]):
-            accept = req.header("accept")
-            doc = discovery.root(accept, core=parts == ["api"], server_address=self.server_address)
-            await discovery.send(req, send, doc)
-            return
-        if parts[:1] == ["apis"] and len(parts) == 2:
-            await discovery.send(req, send, discovery.group(parts[1]))
+        if await discovery.serve_groups(req, send, parts, server_address=self.server_address):
             return
         path = parse_api_path(parts)
         if path is None:

@@ -275,6 +275,25 @@ async def test_aggregated_discovery_is_cacheable_when_asked_with_an_etag_and_304
     assert b"etag" not in plain.headers and plain.headers[b"cache-control"] == b"no-cache, private"
 
 
+async def test_the_group_paths_are_answered_and_any_other_path_is_left_alone() -> None:
+    discovery = _discovery()
+    answered: dict[str, Any] = {}
+    for path in ("/api", "/apis", "/apis/apps"):
+        sent = Sent()
+        parts = path.strip("/").split("/")
+        assert await discovery.serve_groups(
+            request(path), sent, parts, server_address="10.0.0.1:443"
+        )
+        answered[path] = orjson.loads(sent.body)
+    assert answered["/api"]["serverAddressByClientCIDRs"][0]["serverAddress"] == "10.0.0.1:443"
+    assert answered["/apis"]["kind"] == "APIGroupList"
+    assert answered["/apis/apps"]["kind"] == "APIGroup"
+    for parts in ([], ["version"], ["api", "v1"], ["apis", "apps", "v1"]):
+        sent = Sent()
+        assert not await discovery.serve_groups(request(), sent, parts, server_address="")
+        assert sent == []
+
+
 async def test_lifespan_starts_and_stops() -> None:
     messages = [{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}]
     sent = Sent()
