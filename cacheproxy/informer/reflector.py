@@ -15,12 +15,18 @@ says what an error does:
   within a second without an event ("very short watch": relist after backoff). 410 (in-stream
   ERROR or on start) → relist at the last RV after backoff. 429 → back off (honouring
   ``Retry-After``) and watch again. Connection refused → back off and watch again. A 500 →
-  watch again (client-go's ``MaxInternalErrorRetryDuration`` behaviour; its default relists). A garbage or truncated stream → watch again after backoff. No event or bookmark
-  for longer than the watch timeout + margin → the watch is stalled: drop it and watch again.
+  watch again after backoff (client-go's ``MaxInternalErrorRetryDuration`` behaviour; its default
+  relists). A garbage or truncated stream → watch again after backoff. No event or bookmark for
+  longer than the watch timeout + margin → the watch is stalled: drop it and watch again.
   Anything else → relist after backoff.
 
-Backoff: 0.8 s doubling to 30 s with jitter, reset after 2 min without errors. Clock, sleep and
-randomness are injectable, so tests drive it in virtual time.
+Backoff (:class:`~cacheproxy.informer.backoff.Backoff`): 0.8 s, doubling with each failure up to
+30 s, plus up to 100 % jitter; started over by a success — a sync that put its state on the queue,
+or a watch that delivered at least one event or bookmark — so the first failure after one waits
+0.8-1.6 s again. A watch that fails at once, or ends without delivering anything, is no success: a
+server failing every request sees growing delays. (client-go's starts over only after 2 min
+without an error, so faults half a minute apart kept it at its cap with upstream healthy again.)
+Clock, sleep and randomness are injectable, so tests drive it in virtual time.
 
 What it yields goes one way, onto its queue: ``Replaced`` per (re)sync, ``Delta`` per watch event,
 ``Bookmark`` per bookmark, each object as its ``decode`` made it while it was read (the
@@ -203,6 +209,7 @@ class Reflector:
                 synced, continued = await self._sync()
                 if not synced:
                     continue
+                self._succeeded()
                 try:
                     await self._watch_loop(continued)
                 except _Relist as relist:
@@ -432,6 +439,8 @@ class Reflector:
             raise _WatchAgain(0) from None
         finally:
             self.last_event_at = self._clock()
+            if events:
+                self._succeeded()  # however the watch ended, upstream answered
             await cm.__aexit__(None, None, None)
         self.metrics.events(self.name, events)
         if error is not None:
@@ -490,6 +499,11 @@ class Reflector:
     def _watch_timeout(self) -> int:
         base = self.options.min_watch_timeout
         return int(base * (1.0 + self._rng.random()))
+
+    def _succeeded(self) -> None:
+        """Upstream answered (a sync completed, or a watch delivered an event or bookmark): the
+        next failure backs off from the start (see the module)."""
+        self._backoff.reset()
 
     async def _back_off(self, err: BaseException | None) -> None:
         self.phase = Phase.BACKING_OFF

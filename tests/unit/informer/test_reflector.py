@@ -366,3 +366,86 @@ async def test_a_watch_list_whose_end_bookmark_comes_late_but_in_time_is_kept(
         await h.until(lambda: h.reflector.synced.is_set())
     assert h.lists() == []
     assert h.reflector._watch_list is True
+
+
+# ---------------------------------------------------------------------- backoff
+# The base of each delay doubles; the jitter adds up to as much again.
+
+
+def base_of(delay: float, *bases: float) -> bool:
+    return any(b <= delay <= 2 * b for b in bases)
+
+
+async def test_consecutive_failures_escalate_the_backoff_up_to_its_cap(
+    fake: FakeListerWatcher, time: VirtualTime
+) -> None:
+    fake.supports_watch_list = False
+    for _ in range(7):
+        fake.fail_next_list(status.internal_error("boom"))
+    async with Harness(fake, time) as h:
+        await h.until(lambda: fake.open_watches == 1)
+    bases = [0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0]
+    assert len(time.sleeps) == len(bases)
+    assert all(base_of(s, b) for s, b in zip(time.sleeps, bases, strict=True)), time.sleeps
+
+
+async def test_a_synced_list_resets_the_backoff(fake: FakeListerWatcher, time: VirtualTime) -> None:
+    fake.supports_watch_list = False
+    for _ in range(3):
+        fake.fail_next_list(status.internal_error("boom"))
+    async with Harness(fake, time) as h:
+        await h.until(lambda: fake.open_watches == 1)  # the fourth list synced
+        fake.end_watches()  # a very short watch: relist after a backoff
+        await h.until(lambda: len(h.lists()) == 5 and fake.open_watches == 1)
+    first, second, third, after_sync = time.sleeps
+    assert base_of(first, 0.8) and base_of(second, 1.6) and base_of(third, 3.2)
+    assert base_of(after_sync, 0.8), time.sleeps
+
+
+async def escalate_by_refused_watches(h: Harness, fake: FakeListerWatcher) -> None:
+    """Three watches refused in a row (0.8, 1.6, 3.2 s), then one established."""
+    await h.until(lambda: fake.open_watches == 1 and h.reflector.synced.is_set())
+    for _ in range(3):
+        fake.fail_next_watch(TransportError("connection refused", connection_refused=True))
+    h.time.now += 5
+    fake.end_watches()
+    await h.until(lambda: len(h.watches()) == 5 and fake.open_watches == 1)
+    assert [base_of(s, b) for s, b in zip(h.time.sleeps, [0.8, 1.6, 3.2], strict=True)] == [
+        True
+    ] * 3
+
+
+@pytest.mark.parametrize("delivered", ["event", "bookmark"])
+async def test_a_watch_that_delivered_something_resets_the_backoff(
+    fake: FakeListerWatcher, time: VirtualTime, delivered: str
+) -> None:
+    async with Harness(fake, time) as h:
+        await escalate_by_refused_watches(h, fake)
+        if delivered == "event":
+            fake.emit("ADDED", cm("c9"))
+            await h.until(lambda: any(isinstance(i, Delta) for i in h.items))
+        else:
+            fake.bookmark()
+            await h.until(lambda: any(isinstance(i, Bookmark) for i in h.items))
+        fake.break_watches(TransportError("truncated line"))
+        await h.until(lambda: len(h.watches()) == 6 and fake.open_watches == 1)
+    assert len(time.sleeps) == 4
+    assert base_of(time.sleeps[-1], 0.8), time.sleeps
+
+
+@pytest.mark.parametrize("ended", ["after-a-while", "at-once"])
+async def test_a_watch_that_ended_delivering_nothing_does_not_reset_the_backoff(
+    fake: FakeListerWatcher, time: VirtualTime, ended: str
+) -> None:
+    async with Harness(fake, time) as h:
+        await escalate_by_refused_watches(h, fake)
+        if ended == "after-a-while":
+            # A normal end: watched again at once, refused, and backed off further.
+            fake.fail_next_watch(TransportError("connection refused", connection_refused=True))
+            time.now += 5
+        # else a very short watch: relisted (by a watch-list) after a backoff.
+        fake.end_watches()
+        await h.until(lambda: len(time.sleeps) == 4 and fake.open_watches == 1)
+    then = [w.send_initial_events for w in h.watches()[5:]]
+    assert then == ([False, False] if ended == "after-a-while" else [True])
+    assert base_of(time.sleeps[-1], 6.4), time.sleeps
