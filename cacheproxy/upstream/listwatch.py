@@ -61,6 +61,8 @@ log = logging.getLogger(__name__)
 
 _EVENT_TYPES = frozenset(("ADDED", "MODIFIED", "DELETED", "BOOKMARK"))
 _EXCERPT = 120
+_Params = list[tuple[str, Any]]
+"""A request's query parameters, in order (``list`` is also a method's name in the class)."""
 
 
 class ApiListerWatcher:
@@ -95,8 +97,8 @@ class ApiListerWatcher:
         )
         return f"ApiListerWatcher({self.rtype.qualified}{where}{selectors})"
 
-    def _selectors(self) -> list[tuple[str, Any]]:
-        params: list[tuple[str, Any]] = []
+    def _selectors(self) -> _Params:
+        params: _Params = []
         if self.label_selector:
             params.append(("labelSelector", self.label_selector))
         if self.field_selector:
@@ -113,23 +115,8 @@ class ApiListerWatcher:
             params.append(("limit", str(request.limit)))
         if request.continue_token:
             params.append(("continue", request.continue_token))
-        http_request = self.client.build_request(
-            "GET", self.path, params=params, timeout=LIST_TIMEOUT
-        )
-        try:
-            response = await self.client.send(http_request, stream=True)
-        except httpx.HTTPError as exc:
-            raise transport_error(exc) from exc
-        try:
-            if not response.is_success:
-                try:
-                    await response.aread()
-                except httpx.HTTPError as exc:
-                    raise transport_error(exc) from exc
-                raise api_error_from_response(response)
+        async with self._get(params, timeouts=LIST_TIMEOUT) as response:
             return await _read_list(response, decode)
-        finally:
-            await response.aclose()
 
     def watch(self, request: WatchRequest) -> WatchStream:
         return self._watch(request)
@@ -138,7 +125,7 @@ class ApiListerWatcher:
     async def _watch(
         self, request: WatchRequest
     ) -> AsyncGenerator[AsyncIterator[WatchEvent], None]:
-        params: list[tuple[str, Any]] = [("watch", "1"), *self._selectors()]
+        params: _Params = [("watch", "1"), *self._selectors()]
         if request.resource_version:
             params.append(("resourceVersion", request.resource_version))
         if request.timeout_seconds > 0:
@@ -149,14 +136,24 @@ class ApiListerWatcher:
             # KEP-3157 watch-list; the API server requires NotOlderThan with it.
             params.append(("sendInitialEvents", "true"))
             params.append(("resourceVersionMatch", "NotOlderThan"))
-        http_request = self.client.build_request(
-            "GET", self.path, params=params, timeout=WATCH_TIMEOUT
-        )
+        async with self._get(params, timeouts=WATCH_TIMEOUT) as response:
+            events = _WatchEvents(response)
+            try:
+                yield events
+            finally:
+                await events.aclose()
+
+    @asynccontextmanager
+    async def _get(
+        self, params: _Params, *, timeouts: httpx.Timeout
+    ) -> AsyncGenerator[httpx.Response, None]:
+        """The collection's streamed response to a ``GET`` with ``params``, once it answered with
+        success (an error answer is read whole and raised as ApiError); closed on the way out."""
+        http_request = self.client.build_request("GET", self.path, params=params, timeout=timeouts)
         try:
             response = await self.client.send(http_request, stream=True)
         except httpx.HTTPError as exc:
             raise transport_error(exc) from exc
-        events = _WatchEvents(response)
         try:
             if not response.is_success:
                 try:
@@ -164,9 +161,8 @@ class ApiListerWatcher:
                 except httpx.HTTPError as exc:
                     raise transport_error(exc) from exc
                 raise api_error_from_response(response)
-            yield events
+            yield response
         finally:
-            await events.aclose()
             await response.aclose()
 
 
