@@ -178,39 +178,27 @@ class CacheServer:
             return
         req = ServedRequest(scope, receive)
         began = time.perf_counter()
-        code = 0
-
-        async def send_recording(message: Message) -> None:
-            nonlocal code
-            if message["type"] == "http.response.start":
-                code = message["status"]
-            await send(message)
-
+        recording = _CodeRecording(send)
         try:
-            await self._serve(req, send_recording)
+            await self._serve(req, recording)
         except Exception as exc:
             if isinstance(exc, ApiError):
                 self.admission.count_rejection(exc)
-            await send_error(req, send_recording, exc, logger=log)
+            await send_error(req, recording, exc, logger=log)
         finally:
             # Once per request, watches when they end; observe_request never raises.
             self.metrics.observe_request(
-                verb=req.verb, resource=req.resource, code=code, seconds=time.perf_counter() - began
+                verb=req.verb,
+                resource=req.resource,
+                code=recording.code,
+                seconds=time.perf_counter() - began,
             )
 
     async def _refuse_websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
         """A websocket request: refused with a Status (the cache serves nothing over a
         websocket), sent as the server's denial response."""
         req = ServedRequest({**scope, "method": "GET"}, receive)
-        denying = websocket_denial(scope, send)
-        code = 0
-
-        async def send_recording(message: Message) -> None:
-            nonlocal code
-            if message["type"] == "http.response.start":
-                code = message["status"]
-            await denying(message)
-
+        recording = _CodeRecording(websocket_denial(scope, send))
         try:
             self.admission.check_bounds(req)
             path = parse_api_path(split_path(req.path))
@@ -218,9 +206,11 @@ class CacheServer:
             await self.admission.authenticate(req)
             raise websocket_refusal(req, path, api_server=self.api_server)
         except Exception as exc:
-            await send_error(req, send_recording, exc, logger=log)
+            await send_error(req, recording, exc, logger=log)
         finally:
-            self.metrics.observe_request(verb="other", resource=req.resource, code=code, seconds=0)
+            self.metrics.observe_request(
+                verb="other", resource=req.resource, code=recording.code, seconds=0
+            )
 
     def _label(self, req: ServedRequest, path: ApiPath | None, verb: str | None) -> None:
         """The request metrics' labels of a refused request on a served resource."""
@@ -261,3 +251,19 @@ class CacheServer:
             await route(self, req, send, parts, path, verb)
         finally:
             admission.release()
+
+
+class _CodeRecording:
+    """``send``, noting the status code of the response it starts (0 until then) for the
+    request's measurement."""
+
+    __slots__ = ("_send", "code")
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.code = 0
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.code = message["status"]
+        await self._send(message)
