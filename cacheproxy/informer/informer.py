@@ -46,7 +46,8 @@ from cacheproxy.informer.eventlog import EventLog, LogEvent
 from cacheproxy.informer.listwatch import ListerWatcher
 from cacheproxy.informer.metrics import InformerMetrics
 from cacheproxy.informer.queue import Bookmark, Delta, EventQueue, InOrderQueue, QueueItem, Replaced
-from cacheproxy.informer.reflector import Reflector, ReflectorOptions
+from cacheproxy.informer.reflector import Reflector
+from cacheproxy.informer.reflectoroptions import ReflectorOptions
 from cacheproxy.informer.store import Entry, Store
 
 __all__ = [

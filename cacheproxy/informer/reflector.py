@@ -32,6 +32,10 @@ What it yields goes one way, onto its queue: ``Replaced`` per (re)sync, ``Delta`
 ``Bookmark`` per bookmark, each object as its ``decode`` made it while it was read (the
 ListerWatcher's per-item hook: a large list is then never held as parsed objects). It knows
 nothing of stores; what an object becomes is its owner's choice.
+
+The rules above are all here; around them, :mod:`.syncing` reads a whole state (the pager, a
+watch-list's initial events), :mod:`.classifiers` says what an error is, :mod:`.backoff` computes
+the delays and :mod:`.reflectoroptions` holds what its owner may set.
 """
 
 from __future__ import annotations
@@ -43,70 +47,27 @@ import logging
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from cacheproxy.errors import ApiError, CacheProxyError, TransportError
-from cacheproxy.informer.backoff import Backoff
-from cacheproxy.informer.gcpause import gc_paused
-from cacheproxy.informer.listwatch import (
-    Decode,
-    ListerWatcher,
-    ListRequest,
-    WatchEvent,
-    WatchRequest,
-    as_parsed,
+from cacheproxy.informer.classifiers import (
+    is_connection_refused,
+    is_expired,
+    is_too_large_resource_version,
+    is_too_many_requests,
 )
+from cacheproxy.informer.gcpause import gc_paused
+from cacheproxy.informer.listwatch import Decode, ListerWatcher, WatchEvent, WatchRequest, as_parsed
 from cacheproxy.informer.metrics import InformerMetrics, NoMetrics
 from cacheproxy.informer.queue import Bookmark, Delta, EventQueue, Replaced
+from cacheproxy.informer.reflectoroptions import ReflectorOptions
+from cacheproxy.informer.syncing import ContinuedStream, SyncReader, WatchListHung
 
-__all__ = [
-    "Phase",
-    "Reflector",
-    "ReflectorOptions",
-    "is_connection_refused",
-    "is_expired",
-    "is_retryable",
-    "is_too_large_resource_version",
-    "is_too_many_requests",
-]
+__all__ = ["Phase", "Reflector"]
 
 log = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
-
-
-# ---------------------------------------------------------------------- classifiers
-
-
-def is_expired(err: BaseException) -> bool:
-    """410 Expired or Gone: the RV (or continue token) is older than the server's history."""
-    return isinstance(err, ApiError) and err.code == 410
-
-
-def is_too_large_resource_version(err: BaseException) -> bool:
-    """The server has not reached the requested RV (504 with cause ResourceVersionTooLarge)."""
-    if not isinstance(err, ApiError):
-        return False
-    causes = err.status.get("details", {}).get("causes", [])
-    if any(c.get("reason") == "ResourceVersionTooLarge" for c in causes):
-        return True
-    return "Too large resource version" in err.message
-
-
-def is_too_many_requests(err: BaseException) -> bool:
-    return isinstance(err, ApiError) and err.code == 429
-
-
-def is_connection_refused(err: BaseException) -> bool:
-    return isinstance(err, TransportError) and err.connection_refused
-
-
-def is_retryable(err: BaseException) -> bool:
-    """Worth trying the same request again later: throttling, server errors, transport trouble."""
-    if isinstance(err, TransportError):
-        return True
-    return isinstance(err, ApiError) and (err.code == 429 or err.code >= 500)
 
 
 class Phase(enum.Enum):
@@ -116,32 +77,6 @@ class Phase(enum.Enum):
     WATCHING = "watching"
     BACKING_OFF = "backing-off"
     STOPPED = "stopped"
-
-
-@dataclass
-class ReflectorOptions:
-    """How a :class:`Reflector` lists and watches (the defaults are client-go's)."""
-
-    page_size: int = 500
-    """Items per list page (client-go's pager default, ``tools/pager``); also
-    :func:`cacheproxy.upstream.list_all`'s default."""
-    watch_list: bool = True
-    """Try a streaming watch-list for the first sync (falls back to a paged list)."""
-    pause_gc_during_sync: bool = False
-    """Pause the cyclic GC while a (re)sync decodes its list (:mod:`.gcpause`): much faster
-    for large lists, but process-wide — for the process's owner (the daemon) to turn on."""
-    watch_list_timeout: float = 10.0
-    """Give a watch-list up for a paged list (for good) when its initial events stopped this long
-    ago and its initial-events-end bookmark has not come (kube-apiserver 1.27-1.30 sends it only
-    once the resource sees a newer write: on a quiet resource, not for minutes)."""
-    min_watch_timeout: float = 300.0
-    stall_margin: float = 30.0
-    very_short_watch: float = 1.0
-    backoff: Callable[[], Backoff] = field(default=Backoff)
-
-
-class _WatchListHung(Exception):
-    """The initial events of a watch-list stopped, and its end bookmark did not come."""
 
 
 class _Relist(Exception):
@@ -196,7 +131,9 @@ class Reflector:
         self._paginated_result = False
         """The first list came back in pages: the server pages (watch cache off): keep paging."""
         self._watch_list = self.options.watch_list
-        self._progress = _SyncProgress(name, clock)
+        self._reader = SyncReader(
+            lw, name=name, decode=self._decode, metrics=self.metrics, clock=clock
+        )
         self.synced = asyncio.Event()
         """Set once the first complete state was put on the queue."""
         self.last_event_at: float | None = None
@@ -219,7 +156,7 @@ class Reflector:
         finally:
             self.phase = Phase.STOPPED
 
-    async def _sync(self) -> tuple[bool, _ContinuedStream | None]:
+    async def _sync(self) -> tuple[bool, ContinuedStream | None]:
         """One (re)sync: (whether it succeeded, the stream to keep watching after a
         watch-list — None means "start a watch")."""
         self.phase = Phase.SYNCING
@@ -229,7 +166,7 @@ class Reflector:
                     return True, await self._sync_by_watch_list()
             except asyncio.CancelledError:
                 raise
-            except _WatchListHung:
+            except WatchListHung:
                 self._watch_list = False
                 log.warning(
                     "%s: the watch-list sent no initial-events-end bookmark %.0f s after its "
@@ -275,49 +212,22 @@ class Reflector:
         if rv not in ("", "0") and not self._paginated_result:
             limit = 0
         try:
-            items, list_rv, paged = await self._list_pages(rv, limit)
+            items, list_rv, paged = await self._reader.read_list(rv, limit)
         except ApiError as err:
             if not (is_expired(err) or is_too_large_resource_version(err)):
                 raise
             # The RV is unavailable: at once, a consistent list at RV "" (same page size).
             self._rv_unavailable = True
             rv = ""
-            items, list_rv, paged = await self._list_pages(rv, limit)
+            items, list_rv, paged = await self._reader.read_list(rv, limit)
         if rv == "0" and paged:
             self._paginated_result = True
-        self._progress.done(len(items), list_rv, "paged list" if paged else "list")
         await self.queue.put(Replaced(items, _rv_int(list_rv)))
         self._rv_unavailable = False
         self.last_sync_resource_version = list_rv
         self.synced.set()
 
-    async def _list_pages(self, rv: str, limit: int) -> tuple[list[Any], str, bool]:
-        """client-go's pager: (items, list RV, whether it came in pages)."""
-        decode = self._decode
-        items: list[Any] = []
-        request = ListRequest(resource_version=rv, limit=limit)
-        paged = False
-        self._progress.start()
-        while True:
-            self.metrics.request(self.name, "list")
-            try:
-                page = await self.lw.list(request, decode=decode)
-            except ApiError as err:
-                if not (is_expired(err) and request.continue_token):
-                    raise
-                # The continue token expired mid-list: one full list at the same RV (the pager's
-                # FullListIfExpired), rather than stitching pages of different snapshots.
-                self.metrics.request(self.name, "list")
-                page = await self.lw.list(ListRequest(resource_version=rv), decode=decode)
-                return page.items, page.resource_version, paged
-            items.extend(page.items)
-            self._progress.tick(len(items))
-            if not page.continue_token:
-                return items, page.resource_version, paged
-            paged = True
-            request = ListRequest(limit=limit, continue_token=page.continue_token)
-
-    async def _sync_by_watch_list(self) -> _ContinuedStream:
+    async def _sync_by_watch_list(self) -> ContinuedStream:
         request = WatchRequest(
             resource_version="" if self._rv_unavailable else self.last_sync_resource_version,
             timeout_seconds=self._watch_timeout(),
@@ -327,50 +237,25 @@ class Reflector:
         self.metrics.request(self.name, "watch")
         stream_cm = self.lw.watch(request)
         stream = await stream_cm.__aenter__()
-        items: list[Any] = []
-        decode = self._decode
-        progress = self._progress
-        progress.start()
-        quiet = self.options.watch_list_timeout
-        step = quiet / 4
-        loop = asyncio.get_running_loop()
-        pushed = loop.time()
-        end_rv: str | None = None
         try:
-            # The deadline moves with every initial event (not with other bookmarks): it runs out
-            # only once the initial events have stopped and the end bookmark has not come.
-            async with asyncio.timeout(quiet) as deadline:
-                async for event in stream:
-                    if event.type == "BOOKMARK":
-                        if event.is_initial_events_end:
-                            end_rv = event.resource_version
-                            break
-                        continue
-                    items.append(decode(event.object))
-                    now = loop.time()
-                    if now - pushed >= step:  # not a timer per event: it would cost more
-                        deadline.reschedule(now + quiet)
-                        pushed = now
-                    if len(items) & 1023 == 0:
-                        progress.tick(len(items))
-            if end_rv is None:
-                raise TransportError("the watch-list ended before its initial-events-end bookmark")
-            progress.done(len(items), end_rv, "watch-list")
+            items, end_rv = await self._reader.read_initial_events(
+                stream, quiet=self.options.watch_list_timeout
+            )
             await self.queue.put(Replaced(items, _rv_int(end_rv)))
-        except TimeoutError as err:
+        except WatchListHung:
             await stream_cm.__aexit__(None, None, None)
-            raise _WatchListHung from err
+            raise
         except BaseException as err:
             await stream_cm.__aexit__(type(err), err, err.__traceback__)
             raise
         self._rv_unavailable = False
         self.last_sync_resource_version = end_rv
         self.synced.set()
-        return _ContinuedStream(stream_cm, stream, request.timeout_seconds)
+        return ContinuedStream(stream_cm, stream, request.timeout_seconds)
 
     # ------------------------------------------------------------------ watching
 
-    async def _watch_loop(self, continued: _ContinuedStream | None) -> None:
+    async def _watch_loop(self, continued: ContinuedStream | None) -> None:
         """Watch until a relist is needed (raises ``_Relist``)."""
         current = continued
         while True:
@@ -511,48 +396,6 @@ class Reflector:
         if isinstance(err, ApiError) and err.retry_after:
             delay = max(delay, float(err.retry_after))
         await self._sleep(delay)
-
-
-class _SyncProgress:
-    """Log lines during a (re)sync: how many objects so far, at what rate; then the result."""
-
-    def __init__(self, name: str, clock: Callable[[], float], *, every: float = 2.0) -> None:
-        self.name = name
-        self.clock = clock
-        self.every = every
-        self.started = 0.0
-        self.last = 0.0
-
-    def start(self) -> None:
-        self.started = self.last = self.clock()
-
-    def tick(self, count: int) -> None:
-        now = self.clock()
-        if now - self.last >= self.every:
-            self.last = now
-            rate = count / max(now - self.started, 1e-9)
-            log.info("%s: syncing, %d objects so far (%.0f/s)", self.name, count, rate)
-
-    def done(self, count: int, rv: str, how: str) -> None:
-        took = self.clock() - self.started
-        log.info(
-            "%s: synced %d objects by %s in %.2f s (%.0f/s) at resourceVersion %s",
-            self.name,
-            count,
-            how,
-            took,
-            count / max(took, 1e-9),
-            rv,
-        )
-
-
-@dataclass
-class _ContinuedStream:
-    """A watch-list stream that goes on as the watch after its initial events."""
-
-    cm: Any
-    stream: AsyncIterator[WatchEvent]
-    timeout: int
 
 
 def _rv_int(rv: str) -> int:

@@ -1,0 +1,162 @@
+"""The Reflector's sync phase: reading one whole state of a collection, and saying how it goes.
+
+:class:`SyncReader` reads it either by paged list (client-go's pager, ``tools/pager``: following
+``continue``; an expired continue token → one full list at the same RV, rather than pages of
+different snapshots) or from a watch-list's stream (its initial events up to the
+``k8s.io/initial-events-end`` bookmark; :class:`WatchListHung` if they stop without it), decoding
+each object as it is read and logging the progress (:class:`SyncProgress`). Which RV to read at,
+what to do when reading fails and what becomes of the state are the Reflector's rules
+(:mod:`.reflector`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cacheproxy.errors import ApiError, TransportError
+from cacheproxy.informer.classifiers import is_expired
+from cacheproxy.informer.listwatch import Decode, ListerWatcher, ListRequest, WatchEvent
+from cacheproxy.informer.metrics import InformerMetrics
+
+__all__ = ["ContinuedStream", "SyncProgress", "SyncReader", "WatchListHung"]
+
+# The Reflector's log: a sync's lines are its lines.
+log = logging.getLogger("cacheproxy.informer.reflector")
+
+
+class WatchListHung(Exception):
+    """The initial events of a watch-list stopped, and its end bookmark did not come."""
+
+
+@dataclass
+class ContinuedStream:
+    """A watch-list stream that goes on as the watch after its initial events."""
+
+    cm: Any
+    stream: AsyncIterator[WatchEvent]
+    timeout: int
+
+
+class SyncReader:
+    """Reads whole states of one collection for a Reflector (see the module)."""
+
+    def __init__(
+        self,
+        lw: ListerWatcher,
+        *,
+        name: str,
+        decode: Decode,
+        metrics: InformerMetrics,
+        clock: Callable[[], float],
+    ) -> None:
+        self.lw = lw
+        self.name = name
+        self.decode = decode
+        self.metrics = metrics
+        self.progress = SyncProgress(name, clock)
+
+    async def read_list(self, rv: str, limit: int) -> tuple[list[Any], str, bool]:
+        """client-go's pager: (items, list RV, whether it came in pages)."""
+        items, list_rv, paged = await self._list_pages(rv, limit)
+        self.progress.done(len(items), list_rv, "paged list" if paged else "list")
+        return items, list_rv, paged
+
+    async def _list_pages(self, rv: str, limit: int) -> tuple[list[Any], str, bool]:
+        decode = self.decode
+        items: list[Any] = []
+        request = ListRequest(resource_version=rv, limit=limit)
+        paged = False
+        self.progress.start()
+        while True:
+            self.metrics.request(self.name, "list")
+            try:
+                page = await self.lw.list(request, decode=decode)
+            except ApiError as err:
+                if not (is_expired(err) and request.continue_token):
+                    raise
+                # The continue token expired mid-list: one full list at the same RV (the pager's
+                # FullListIfExpired), rather than stitching pages of different snapshots.
+                self.metrics.request(self.name, "list")
+                page = await self.lw.list(ListRequest(resource_version=rv), decode=decode)
+                return page.items, page.resource_version, paged
+            items.extend(page.items)
+            self.progress.tick(len(items))
+            if not page.continue_token:
+                return items, page.resource_version, paged
+            paged = True
+            request = ListRequest(limit=limit, continue_token=page.continue_token)
+
+    async def read_initial_events(
+        self, stream: AsyncIterator[WatchEvent], *, quiet: float
+    ) -> tuple[list[Any], str]:
+        """A watch-list's initial events, read from its ``stream`` up to the initial-events-end
+        bookmark: (objects, the bookmark's RV). :class:`WatchListHung` when they stopped
+        ``quiet`` seconds ago without it; a TransportError when the stream ended without it."""
+        items: list[Any] = []
+        decode = self.decode
+        progress = self.progress
+        progress.start()
+        step = quiet / 4
+        loop = asyncio.get_running_loop()
+        pushed = loop.time()
+        end_rv: str | None = None
+        try:
+            # The deadline moves with every initial event (not with other bookmarks): it runs out
+            # only once the initial events have stopped and the end bookmark has not come.
+            async with asyncio.timeout(quiet) as deadline:
+                async for event in stream:
+                    if event.type == "BOOKMARK":
+                        if event.is_initial_events_end:
+                            end_rv = event.resource_version
+                            break
+                        continue
+                    items.append(decode(event.object))
+                    now = loop.time()
+                    if now - pushed >= step:  # not a timer per event: it would cost more
+                        deadline.reschedule(now + quiet)
+                        pushed = now
+                    if len(items) & 1023 == 0:
+                        progress.tick(len(items))
+        except TimeoutError as err:
+            raise WatchListHung from err
+        if end_rv is None:
+            raise TransportError("the watch-list ended before its initial-events-end bookmark")
+        progress.done(len(items), end_rv, "watch-list")
+        return items, end_rv
+
+
+class SyncProgress:
+    """Log lines during a (re)sync: how many objects so far, at what rate; then the result."""
+
+    def __init__(self, name: str, clock: Callable[[], float], *, every: float = 2.0) -> None:
+        self.name = name
+        self.clock = clock
+        self.every = every
+        self.started = 0.0
+        self.last = 0.0
+
+    def start(self) -> None:
+        self.started = self.last = self.clock()
+
+    def tick(self, count: int) -> None:
+        now = self.clock()
+        if now - self.last >= self.every:
+            self.last = now
+            rate = count / max(now - self.started, 1e-9)
+            log.info("%s: syncing, %d objects so far (%.0f/s)", self.name, count, rate)
+
+    def done(self, count: int, rv: str, how: str) -> None:
+        took = self.clock() - self.started
+        log.info(
+            "%s: synced %d objects by %s in %.2f s (%.0f/s) at resourceVersion %s",
+            self.name,
+            count,
+            how,
+            took,
+            count / max(took, 1e-9),
+            rv,
+        )
