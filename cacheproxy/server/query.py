@@ -144,11 +144,23 @@ def select_keys(store: Store, query: Query, index_paths: set[str]) -> tuple[list
         keys = keys_of(name, values[0])
         return _Narrowing(keys, len(keys), lambda: in_order(name, values[0]))
 
-    def labels(key: str, values: Iterable[str]) -> _Narrowing:
-        return any_of(store.label_keys, store.label_keys_sorted, key, values)
-
-    def index(path: str, values: Iterable[str]) -> _Narrowing:
-        return any_of(store.index_keys, store.index_keys_sorted, path, values)
+    def by_selector(
+        selector: LabelSelector,
+        keys_of: Callable[[str, str], AbstractSet[str]],
+        in_order: Callable[[str, str], list[str]],
+        values_of: Callable[[str], Mapping[str, AbstractSet[str]]],
+    ) -> bool:
+        """Narrowings for a label or index selector's ``=``, ``in`` and exists requirements (from
+        the store's label or index sets); False when another one leaves a check per object."""
+        resolved = True
+        for req in selector.requirements:
+            if req.operator in _POSITIVE:
+                narrowing.append(any_of(keys_of, in_order, req.key, req.values))
+            elif req.operator is Operator.EXISTS:
+                narrowing.append(_union(values_of(req.key).values()))
+            else:
+                resolved = False
+        return resolved
 
     if query.namespace:
         narrowing.append(namespace(query.namespace))
@@ -157,13 +169,8 @@ def select_keys(store: Store, query: Query, index_paths: set[str]) -> tuple[list
         chosen = sorted(query.namespaces)
         keys = [k for ns in chosen for k in store.sorted_keys(namespace=ns)]
         narrowing.append(_Narrowing(frozenset(keys), len(keys), lambda: keys))
-    for req in query.labels.requirements:
-        if req.operator in _POSITIVE:
-            narrowing.append(labels(req.key, req.values))
-        elif req.operator is Operator.EXISTS:
-            narrowing.append(_union(store.label_values(req.key).values()))
-        else:
-            exact = False
+    if not by_selector(query.labels, store.label_keys, store.label_keys_sorted, store.label_values):
+        exact = False
     for freq in query.fields.requirements:
         if freq.operator == "!=":
             exact = False
@@ -177,16 +184,13 @@ def select_keys(store: Store, query: Query, index_paths: set[str]) -> tuple[list
         elif freq.field in index_paths and freq.value:
             # ``=""`` also matches objects without the field (an absent field reads as ""),
             # which the index does not hold: those are found by the scan.
-            narrowing.append(index(freq.field, (freq.value,)))
+            narrowing.append(
+                any_of(store.index_keys, store.index_keys_sorted, freq.field, (freq.value,))
+            )
         else:
             exact = False
-    for req in query.index.requirements:
-        if req.operator in _POSITIVE:
-            narrowing.append(index(req.key, req.values))
-        elif req.operator is Operator.EXISTS:
-            narrowing.append(_union(store.index_values(req.key).values()))
-        else:
-            exact = False
+    if not by_selector(query.index, store.index_keys, store.index_keys_sorted, store.index_values):
+        exact = False
     if not narrowing:
         return None, False
     smallest = min(narrowing, key=lambda n: n.size)
