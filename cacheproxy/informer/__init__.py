@@ -31,14 +31,13 @@ from cacheproxy.informer.coalescing import (
 from cacheproxy.informer.eventlog import EventLog, LogEvent, TooOld
 from cacheproxy.informer.factory import Collection, InformerFactory, ListerWatcherFactory
 from cacheproxy.informer.fake import FakeListerWatcher
-from cacheproxy.informer.informer import (
+from cacheproxy.informer.handlers import (
     FuncHandler,
     HandlerRegistration,
     Overflow,
-    RelistDifference,
     ResourceEventHandler,
-    SharedInformer,
 )
+from cacheproxy.informer.informer import RelistDifference, SharedInformer
 from cacheproxy.informer.listwatch import (
     Decode,
     ListerWatcher,

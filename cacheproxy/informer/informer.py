@@ -7,14 +7,11 @@ applies it to the Store (which moves its RV with it), appends to the EventLog an
 *listeners* (inline, for consumers such as the daemon's watch fan-out that must see every event
 and never block), then hands a notification to every *handler*.
 
-Handlers (``on_add(entry, in_initial_list)``, ``on_update(old, new)``, ``on_delete(entry or
-tombstone)``) run in their own task with their own bounded buffer, so a slow handler delays only
-itself — unless its overflow policy is ``BLOCK``, which makes the informer wait for it (the
-default for library users: nothing is lost). With ``DROP`` a handler whose buffer is full is
-unregistered and told so; adding it again replays the current state. A handler added while the
-informer runs first gets the current state as adds (``in_initial_list=True``); its
-``has_synced`` turns true once it has processed them. Handlers receive :class:`Entry` objects:
-the bytes the store keeps, parsed only when the handler calls ``entry.object()``.
+Handlers (:mod:`.handlers`: ``on_add(entry, in_initial_list)``, ``on_update(old, new)``,
+``on_delete(entry or tombstone)``) run in their own task with their own bounded buffer, so a slow
+handler delays only itself — unless its overflow policy is ``BLOCK``, which makes the informer
+wait for it (the default for library users: nothing is lost). Handlers receive :class:`Entry`
+objects: the bytes the store keeps, parsed only when the handler calls ``entry.object()``.
 
 Guarantees: per informer, handlers see events in RV order; after a relist they see the
 difference between the old and new state (adds, updates, and deletes carrying the last known
@@ -29,20 +26,21 @@ server's watch fan-out does) — and then the relist listeners hear of it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import enum
 import gc
-import inspect
-import logging
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from cacheproxy.informer import coalescing
 from cacheproxy.informer.coalescing import DeletedFinalStateUnknown
 from cacheproxy.informer.eventlog import EventLog, LogEvent
+from cacheproxy.informer.handlers import (
+    HandlerRegistration,
+    Handlers,
+    Overflow,
+    ResourceEventHandler,
+)
 from cacheproxy.informer.listwatch import ListerWatcher
 from cacheproxy.informer.metrics import InformerMetrics
 from cacheproxy.informer.queue import Bookmark, Delta, EventQueue, InOrderQueue, QueueItem, Replaced
@@ -50,16 +48,7 @@ from cacheproxy.informer.reflector import Reflector
 from cacheproxy.informer.reflectoroptions import ReflectorOptions
 from cacheproxy.informer.store import Entry, Store
 
-__all__ = [
-    "FuncHandler",
-    "HandlerRegistration",
-    "Overflow",
-    "RelistDifference",
-    "ResourceEventHandler",
-    "SharedInformer",
-]
-
-log = logging.getLogger(__name__)
+__all__ = ["RelistDifference", "SharedInformer"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,122 +63,6 @@ class RelistDifference:
     """``(new, previous)`` for each object that is new (previous None) or not the same."""
     gone: Mapping[str, Entry]
     """The last known state of each vanished object, by key."""
-
-
-class ResourceEventHandler(Protocol):
-    """What a handler of an informer's notifications implements (client-go's
-    ``ResourceEventHandler``); methods may be sync or async (see the module for the order)."""
-
-    def on_add(self, entry: Entry, in_initial_list: bool) -> Awaitable[None] | None: ...
-
-    def on_update(self, old: Entry, new: Entry) -> Awaitable[None] | None: ...
-
-    def on_delete(
-        self, entry: Entry | DeletedFinalStateUnknown[Entry]
-    ) -> Awaitable[None] | None: ...
-
-
-@dataclass
-class FuncHandler:
-    """A handler from plain functions (sync or async); missing ones do nothing."""
-
-    add: Callable[[Entry, bool], Awaitable[None] | None] | None = None
-    update: Callable[[Entry, Entry], Awaitable[None] | None] | None = None
-    delete: Callable[[Entry | DeletedFinalStateUnknown[Entry]], Awaitable[None] | None] | None = (
-        None
-    )
-
-    def on_add(self, entry: Entry, in_initial_list: bool) -> Awaitable[None] | None:
-        return self.add(entry, in_initial_list) if self.add else None
-
-    def on_update(self, old: Entry, new: Entry) -> Awaitable[None] | None:
-        return self.update(old, new) if self.update else None
-
-    def on_delete(self, entry: Entry | DeletedFinalStateUnknown[Entry]) -> Awaitable[None] | None:
-        return self.delete(entry) if self.delete else None
-
-
-class Overflow(enum.Enum):
-    """What happens when a handler's buffer is full."""
-
-    BLOCK = "block"
-    """The informer waits for the handler: nothing is lost, a slow handler slows everyone."""
-    DROP = "drop"
-    """The handler is unregistered (``on_overflow`` is called); re-adding it replays the state."""
-
-
-_SYNCED = object()  # marker: the handler reached the end of its initial list
-_Notification = tuple[str, Any, Any]
-
-
-class HandlerRegistration:
-    """One handler's buffer, task and sync state."""
-
-    def __init__(
-        self,
-        handler: ResourceEventHandler,
-        *,
-        buffer: int,
-        overflow: Overflow,
-        on_overflow: Callable[[], None] | None,
-        name: str,
-    ) -> None:
-        self.handler = handler
-        self.buffer = buffer
-        self.overflow = overflow
-        self.on_overflow = on_overflow
-        self.name = name
-        self._pending: deque[_Notification | object] = deque()
-        self._wakeup = asyncio.Event()
-        self._space = asyncio.Event()
-        self._space.set()
-        self.has_synced = False
-        self.removed = False
-        self.task: asyncio.Task[None] | None = None
-        self.errors = 0
-
-    def push_unbounded(self, item: _Notification | object) -> None:
-        self._pending.append(item)
-        self._wakeup.set()
-
-    def full(self) -> bool:
-        return len(self._pending) >= self.buffer
-
-    async def wait_for_space(self) -> None:
-        while self.full() and not self.removed:
-            self._space.clear()
-            await self._space.wait()
-
-    async def run(self) -> None:
-        while not self.removed:
-            if not self._pending:
-                self._wakeup.clear()
-                await self._wakeup.wait()
-                continue
-            item = self._pending.popleft()
-            if len(self._pending) < self.buffer:
-                self._space.set()
-            if item is _SYNCED:
-                self.has_synced = True
-                continue
-            assert isinstance(item, tuple)
-            kind: str = item[0]
-            a: Any = item[1]
-            b: Any = item[2]
-            try:
-                if kind == "add":
-                    result = self.handler.on_add(a, b)
-                elif kind == "update":
-                    result = self.handler.on_update(a, b)
-                else:
-                    result = self.handler.on_delete(a)
-                if inspect.isawaitable(result):
-                    await result
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                self.errors += 1
-                log.exception("informer handler %s failed on %s", self.name, kind)
 
 
 class SharedInformer:
@@ -238,7 +111,7 @@ class SharedInformer:
         )
         self.resync_period = resync_period
         self._sleep = sleep
-        self._handlers: list[HandlerRegistration] = []
+        self._handlers = Handlers(name)
         self._listeners: list[Callable[[LogEvent], None]] = []
         self._relist_listeners: list[Callable[[int], None]] = []
         self._difference_listeners: list[Callable[[RelistDifference], None]] = []
@@ -294,31 +167,22 @@ class SharedInformer:
         overflow: Overflow = Overflow.BLOCK,
         on_overflow: Callable[[], None] | None = None,
     ) -> HandlerRegistration:
-        reg = HandlerRegistration(
+        """Register ``handler`` (see :mod:`.handlers`): added once synced, it first gets the
+        current state as adds of its initial list."""
+        reg = self._handlers.add(
             handler,
             buffer=buffer,
             overflow=overflow,
             on_overflow=on_overflow,
-            name=f"{self.name}-handler-{len(self._handlers)}",
+            current=self.store.entries() if self.has_synced else None,
         )
-        self._handlers.append(reg)
-        if self.has_synced:
-            # Added late: the current state first, as adds of the initial list.
-            for entry in self.store.entries():
-                reg.push_unbounded(("add", entry, True))
-            reg.push_unbounded(_SYNCED)
         if self._running:
-            self._start_handler(reg)
+            self._handlers.start(reg)
         return reg
 
     def remove_handler(self, reg: HandlerRegistration) -> None:
-        reg.removed = True
-        reg._wakeup.set()
-        reg._space.set()
-        if reg in self._handlers:
-            self._handlers.remove(reg)
-        if reg.task is not None:
-            reg.task.cancel()
+        """Unregister ``reg``'s handler and stop its task."""
+        self._handlers.remove(reg)
 
     # ------------------------------------------------------------------ running
 
@@ -327,8 +191,7 @@ class SharedInformer:
         self._running = True
         try:
             async with asyncio.TaskGroup() as tg:
-                for reg in self._handlers:
-                    self._start_handler(reg)
+                self._handlers.start_all()
                 tg.create_task(self.reflector.run(), name=f"{self.name}-reflector")
                 tg.create_task(self._process(), name=f"{self.name}-process")
                 if self.resync_period:
@@ -339,19 +202,7 @@ class SharedInformer:
                     tg.create_task(self._coalesced_sync(), name=f"{self.name}-sync-watch")
         finally:
             self._running = False
-            for reg in list(self._handlers):
-                if reg.task is not None:
-                    reg.task.cancel()
-            tasks = [r.task for r in self._handlers if r.task is not None]
-            for t in tasks:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await t
-            for reg in self._handlers:
-                reg.task = None
-
-    def _start_handler(self, reg: HandlerRegistration) -> None:
-        if reg.task is None or reg.task.done():
-            reg.task = asyncio.get_running_loop().create_task(reg.run(), name=reg.name)
+            await self._handlers.stop_all()
 
     async def _process(self) -> None:
         queue = self.queue
@@ -379,8 +230,7 @@ class SharedInformer:
 
     async def _mark_synced_if(self, condition: bool) -> None:
         if condition and not self.has_synced:
-            for reg in self._handlers:
-                reg.push_unbounded(_SYNCED)
+            self._handlers.mark_synced()
             self._synced.set()
 
     async def _apply(self, item: QueueItem | coalescing.Deltas) -> None:
@@ -407,16 +257,16 @@ class SharedInformer:
             prev = store.delete(entry.key, rv=delta.rv)
             event = self.event_log.append("DELETED", entry, prev, delta.rv)
             self._emit(event)
-            await self._notify(("delete", entry, None))
+            await self._handlers.notify(("delete", entry, None))
             return
         prev = store.put(entry, rv=delta.rv)
         event_type = "ADDED" if prev is None else "MODIFIED"
         event = self.event_log.append(event_type, entry, prev, delta.rv)
         self._emit(event)
         if prev is None:
-            await self._notify(("add", entry, False))
+            await self._handlers.notify(("add", entry, False))
         else:
-            await self._notify(("update", prev, entry))
+            await self._handlers.notify(("update", prev, entry))
 
     async def _apply_replaced(self, item: Replaced) -> None:
         store = self.store
@@ -439,11 +289,11 @@ class SharedInformer:
             listener(item.rv)
         for entry, prev in changed:
             if prev is None:
-                await self._notify(("add", entry, first))
+                await self._handlers.notify(("add", entry, first))
             else:
-                await self._notify(("update", prev, entry))
+                await self._handlers.notify(("update", prev, entry))
         for key, gone in old.items():
-            await self._notify(("delete", DeletedFinalStateUnknown(key, gone), None))
+            await self._handlers.notify(("delete", DeletedFinalStateUnknown(key, gone), None))
         await self._mark_synced_if(first)
         if first and self.freeze_gc_after_sync:
             gc.collect()
@@ -460,21 +310,21 @@ class SharedInformer:
                     prev = store.delete(obj.key)
                     last = prev or (store.make_entry(_copy(obj.object)) if obj.object else None)
                     if last is not None:
-                        await self._notify(
+                        await self._handlers.notify(
                             ("delete", DeletedFinalStateUnknown(obj.key, last), None)
                         )
                     continue
                 entry = store.make_entry(_copy(obj))
                 store.delete(entry.key)
-                await self._notify(("delete", entry, None))
+                await self._handlers.notify(("delete", entry, None))
                 continue
             assert not isinstance(obj, DeletedFinalStateUnknown)
             entry = store.make_entry(_copy(obj))
             prev = store.put(entry, rv=max(store.resource_version, delta.rv))
             if prev is None:
-                await self._notify(("add", entry, item.in_initial_list))
+                await self._handlers.notify(("add", entry, item.in_initial_list))
             else:
-                await self._notify(("update", prev, entry))
+                await self._handlers.notify(("update", prev, entry))
 
     def _entry(self, obj: Any) -> Entry:
         """An object as the store keeps it (the Reflector's decode made most already)."""
@@ -483,18 +333,6 @@ class SharedInformer:
     def _emit(self, event: LogEvent) -> None:
         for listener in self._listeners:
             listener(event)
-
-    async def _notify(self, notification: _Notification) -> None:
-        for reg in list(self._handlers):
-            if reg.full():
-                if reg.overflow is Overflow.DROP:
-                    log.warning("informer %s: handler %s fell behind; removed", self.name, reg.name)
-                    self.remove_handler(reg)
-                    if reg.on_overflow is not None:
-                        reg.on_overflow()
-                    continue
-                await reg.wait_for_space()
-            reg.push_unbounded(notification)
 
     async def _resync_loop(self, period: float) -> None:
         """client-go's resync: every period, an update (old = new) for every object (in
@@ -505,7 +343,7 @@ class SharedInformer:
                 self.queue.resync()
                 continue
             for entry in list(self.store.entries()):
-                await self._notify(("update", entry, entry))
+                await self._handlers.notify(("update", entry, entry))
 
 
 class _StoreObjects:
