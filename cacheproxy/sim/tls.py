@@ -85,34 +85,7 @@ def generate_pki(
 
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, _CA_NAME)])
-    now = datetime.datetime.now(datetime.UTC)
-    ca_public = ca_key.public_key()
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_public)
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _BACKDATE)
-        .not_valid_after(now + _LIFETIME)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_public), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
+    ca_cert = _builder(ca_name, ca_name, ca_key, ca=True).sign(ca_key, hashes.SHA256())
 
     server_key = ec.generate_private_key(ec.SECP256R1())
     server_cert = (
@@ -152,21 +125,21 @@ def ssl_server_context(pki: TestPKI, *, require_client_cert: bool = False) -> ss
     return ctx
 
 
-def _leaf_builder(
-    subject: x509.Name, key: ec.EllipticCurvePrivateKey, ca_cert: x509.Certificate
+def _builder(
+    subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey, *, ca: bool
 ) -> x509.CertificateBuilder:
-    """The parts every leaf shares; Python 3.13's strict verification wants SKI and AKI."""
+    """What every certificate of the PKI has: valid from an hour back for a year, its basic
+    constraints and key usage (a CA signs certificates, a leaf only signatures) and its SKI."""
     now = datetime.datetime.now(datetime.UTC)
-    ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
     return (
         x509.CertificateBuilder()
         .subject_name(subject)
-        .issuer_name(ca_cert.subject)
+        .issuer_name(issuer)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - _BACKDATE)
         .not_valid_after(now + _LIFETIME)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True)
         .add_extension(
             x509.KeyUsage(
                 digital_signature=True,
@@ -174,17 +147,24 @@ def _leaf_builder(
                 key_encipherment=False,
                 data_encipherment=False,
                 key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
+                key_cert_sign=ca,
+                crl_sign=ca,
                 encipher_only=False,
                 decipher_only=False,
             ),
             critical=True,
         )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False
-        )
+    )
+
+
+def _leaf_builder(
+    subject: x509.Name, key: ec.EllipticCurvePrivateKey, ca_cert: x509.Certificate
+) -> x509.CertificateBuilder:
+    """A leaf signed by the CA; Python 3.13's strict verification wants its AKI too."""
+    ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+    return _builder(subject, ca_cert.subject, key, ca=False).add_extension(
+        x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False
     )
 
 
