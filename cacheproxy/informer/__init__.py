@@ -37,6 +37,7 @@ from cacheproxy.informer.handlers import (
     Overflow,
     ResourceEventHandler,
 )
+from cacheproxy.informer.indexes import IndexFunc
 from cacheproxy.informer.informer import RelistDifference, SharedInformer
 from cacheproxy.informer.listwatch import (
     Decode,
@@ -59,7 +60,7 @@ from cacheproxy.informer.ratelimit import (
 )
 from cacheproxy.informer.reflector import Phase, Reflector
 from cacheproxy.informer.reflectoroptions import ReflectorOptions
-from cacheproxy.informer.store import Entry, IndexFunc, Store, Transform
+from cacheproxy.informer.store import Entry, Store, Transform
 from cacheproxy.informer.workqueue import (
     DelayingQueue,
     RateLimitingQueue,

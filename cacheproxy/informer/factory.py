@@ -13,11 +13,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cacheproxy.informer.eventlog import EventLog
+from cacheproxy.informer.indexes import IndexFunc
 from cacheproxy.informer.informer import SharedInformer
 from cacheproxy.informer.listwatch import ListerWatcher
 from cacheproxy.informer.metrics import InformerMetrics
 from cacheproxy.informer.reflectoroptions import ReflectorOptions
-from cacheproxy.informer.store import IndexFunc, Store, Transform
+from cacheproxy.informer.store import Store, Transform
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.tasks import cancel_and_wait
 

@@ -4,9 +4,10 @@ Each :class:`Entry` is the object's JSON after the transform (by default without
 ``metadata.managedFields``) plus a small record: key, RV, labels and the values of the configured
 indexes. No long-lived parsed dict is kept (DESIGN §3: a parsed pod costs ~10 times its JSON).
 
-Indexes: namespace, labels (key → value → keys), each configured field path (multi-valued, e.g.
-``metadata.ownerReferences[*].uid``) and any Python index function. An index answers exactly what
-a full scan answers.
+Indexes: namespace (a range of the keys, which the store keeps in order), and labels (key → value
+→ keys), each configured field path (multi-valued, e.g. ``metadata.ownerReferences[*].uid``) and
+any Python index function, kept by :mod:`.indexes`. An index answers exactly what a full scan
+answers.
 
 Guarantees:
 - one writer (the informer's processing loop); every mutation is synchronous, so a reader on the
@@ -20,28 +21,18 @@ Guarantees:
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from sortedcontainers import SortedList
 
-from cacheproxy.kube.fieldpath import compile_field_path
+from cacheproxy.informer.indexes import Indexes, IndexFunc
 from cacheproxy.kube.keys import object_key
 
-__all__ = [
-    "Entry",
-    "IndexFunc",
-    "Store",
-    "Transform",
-    "pick",
-    "type_prefix",
-]
-
-IndexFunc = Callable[[Mapping[str, Any]], Iterable[str]]
-"""A library user's index: the values an object is indexed under."""
+__all__ = ["Entry", "Store", "Transform", "pick", "type_prefix"]
 
 _intern = sys.intern
 
@@ -163,43 +154,6 @@ def type_prefix(kind: object, api_version: object) -> bytes:
     return b'{"kind":%s,"apiVersion":%s,' % (orjson.dumps(kind), orjson.dumps(api_version))
 
 
-@dataclass(slots=True)
-class _Index:
-    name: str
-    extract: Callable[[Mapping[str, Any]], tuple[str, ...]]
-    by_value: dict[str, _Keys] = field(default_factory=dict)
-
-
-def _labels_of(meta: Mapping[str, Any]) -> tuple[str, ...]:
-    labels = meta.get("labels")
-    if not labels:
-        return ()
-    flat: list[str] = []
-    for k, v in labels.items():
-        flat.append(k)
-        flat.append(v)
-    return tuple(flat)
-
-
-class _Shared:
-    """Equal small tuples shared between entries: pods of one ReplicaSet carry the same labels,
-    and index values (nodes, owners, images) repeat across many objects. Bounded: past
-    ``limit`` distinct tuples new ones are simply kept per entry."""
-
-    def __init__(self, limit: int = 200_000) -> None:
-        self._tuples: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-        self._limit = limit
-
-    def __call__(self, value: tuple[Any, ...]) -> tuple[Any, ...]:
-        shared = self._tuples.get(value)
-        if shared is not None:
-            return shared
-        if len(self._tuples) < self._limit:
-            value = tuple(_intern(v) if isinstance(v, str) and len(v) < 64 else v for v in value)
-            self._tuples[value] = value
-        return value
-
-
 class Store:
     """Entries by key, with namespace, label, field-path and custom indexes."""
 
@@ -218,15 +172,8 @@ class Store:
         self._entries: dict[str, Entry] = {}
         self._sorted: SortedList = SortedList()
         """Every key in key order: list pages and namespaces are ranges of it."""
-        self._by_label: dict[str, dict[str, _Keys]] = {}
-        self._indexes: list[_Index] = [_Index(p, compile_field_path(p)) for p in field_indexes]
-        for name, func in (indexers or {}).items():
-            self._indexes.append(_Index(name, _tuple_of(func)))
-        self._index_pos = {ix.name: i for i, ix in enumerate(self._indexes)}
-        self._shared = _Shared()
-        self._ordered: dict[tuple[int, str, str], list[str]] = {}
-        """Sorted copies of index sets that queries asked for, dropped when the set changes
-        (a selected list is then O(result), with no sort per request)."""
+        self._indexes = Indexes(field_indexes=field_indexes, indexers=indexers)
+        self._index_pos = self._indexes.positions
         self._prefix = type_prefix(kind, api_version)
         self._rv = 0
 
@@ -263,7 +210,7 @@ class Store:
 
     @property
     def index_names(self) -> list[str]:
-        return [ix.name for ix in self._indexes]
+        return self._indexes.names
 
     def namespace_keys(self, namespace: str) -> set[str]:
         """Keys in ``namespace`` (a range of the sorted keys)."""
@@ -286,31 +233,25 @@ class Store:
 
     def label_keys(self, key: str, value: str) -> AbstractSet[str]:
         """Keys whose label ``key`` is ``value`` (do not modify the set)."""
-        return _as_set(self._by_label.get(key, {}).get(value))
+        return self._indexes.label_keys(key, value)
 
     def label_values(self, key: str) -> Mapping[str, AbstractSet[str]]:
         """Every value of label ``key`` with its keys (for ``!=``, ``notin`` and exists)."""
-        return _KeysByValue(self._by_label.get(key, {}))
+        return self._indexes.label_values(key)
 
     def label_keys_sorted(self, key: str, value: str) -> list[str]:
         """``label_keys`` in key order (kept until that set changes: do not modify)."""
-        return self._in_order((0, key, value), self.label_keys(key, value))
+        return self._indexes.label_keys_sorted(key, value)
 
     def index_keys_sorted(self, index: str, value: str) -> list[str]:
         """``index_keys`` in key order (kept until that set changes: do not modify)."""
-        return self._in_order((1, index, value), self.index_keys(index, value))
-
-    def _in_order(self, cache_key: tuple[int, str, str], keys: AbstractSet[str]) -> list[str]:
-        ordered = self._ordered.get(cache_key)
-        if ordered is None:
-            ordered = self._ordered[cache_key] = sorted(keys)
-        return ordered
+        return self._indexes.index_keys_sorted(index, value)
 
     def index_keys(self, index: str, value: str) -> AbstractSet[str]:
-        return _as_set(self._indexes[self._index_pos[index]].by_value.get(value))
+        return self._indexes.index_keys(index, value)
 
     def index_values(self, index: str) -> Mapping[str, AbstractSet[str]]:
-        return _KeysByValue(self._indexes[self._index_pos[index]].by_value)
+        return self._indexes.index_values(index)
 
     def values_of(self, entry: Entry, index: str) -> tuple[str, ...]:
         return entry.values[self._index_pos[index]]
@@ -326,10 +267,7 @@ class Store:
         meta = obj.get("metadata") or {}
         namespace = meta.get("namespace") or ""
         key = object_key(_intern(namespace) if namespace else None, meta.get("name") or "")
-        shared = self._shared
-        values: tuple[Any, ...] = ()
-        if self._indexes:
-            values = shared(tuple([shared(ix.extract(obj)) for ix in self._indexes]))
+        labels, values = self._indexes.record(obj, meta)
         kind = obj.pop("kind", None)
         api_version = obj.pop("apiVersion", None)
         prefix = self._prefix
@@ -342,15 +280,17 @@ class Store:
             # The rest of the object without its opening brace. orjson's buffer is
             # over-allocated (~1.8x by the allocator's count): this slice is an exact copy.
             body = orjson.dumps(obj)[1:]
-        return Entry(key, shared(_labels_of(meta)), values, body, prefix)
+        return Entry(key, labels, values, body, prefix)
 
     def put(self, entry: Entry, *, rv: int | None = None) -> Entry | None:
         """Insert or replace; returns the previous entry. ``rv``: the change's (the store's)."""
         prev = self._entries.get(entry.key)
         self._entries[entry.key] = entry
-        if prev is not None:
-            self._unindex(prev, entry)
-        self._index(entry, prev)
+        if prev is None:
+            self._sorted.add(entry.key)
+        else:
+            self._indexes.unindex(prev, entry)
+        self._indexes.index(entry, prev)
         if rv is not None:
             self._rv = rv
         return prev
@@ -359,7 +299,8 @@ class Store:
         """Remove ``key``; returns what was stored. ``rv``: the deletion's (the store's)."""
         prev = self._entries.pop(key, None)
         if prev is not None:
-            self._unindex(prev, None)
+            self._sorted.discard(key)
+            self._indexes.unindex(prev, None)
         if rv is not None:
             self._rv = rv
         return prev
@@ -372,130 +313,13 @@ class Store:
         """Swap in a whole new state at once (a relist). Returns the previous state."""
         old = self._entries
         self._entries = {}
-        self._by_label = {}
-        self._ordered = {}
-        for ix in self._indexes:
-            ix.by_value = {}
-        self._sorted = SortedList()
+        indexes = self._indexes
+        indexes.clear()
         for entry in entries:
             if entry.key in self._entries:
-                self._unindex(self._entries[entry.key], None)
+                indexes.unindex(self._entries[entry.key], None)
             self._entries[entry.key] = entry
-            self._index(entry, None, sort=False)
+            indexes.index(entry, None)
         self._sorted = SortedList(self._entries)
         self._rv = resource_version
         return old
-
-    # ------------------------------------------------------------------ internals
-
-    def _index(self, entry: Entry, prev: Entry | None, *, sort: bool = True) -> None:
-        key = entry.key
-        if prev is None and sort:
-            self._sorted.add(key)
-        labels = entry.labels
-        prev_labels = prev.labels if prev is not None else ()
-        ordered = self._ordered
-        if labels != prev_labels:
-            for i in range(0, len(labels), 2):
-                by_value = self._by_label.get(labels[i])
-                if by_value is None:
-                    by_value = self._by_label[labels[i]] = {}
-                _add(by_value, labels[i + 1], key)
-                if ordered:
-                    ordered.pop((0, labels[i], labels[i + 1]), None)
-        for i, ix in enumerate(self._indexes):
-            old_values = prev.values[i] if prev is not None else ()
-            if entry.values[i] == old_values:
-                continue
-            for value in entry.values[i]:
-                _add(ix.by_value, value, key)
-                if ordered:
-                    ordered.pop((1, ix.name, value), None)
-
-    def _unindex(self, prev: Entry, new: Entry | None) -> None:
-        """Remove ``prev`` from the indexes where ``new`` (same key, or None) differs."""
-        key = prev.key
-        if new is None:
-            self._sorted.discard(key)
-        ordered = self._ordered
-        if new is None or prev.labels != new.labels:
-            for i in range(0, len(prev.labels), 2):
-                by_value = self._by_label.get(prev.labels[i])
-                if by_value is not None:
-                    _discard(by_value, prev.labels[i + 1], key)
-                    if not by_value:
-                        del self._by_label[prev.labels[i]]
-                if ordered:
-                    ordered.pop((0, prev.labels[i], prev.labels[i + 1]), None)
-        for i, ix in enumerate(self._indexes):
-            if new is not None and new.values[i] == prev.values[i]:
-                continue
-            for value in prev.values[i]:
-                _discard(ix.by_value, value, key)
-                if ordered:
-                    ordered.pop((1, ix.name, value), None)
-
-
-_Keys = str | dict[str, None]
-"""The keys under one index value. A dict used as an ordered set: CPython's sets are sparse
-(~100 bytes per member at their usual fill), compact dicts ~30. A lone key is kept as the string
-itself (a one-element container would cost ~200 bytes, and unique values are common)."""
-
-_EMPTY: AbstractSet[str] = frozenset()
-
-
-def _as_set(keys: _Keys | None) -> AbstractSet[str]:
-    if keys is None:
-        return _EMPTY
-    return frozenset((keys,)) if isinstance(keys, str) else keys.keys()
-
-
-def _add(index: dict[str, _Keys], value: str, key: str) -> None:
-    keys = index.get(value)
-    if keys is None:
-        index[value] = key
-    elif isinstance(keys, str):
-        if keys != key:
-            index[value] = {keys: None, key: None}
-    else:
-        keys[key] = None
-
-
-def _discard(index: dict[str, _Keys], value: str, key: str) -> None:
-    keys = index.get(value)
-    if keys is None:
-        return
-    if isinstance(keys, str):
-        if keys == key:
-            del index[value]
-        return
-    keys.pop(key, None)
-    if len(keys) == 1:
-        index[value] = next(iter(keys))
-    elif not keys:
-        del index[value]
-
-
-class _KeysByValue(Mapping[str, AbstractSet[str]]):
-    """A read-only view of one index: value → keys."""
-
-    __slots__ = ("_index",)
-
-    def __init__(self, index: dict[str, _Keys]) -> None:
-        self._index = index
-
-    def __getitem__(self, value: str) -> AbstractSet[str]:
-        return _as_set(self._index[value])
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._index)
-
-    def __len__(self) -> int:
-        return len(self._index)
-
-
-def _tuple_of(func: IndexFunc) -> Callable[[Mapping[str, Any]], tuple[str, ...]]:
-    def extract(obj: Mapping[str, Any]) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(func(obj)))
-
-    return extract
