@@ -312,18 +312,24 @@ def service_unavailable(message: str, *, retry_after: int = 1) -> ApiError:
     )
 
 
-def too_large_resource_version(requested: int, current: int, *, retry_after: int = 1) -> ApiError:
-    """504 for a read at an RV the server has not reached (``NewTooLargeResourceVersionError``)."""
+def too_large_resource_version(
+    requested: int, current: int, *, retry_after: int | None = 1
+) -> ApiError:
+    """504 for a read at an RV the server has not reached (``NewTooLargeResourceVersionError``).
+
+    The watch cache waits for the RV, then asks to retry after ``retry_after`` seconds; etcd
+    answers at once, without ``Retry-After`` (``retry_after=None``).
+    """
+    details: StatusDetails = {
+        "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]
+    }
+    if retry_after is not None:
+        details["retryAfterSeconds"] = retry_after
     return ApiError(
         status_body(
             code=504,
             reason="Timeout",
             message=f"Timeout: Too large resource version: {requested}, current: {current}",
-            details={
-                "causes": [
-                    {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
-                ],
-                "retryAfterSeconds": retry_after,
-            },
+            details=details,
         )
     )

@@ -107,15 +107,4 @@ def unsupported_by_etcd(resource: str) -> ApiError:
 def too_large_resource_version_now(requested: int, current: int) -> ApiError:
     """504 for a read etcd serves at an RV it has not reached: at once, without ``Retry-After``
     (the watch cache's version waits and asks to retry)."""
-    return ApiError(
-        status.status_body(
-            code=504,
-            reason="Timeout",
-            message=f"Timeout: Too large resource version: {requested}, current: {current}",
-            details={
-                "causes": [
-                    {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
-                ]
-            },
-        )
-    )
+    return status.too_large_resource_version(requested, current, retry_after=None)

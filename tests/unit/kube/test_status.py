@@ -256,6 +256,14 @@ def test_a_too_large_resource_version_is_a_504_timeout_with_its_cause_and_retry_
     assert status.too_large_resource_version(200, 150, retry_after=3).retry_after == 3
 
 
+def test_a_too_large_resource_version_from_etcd_has_no_retry_after() -> None:
+    error = status.too_large_resource_version(200, 150, retry_after=None)
+    assert error.status["details"] == {
+        "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]
+    }
+    assert error.retry_after is None
+
+
 @pytest.mark.parametrize(
     "error",
     [
