@@ -10,8 +10,8 @@ each upstream ListerWatcher in a :class:`MeteredListerWatcher` that reports ever
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 from cacheproxy.errors import ApiError, TransportError
 from cacheproxy.informer import (
@@ -43,15 +43,8 @@ class MeteredListerWatcher:
         return f"MeteredListerWatcher({self.inner!r})"
 
     async def list(self, request: ListRequest, *, decode: Decode = as_parsed) -> ListPage:
-        try:
-            page = await self.inner.list(request, decode=decode)
-        except asyncio.CancelledError:
-            raise
-        except BaseException as err:
-            self._report("list", err)
-            raise
-        self.metrics.upstream_response(self.informer, "list", 200)
-        return page
+        with self._answer("list"):
+            return await self.inner.list(request, decode=decode)
 
     def watch(self, request: WatchRequest) -> WatchStream:
         return self._watch(request)
@@ -59,14 +52,8 @@ class MeteredListerWatcher:
     @asynccontextmanager
     async def _watch(self, request: WatchRequest) -> AsyncIterator[AsyncIterator[WatchEvent]]:
         cm = self.inner.watch(request)
-        try:
+        with self._answer("watch"):
             events = await cm.__aenter__()
-        except asyncio.CancelledError:
-            raise
-        except BaseException as err:
-            self._report("watch", err)
-            raise
-        self.metrics.upstream_response(self.informer, "watch", 200)
         try:
             yield events
         except BaseException as err:
@@ -74,6 +61,19 @@ class MeteredListerWatcher:
                 raise
         else:
             await cm.__aexit__(None, None, None)
+
+    @contextmanager
+    def _answer(self, verb: str) -> Iterator[None]:
+        """Reports how upstream answered the ``verb`` made inside: 200, or the error raised (a
+        cancellation is no answer)."""
+        try:
+            yield
+        except asyncio.CancelledError:
+            raise
+        except BaseException as err:
+            self._report(verb, err)
+            raise
+        self.metrics.upstream_response(self.informer, verb, 200)
 
     def _report(self, verb: str, err: BaseException) -> None:
         if isinstance(err, ApiError):
