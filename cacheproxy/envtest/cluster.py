@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import yaml
@@ -31,6 +31,7 @@ from cacheproxy.sim.tls import generate_pki
 __all__ = ["Cluster", "User"]
 
 _START_TIMEOUT = 60.0
+_C = TypeVar("_C", httpx.Client, httpx.AsyncClient)
 
 
 @dataclass(frozen=True)
@@ -187,17 +188,16 @@ class Cluster:
 
     def client(self, user: str | None = "admin", **kwargs: Any) -> httpx.Client:
         """A synchronous HTTP/1.1 client for the API server, as ``user`` (None: anonymous)."""
-        return httpx.Client(
-            base_url=self.url,
-            verify=self.ssl_context(),
-            headers={**(self.users[user].headers if user else {}), **kwargs.pop("headers", {})},
-            timeout=kwargs.pop("timeout", 30.0),
-            **kwargs,
-        )
+        return self._client(httpx.Client, user, kwargs)
 
     def async_client(self, user: str | None = "admin", **kwargs: Any) -> httpx.AsyncClient:
         """An asynchronous HTTP/1.1 client for the API server, as ``user`` (None: anonymous)."""
-        return httpx.AsyncClient(
+        return self._client(httpx.AsyncClient, user, kwargs)
+
+    def _client(self, cls: type[_C], user: str | None, kwargs: dict[str, Any]) -> _C:
+        """A ``cls`` for the API server's URL and CA, with ``user``'s headers (before any given)
+        and a 30 s timeout unless given."""
+        return cls(
             base_url=self.url,
             verify=self.ssl_context(),
             headers={**(self.users[user].headers if user else {}), **kwargs.pop("headers", {})},
