@@ -59,7 +59,7 @@ docs: $(STAMP)
 e2e: $(TEST_STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadfile -m envtest tests/e2e
 
-# Benchmarks (DESIGN §6, loadtest/): budgets judged in the reports, never asserted. `make bench`:
+# Benchmarks (docs/design.md §6, loadtest/): budgets judged in the reports, never asserted. `make bench`:
 # ingest + serving at 10 000 pods in < 5 minutes; `make bench-full`: 1k/10k/100k pods and a longer
 # fan-out ladder. Reports and charts go to loadtest/results/<YYYY-MM-DD>/.
 BENCH_OUT = loadtest/results/$$(date +%Y-%m-%d)

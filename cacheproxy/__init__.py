@@ -1,6 +1,6 @@
 """cacheproxy: a fast, indexed, read-only cache in front of the Kubernetes API server.
 
-Layers (DESIGN §2): ``kube`` (pure data) ← ``informer`` ← ``upstream`` / ``server`` / ``sim`` ←
+Layers (docs/design.md §2): ``kube`` (pure data) ← ``informer`` ← ``upstream`` / ``server`` / ``sim`` ←
 ``daemon`` ← ``cli``. Enforced by import-linter contracts in ``pyproject.toml``.
 """
 

@@ -6,7 +6,7 @@
 - :mod:`loadtest.pipeline`: the real informer pipeline fed by that ListerWatcher, timed.
 - :mod:`loadtest.records`: what is measured (timed phases, memory readings) and the clock.
 - :mod:`loadtest.sizeof`: deep ``sys.getsizeof``, the cross-check of tracemalloc.
-- :mod:`loadtest.ingest`: the ingest-rate and memory-per-object benchmark (DESIGN §6), its CLI.
+- :mod:`loadtest.ingest`: the ingest-rate and memory-per-object benchmark (docs/design.md §6), its CLI.
 - :mod:`loadtest.report`: its Markdown report.
 - :mod:`loadtest.serve`: the serving benchmark's CLI (lists, gets, watch fan-out, memory, offload
   against the simulator, a naive server and the socket floor, in one run); its parts:

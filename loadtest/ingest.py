@@ -1,4 +1,4 @@
-"""Ingest rate and memory per cached object (DESIGN §6), cacheproxy against a dict of dicts.
+"""Ingest rate and memory per cached object (docs/design.md §6), cacheproxy against a dict of dicts.
 
 ``python -m loadtest.ingest [--pods 10000 100000] [--shape sample|generated] [--out loadtest/out]``
 measures, for each N (report: ``OUT/ingest.md``, also printed; raw numbers: ``OUT/ingest.json``),

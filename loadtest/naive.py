@@ -1,6 +1,6 @@
 """The naive baseline: a dict of parsed dicts with the same indexes as the Store.
 
-What a straightforward cache would keep (and what DESIGN §3 argues against): each object as
+What a straightforward cache would keep (and what docs/design.md §3 argues against): each object as
 ``orjson.loads`` made it, ``metadata.managedFields`` dropped as the Store's default transform
 does, indexed by namespace, labels (key → value → keys) and ``spec.nodeName``. Indexes are
 updated only where an object's values changed, as the Store does, so the comparison is about

@@ -1,4 +1,4 @@
-"""Benchmark against a real kube-apiserver: first sync, memory, event lag, queries (DESIGN §6).
+"""Benchmark against a real kube-apiserver: first sync, memory, event lag, queries (docs/design.md §6).
 
 ``python -m loadtest.realserver --out DIR [--pods 10000] [--writes 500]`` starts etcd and
 kube-apiserver v1.28.7 on loopback (:mod:`cacheproxy.envtest`; the assets from

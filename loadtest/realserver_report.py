@@ -217,7 +217,9 @@ def render_summary(result: RealServerResult) -> str:
                 )
             )
     rows += query_budgets(result.queries)
-    return _markdown(("budget (DESIGN §6 and the brief)", "measured", "budget", "verdict"), rows)
+    return _markdown(
+        ("budget (docs/design.md §6 and the brief)", "measured", "budget", "verdict"), rows
+    )
 
 
 # ---------------------------------------------------------------------- sections
@@ -430,7 +432,7 @@ def render_report(result: RealServerResult, *, charts: Sequence[str] = ()) -> st
     created = ", ".join(f"{k} {_num(v)}" for k, v in result.created.items())
     settings = ", ".join(f"{k}={v}" for k, v in result.settings.items())
     header = f"""\
-# Real API server benchmark: first sync, memory, event delivery, queries (DESIGN §6)
+# Real API server benchmark: first sync, memory, event delivery, queries (docs/design.md §6)
 
 - command: `{m.command}`
 - date: {m.date}; cacheproxy: {result.source}

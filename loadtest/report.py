@@ -1,4 +1,4 @@
-"""The ingest benchmark's Markdown report: one table per N, the budgets of DESIGN §6 judged.
+"""The ingest benchmark's Markdown report: one table per N, the budgets of docs/design.md §6 judged.
 
 Rates are events per CPU-second of the one thread doing the work (the budget is "on one core");
 wall-clock rates are shown beside them. Memory is tracemalloc's, as a multiple of the stored JSON.
@@ -27,9 +27,9 @@ __all__ = [
 ]
 
 INGEST_BUDGET = 20_000.0
-"""Pod events per CPU-second, parse + transform + index + serialize (DESIGN §6)."""
+"""Pod events per CPU-second, parse + transform + index + serialize (docs/design.md §6)."""
 MEMORY_BUDGET = 1.3
-"""Memory per cached object, as a multiple of its stored JSON (DESIGN §6)."""
+"""Memory per cached object, as a multiple of its stored JSON (docs/design.md §6)."""
 _X = "\N{MULTIPLICATION SIGN}"
 
 
@@ -252,7 +252,7 @@ def _tables(r: IngestResult) -> str:
             "cacheproxy",
             "naive dict of dicts",
             "cacheproxy ÷ naive",
-            "budget (DESIGN §6)",
+            "budget (docs/design.md §6)",
             "verdict",
         ),
         rows,
@@ -396,7 +396,7 @@ def render_report(
 ) -> str:
     pinned = f"CPU {machine.pinned_cpu}" if machine.pinned_cpu is not None else "not pinned"
     header = f"""\
-# Ingest benchmark: rate and memory per cached object (DESIGN §6)
+# Ingest benchmark: rate and memory per cached object (docs/design.md §6)
 
 - command: `{machine.command}`
 - date: {machine.date}
@@ -423,7 +423,7 @@ def render_report(
             f"sync events/s ≥ {_num(INGEST_BUDGET)}",
             f"MODIFIED events/s ≥ {_num(INGEST_BUDGET)}",
             f"memory ≤ {MEMORY_BUDGET}{_X} JSON",
-            "no event lost (DESIGN §7)",
+            "no event lost (docs/design.md §7)",
         ),
         summary_rows,
     )

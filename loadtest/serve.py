@@ -1,4 +1,4 @@
-"""Serving benchmark (DESIGN §6): list/get latency, watch fan-out, memory and upstream offload.
+"""Serving benchmark (docs/design.md §6): list/get latency, watch fan-out, memory and upstream offload.
 
 ``python -m loadtest.serve [--full] [--pods 10000 ...] [--out DIR]`` starts, for each pod count
 N, the simulator (``cacheproxy sim --pods N``: the demo's pods, ~8 KB with managedFields, over

@@ -1,4 +1,4 @@
-"""The serving benchmark's Markdown report: the budgets of DESIGN §6 judged, a table per scenario.
+"""The serving benchmark's Markdown report: the budgets of docs/design.md §6 judged, a table per scenario.
 
 :func:`render_summary` is the budget table (printed at the end of a run); :func:`render_serve_report`
 the whole report: machine and command, the summary, then per pod count the list tables
@@ -185,7 +185,7 @@ def render_summary(result: ServeResult) -> str:
     for size in result.sizes:
         rows += _size_budgets(size)
     rows += _fanout_budgets(result)
-    return _markdown(("budget (DESIGN §6, issue 5)", "measured", "budget", "verdict"), rows)
+    return _markdown(("budget (docs/design.md §6, issue 5)", "measured", "budget", "verdict"), rows)
 
 
 # ---------------------------------------------------------------------- per pod count
@@ -438,7 +438,7 @@ def render_serve_report(result: ServeResult, *, charts: Sequence[str] = ()) -> s
         "pages": "limit=500 page walk",
     }
     header = f"""\
-# Serving benchmark: lists, gets, watch fan-out, memory, offload (DESIGN §6)
+# Serving benchmark: lists, gets, watch fan-out, memory, offload (docs/design.md §6)
 
 - command: `{m.command}`
 - date: {m.date}

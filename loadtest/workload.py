@@ -2,7 +2,7 @@
 
 Two shapes of pod (``shape``):
 
-- ``sample`` (the budget's reference, DESIGN §6): every pod is ``k8s-samples/protocol/pod.json``
+- ``sample`` (the budget's reference, docs/design.md §6): every pod is ``k8s-samples/protocol/pod.json``
   itself, read and parsed once, with what differs between real pods varied (:func:`vary_sample_pod`):
   name suffix and pod-template-hash, namespace, uid, labels, checksum annotation, the
   ServiceAccount volume suffix, per-app env values, ``spec.nodeName``, creation and managedFields

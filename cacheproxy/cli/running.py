@@ -1,4 +1,4 @@
-"""Running a command's main coroutine: on uvloop when installed (DESIGN §3), until SIGINT or
+"""Running a command's main coroutine: on uvloop when installed (docs/design.md §3), until SIGINT or
 SIGTERM, and the help layout every command shares."""
 
 from __future__ import annotations

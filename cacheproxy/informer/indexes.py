@@ -8,7 +8,7 @@ sort per request). An index answers exactly what a full scan answers.
 
 It is maintained by its :class:`~cacheproxy.informer.store.Store` (the one writer), which hands
 it each entry put and each entry replaced or removed; the store keeps the entries and their key
-order. Memory matters here (DESIGN §3): a value's keys are a string or a dict used as an ordered
+order. Memory matters here (docs/design.md §3): a value's keys are a string or a dict used as an ordered
 set (:data:`_Keys`), and equal label and value tuples are shared between entries.
 """
 

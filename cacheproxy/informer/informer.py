@@ -30,7 +30,7 @@ import gc
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from cacheproxy.informer import coalescing
 from cacheproxy.informer.coalescing import DeletedFinalStateUnknown
@@ -49,6 +49,8 @@ from cacheproxy.informer.reflectoroptions import ReflectorOptions
 from cacheproxy.informer.store import Entry, Store
 
 __all__ = ["RelistDifference", "SharedInformer"]
+
+_L = TypeVar("_L")
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +90,7 @@ class SharedInformer:
         self.freeze_gc_after_sync = freeze_gc_after_sync
         """After the first sync, move everything to the GC's permanent generation
         (``gc.freeze()``): later collections skip the cache's long-lived objects. Process-wide,
-        so off by default for library users; the daemon turns it on (DESIGN §3)."""
+        so off by default for library users; the daemon turns it on (docs/design.md §3)."""
         self.store = store
         self.event_log = event_log if event_log is not None else EventLog(clock=clock)
         self.queue: EventQueue[QueueItem | coalescing.Deltas] = (
@@ -105,7 +107,7 @@ class SharedInformer:
             sleep=sleep,
             metrics=metrics,
             # In order, objects become entries as they are read (parsed dicts die young, and a
-            # large list is never held parsed: DESIGN §6); the coalescing queue keys and merges
+            # large list is never held parsed: docs/design.md §6); the coalescing queue keys and merges
             # parsed objects itself.
             decode=None if coalesce else store.make_entry,
         )
@@ -138,26 +140,22 @@ class SharedInformer:
     def add_listener(self, listener: Callable[[LogEvent], None]) -> Callable[[], None]:
         """Called inline for every change, in order (must be fast, never block).
         Returns a function that removes it."""
-        self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener)
+        return _subscribe(self._listeners, listener)
 
     def add_relist_listener(self, listener: Callable[[int], None]) -> Callable[[], None]:
         """Called inline after the store was replaced by a relist at the given RV."""
-        self._relist_listeners.append(listener)
-        return lambda: self._relist_listeners.remove(listener)
+        return _subscribe(self._relist_listeners, listener)
 
     def add_difference_listener(
         self, listener: Callable[[RelistDifference], None]
     ) -> Callable[[], None]:
         """Called inline with what a relist changed (not for the first sync), before the relist
         listeners."""
-        self._difference_listeners.append(listener)
-        return lambda: self._difference_listeners.remove(listener)
+        return _subscribe(self._difference_listeners, listener)
 
     def add_bookmark_listener(self, listener: Callable[[int], None]) -> Callable[[], None]:
         """Called inline when a bookmark moves the store's RV without a change."""
-        self._bookmark_listeners.append(listener)
-        return lambda: self._bookmark_listeners.remove(listener)
+        return _subscribe(self._bookmark_listeners, listener)
 
     def add_handler(
         self,
@@ -366,3 +364,9 @@ def _copy(obj: dict[str, Any]) -> dict[str, Any]:
     if isinstance(out.get("metadata"), dict):
         out["metadata"] = dict(out["metadata"])
     return out
+
+
+def _subscribe(listeners: list[_L], listener: _L) -> Callable[[], None]:
+    """Add ``listener`` to ``listeners``; the function returned removes it."""
+    listeners.append(listener)
+    return lambda: listeners.remove(listener)

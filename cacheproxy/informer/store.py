@@ -2,7 +2,7 @@
 
 Each :class:`Entry` is the object's JSON after the transform (by default without
 ``metadata.managedFields``) plus a small record: key, RV, labels and the values of the configured
-indexes. No long-lived parsed dict is kept (DESIGN §3: a parsed pod costs ~10 times its JSON).
+indexes. No long-lived parsed dict is kept (docs/design.md §3: a parsed pod costs ~10 times its JSON).
 
 Indexes: namespace (a range of the keys, which the store keeps in order), and labels (key → value
 → keys), each configured field path (multi-valued, e.g. ``metadata.ownerReferences[*].uid``) and
@@ -39,7 +39,7 @@ _intern = sys.intern
 
 @dataclass(frozen=True)
 class Transform:
-    """What is kept of each object (DESIGN §5 ``transform``)."""
+    """What is kept of each object (docs/design.md §5 ``transform``)."""
 
     drop_fields: tuple[str, ...] = ("metadata.managedFields",)
     """Dotted paths removed before storing."""

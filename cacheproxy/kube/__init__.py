@@ -1,5 +1,5 @@
 """Pure Kubernetes data: resources, keys, selectors, resource versions, list options, Status
-builders and discovery documents. No I/O: every other layer builds on it (DESIGN §2).
+builders and discovery documents. No I/O: every other layer builds on it (docs/design.md §2).
 
 The names a user of the informer library needs are exported here: resource types (what to
 list and watch), object keys (how the store names objects) and label and field selectors. The

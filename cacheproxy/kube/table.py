@@ -1,4 +1,4 @@
-"""Server-side ``meta.k8s.io`` Tables (what ``kubectl get`` asks for), DESIGN §4.2.
+"""Server-side ``meta.k8s.io`` Tables (what ``kubectl get`` asks for), docs/design.md §4.
 
 Pure: objects are decoded JSON dicts, "now" is passed in (ages are relative to it). Cells follow
 the API server's ``pkg/printers/internalversion/printers.go`` for the kinds in ``PRINTERS``;

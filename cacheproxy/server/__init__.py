@@ -1,6 +1,6 @@
 """The HTTP face of the daemon: list / get / watch from the informers' stores on the Kubernetes
 API paths, discovery, OpenAPI, health, metrics, and cacheproxy's own API. Imports the informer library, ``kube`` and ``serving``
-(the ASGI toolkit it shares with the simulator); never ``upstream`` or ``sim`` (DESIGN §2).
+(the ASGI toolkit it shares with the simulator); never ``upstream`` or ``sim`` (docs/design.md §2).
 
 Where things are, in the order a request meets them:
 

@@ -1,6 +1,6 @@
 """Who is asking, and may they: authentication and authorization of the daemon's clients.
 
-A client reads through the proxy exactly what RBAC lets it read directly (DESIGN §7). The daemon
+A client reads through the proxy exactly what RBAC lets it read directly (docs/design.md §7). The daemon
 does not hold RBAC itself; it asks the upstream API server, as a webhook authorizer would:
 
 - **who**: a client certificate verified against the client CA (CommonName = user,

@@ -1,5 +1,5 @@
 """Whether a request is served: its size, who sent it and what they may read, and how many are
-served at once (DESIGN §7: every buffer bounded, overload refused early with ``Retry-After``).
+served at once (docs/design.md §7: every buffer bounded, overload refused early with ``Retry-After``).
 
 In the order a request meets them:
 

@@ -1,4 +1,4 @@
-"""The server's HTTP face: a raw ASGI application on the Kubernetes API paths (DESIGN §4).
+"""The server's HTTP face: a raw ASGI application on the Kubernetes API paths (docs/design.md §4).
 
 Thin handlers on purpose (raw ASGI is several times faster than a framework for the hot list,
 get and watch paths). A request meets, in order:

@@ -2,7 +2,7 @@
 an index holds and which are the most common, how many objects have each value, and which
 objects have a value (the HTTP-by-index use case of cacheproxy's own API, :mod:`.ownapi`).
 
-Answers come from the index (DESIGN §3: an index answers exactly what a full scan answers), never
+Answers come from the index (docs/design.md §3: an index answers exactly what a full scan answers), never
 from parsing objects: counts and top values cost O(distinct values), a value's objects O(their
 number) in key order. They are read at once, between two events (the store is never awaited on).
 """

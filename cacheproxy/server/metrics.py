@@ -1,4 +1,4 @@
-"""The daemon's Prometheus metrics (DESIGN §4 ``/metrics``; §7: staleness is reported).
+"""The daemon's Prometheus metrics (docs/design.md §4 ``/metrics``; §7: staleness is reported).
 
 One :class:`ServerMetrics` per CacheServer, with its own ``CollectorRegistry`` (never the
 process-global default: tests run several daemons in one process, each with its own numbers).
@@ -76,7 +76,7 @@ class ResourceStats:
     - ``events``: changes and bookmarks applied, by type (a relist's difference counts as the
       changes it made: its new and changed objects, and the vanished ones as deletions);
     - ``last_heard_at``: when upstream last moved the cache (event, bookmark or relist) — the
-      staleness clock (DESIGN §7). Before the first sync it counts from when tracking began.
+      staleness clock (docs/design.md §7). Before the first sync it counts from when tracking began.
 
     In coalescing mode the informer calls no per-event listener: bytes are then summed at read
     time (O(objects)) and only bookmarks and relists move the staleness clock.

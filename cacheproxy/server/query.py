@@ -3,7 +3,7 @@
 The indexes narrow the candidates (namespace, label ``=``/``in``/exists, ``metadata.name``, and
 any configured index path for ``fieldSelector`` and ``indexSelector``); every candidate is then
 checked against the whole query, so the answer is exactly what a full scan would give
-(DESIGN §3: "an index answers exactly what a full scan answers").
+(docs/design.md §3: "an index answers exactly what a full scan answers").
 
 Field values of an object: the API server's per-kind fields (``kube.fields.object_fields``) and,
 for configured index paths, the (possibly several) values the index holds; a field selector on a

@@ -1,5 +1,5 @@
 """Which handler answers a request: health, monitoring, ``/version``, discovery, and the
-Kubernetes API paths of the cached resources (DESIGN §4).
+Kubernetes API paths of the cached resources (docs/design.md §4).
 
 A resource path is checked against what is served — its type, its scope (a namespaced path for a
 cluster-scoped resource is a 404, as on the API server); writes were refused before

@@ -8,7 +8,7 @@ of n/limit pages cost O(n²/limit). Here the state at an RV is built once as a :
 (its entries in key order) and a query's part of it kept per (RV, query), so every later page of
 the walk is a bisect and a slice: O(page + log n).
 
-Bounds (DESIGN §7: every buffer bounded): what is kept is dropped once unused for ``ttl``
+Bounds (docs/design.md §7: every buffer bounded): what is kept is dropped once unused for ``ttl``
 seconds — the continue token TTL: a token is good for that long after the page that carried it —
 and together it references at most ``max_entries`` entries, the least recently used dropped
 first. A snapshot holds references to the store's immutable entries, not copies: it costs a list.

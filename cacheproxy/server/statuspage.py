@@ -1,4 +1,4 @@
-"""The JSON status page of the cache (``/status``, DESIGN §4), for people at a terminal.
+"""The JSON status page of the cache (``/status``, docs/design.md §4), for people at a terminal.
 
 Per served resource: objects, bytes, the cache's resourceVersion, how long since upstream last
 changed or refreshed it, relists, the reflector's phase, the EventLog's reach, watchers, evicted

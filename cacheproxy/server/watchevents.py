@@ -7,7 +7,7 @@ line per event and form, and RVs for what a relist changed.
   replay (:func:`replay_lines`) both decide with it, so a resumed watch sees the past exactly as a
   connected one saw it.
 - :class:`EventLines` builds an event's line in each form watchers see it on first use, shared by
-  all of them (DESIGN §3: the bytes of each event are built once): ADDED, MODIFIED and DELETED
+  all of them (docs/design.md §3: the bytes of each event are built once): ADDED, MODIFIED and DELETED
   from the stored parts without copying the object, the DELETED of an object that left a selector
   (the previous object restamped with the event's RV) once.
 - :func:`relist_events` turns what an upstream relist changed into events for connected watchers

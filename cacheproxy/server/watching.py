@@ -1,6 +1,6 @@
 """Serving one watch request: where it starts, what it sends first, then its live events.
 
-As the API server's watch cache (DESIGN §4):
+As the API server's watch cache (docs/design.md §4):
 
 - RV unset or "0" (and ``sendInitialEvents=true``): the current state as ADDED events; a watch-list
   that asked for bookmarks then gets the bookmark annotated ``k8s.io/initial-events-end``;

@@ -1,6 +1,6 @@
 """HTTP serving shared by the daemon's server and the simulator: an ASGI toolkit over uvicorn.
 
-Both servers are raw ASGI applications (DESIGN §4: a framework costs several times more per
+Both servers are raw ASGI applications (docs/design.md §4: a framework costs several times more per
 request on the hot paths); what they have in common lives here, above ``kube`` (Status builders,
 discovery documents, watch lines) and below ``server`` and ``sim``, which never import each other:
 

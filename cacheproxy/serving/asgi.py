@@ -2,7 +2,7 @@
 protocol offers a response beyond ASGI (scatter/gather writes, flow control).
 
 Raw ASGI on purpose: a framework costs several times more per request on the hot list, get and
-watch paths (DESIGN §4, "serving"). :class:`Request` parses what every handler reads — method,
+watch paths (docs/design.md §6, the serving figures). :class:`Request` parses what every handler reads — method,
 path, query, headers, ``?pretty`` — once; the app subclasses it for what only it needs.
 
 The extensions under :data:`BODY_WRITER` and :data:`RESPONSE_FLOW` are offered by the uvicorn

@@ -1,7 +1,7 @@
 """A watch response from its first line to its end: what both servers' watches are made of.
 
 - :class:`Mailbox`: a watcher's bounded buffer. ``put`` never waits (the writer of events never
-  waits for a client); a full mailbox closes itself (DESIGN §7: a watcher that falls behind is
+  waits for a client); a full mailbox closes itself (docs/design.md §7: a watcher that falls behind is
   dropped, as the API server drops watchers that do not keep up).
 - :func:`live_lines`: the live part, in batches of whatever is pending, with bookmarks when the
   client asked (about every interval while nothing else is sent, and one shortly before the
@@ -47,7 +47,7 @@ ItemT = TypeVar("ItemT")
 
 class Mailbox(Generic[ItemT]):
     """A watch's bounded buffer: ``put`` never waits; a full mailbox closes itself (the watcher
-    is too slow, DESIGN §7), and ``wait`` returns when something arrives or it was closed."""
+    is too slow, docs/design.md §7), and ``wait`` returns when something arrives or it was closed."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity

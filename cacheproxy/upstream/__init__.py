@@ -13,7 +13,7 @@
   events and httpx exceptions become :mod:`cacheproxy.errors`.
 
 Imports ``cacheproxy.kube``, ``cacheproxy.errors`` and the informer's protocol types only; never
-``server/`` or ``sim/`` (DESIGN §2). Import from here; the submodules may move.
+``server/`` or ``sim/`` (docs/design.md §2). Import from here; the submodules may move.
 """
 
 from cacheproxy.upstream.client import BearerTokenAuth, build_client

@@ -1,4 +1,4 @@
-"""Watches served by the daemon follow the API server's watch cache (DESIGN §4, research §2.5-2.9).
+"""Watches served by the daemon follow the API server's watch cache (docs/design.md §4, research §2.5-2.9).
 
 Every test runs a daemon in front of a simulator, both on 127.0.0.1 with port 0, writes through
 the simulator's Python API and reads what the daemon streams. Resumes, 410s, selector

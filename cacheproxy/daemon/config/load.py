@@ -1,5 +1,5 @@
 """Loading: the file, then environment variables, then flags, merged, validated and assembled
-into a :class:`~.model.DaemonConfig`, after the rules between settings (DESIGN §5, §7).
+into a :class:`~.model.DaemonConfig`, after the rules between settings (docs/design.md §5, §7).
 
 Sources, highest precedence first: flags (``overrides``: dotted paths such as ``server.port``),
 environment variables (``CACHEPROXY_`` + the path in upper snake case:
@@ -213,7 +213,7 @@ def _authenticated_off_loopback(v: Values, config: DaemonConfig) -> Iterator[tup
         and not server.authenticated
         and not server.allow_unauthenticated_non_loopback
     ):
-        # DESIGN §7: binding beyond loopback requires an auth mode unless explicitly overridden.
+        # docs/design.md §7: binding beyond loopback requires an auth mode unless explicitly overridden.
         yield (
             "server.address",
             f"{server.address} is not a loopback address: anyone who can reach it could read "

@@ -216,7 +216,7 @@ class AuthSettings:
 
 @dataclass(frozen=True, slots=True)
 class ServerLimits:
-    """``server.limits``: bounds that keep one client from hurting the others (DESIGN §7:
+    """``server.limits``: bounds that keep one client from hurting the others (docs/design.md §7:
     every buffer bounded)."""
 
     max_in_flight: Annotated[int, Field(ge=1, le=1_000_000)] = library_default(

@@ -188,7 +188,7 @@ class ResourceReader:
         if name is None or _BAD in (name, kind, namespaced):
             return None
         if "*" in name or name.lower() == "all":
-            # DESIGN §7: Secrets are cached only when named explicitly, so nothing may stand
+            # docs/design.md §7: Secrets are cached only when named explicitly, so nothing may stand
             # for "every resource".
             self.problems.at(
                 node,
