@@ -14,7 +14,7 @@ drawn from a shuffled deck of :data:`FAULT_KINDS` (so every kind comes once per 
 port or a new one (``--restart-port``), syncing alternately by watch-list and by paged list.
 
 The daemon's reflectors back off 50 ms doubling to 200 ms, plus up to 100 % jitter (client-go's
-0.8 s to 30 s, reset after 2 min, would keep a daemon hit every second asleep most of the time,
+0.8 s to 30 s would keep a daemon hit every second asleep most of the time,
 and make "converged within 1 s of the last fault" meaningless; ``--client-go-backoff`` keeps
 it); its upstream watches last 10-20 s; its list pages hold 50.
 

@@ -32,11 +32,12 @@ KNOWN_ISSUES: dict[str, str] = {
 }
 """Violation kinds of known, reported daemon behaviour → the name they are reported under:
 tolerated and counted apart unless strict. The reflector's backoff (0.8 s doubling to 30 s, plus
-up to 100 % jitter) is reset only after two minutes without an error, not by a success: with a
-fault every half minute it climbs to its cap, and after the third or fourth fault the daemon
-waits up to a minute, upstream healthy again, before it watches or relists (see the report's
-findings). A slow recovery counts here when the daemon spent at least half of it backing off
-(``/status`` phase ``backing-off``); any other slow recovery is a violation."""
+up to 100 % jitter) doubles with each consecutive failure and is reset by a success (a synced
+list, or a watch that delivered an event or bookmark); an outage of a few seconds still drives it
+to a few seconds, so the first retry after the fault's end may come later than the bound. A slow
+recovery counts here when the daemon spent at least half of it backing off (``/status`` phase
+``backing-off``); any other slow recovery is a violation. (Before a success reset it, faults half
+a minute apart drove it to its cap: recoveries of 12 s and more.)"""
 _BACKING_OFF = "backing-off"
 INVARIANTS = (
     ("rv-backwards", "no event out of RV order (per stream)"),
@@ -174,10 +175,10 @@ class RealSoakReport:
             found.append(
                 f"{self.known[KNOWN_ISSUES['slow-recovery-backoff']]} recoveries over "
                 f"{self.config.recovery_bound:g} s, each mostly spent backing off with upstream "
-                "healthy again: the reflector's backoff doubles with every error and is reset "
-                "only after two minutes without one, not by a success, so faults half a minute "
-                "apart drive it to its cap (30 s, plus up to 100 % jitter) before each watch or "
-                "relist. " + " ".join(f"[{d}]" for d in slow[:3])
+                "healthy again: the reflector's backoff doubles with each consecutive failure "
+                "during the fault (up to 30 s, plus up to 100 % jitter) and only a success "
+                "resets it, so the first retry after the fault may come late. "
+                + " ".join(f"[{d}]" for d in slow[:3])
             )
         for e in self.episodes:
             if e.kind != "etcd-pause":
