@@ -21,11 +21,17 @@ it changed as one :class:`RelistDifference` — the changed objects and the last
 the vanished ones, as upstream's list told them, with no RVs made up for the deletions (when
 each happened is unknown; a consumer that must replay them as events decides how, as the
 server's watch fan-out does) — and then the relist listeners hear of it.
+
+A warm restart (:meth:`SharedInformer.restore`, before :meth:`~SharedInformer.run`) starts from a
+state read from disk: it is applied as the first sync is, and the informer counts as synced only
+once upstream confirmed it (:class:`CacheState`), unless ``serve_stale`` says to serve it at once.
+A relist instead (upstream no longer has its RV) delivers its difference as any relist does.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import gc
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
@@ -44,13 +50,26 @@ from cacheproxy.informer.handlers import (
 from cacheproxy.informer.listwatch import ListerWatcher
 from cacheproxy.informer.metrics import InformerMetrics
 from cacheproxy.informer.queue import Bookmark, Delta, EventQueue, InOrderQueue, QueueItem, Replaced
-from cacheproxy.informer.reflector import Reflector
+from cacheproxy.informer.reflector import Confirmed, Reflector, Restored
 from cacheproxy.informer.reflectoroptions import ReflectorOptions
 from cacheproxy.informer.store import Entry, Store
 
-__all__ = ["RelistDifference", "SharedInformer"]
+__all__ = ["CacheState", "RelistDifference", "SharedInformer"]
 
 _L = TypeVar("_L")
+
+
+class CacheState(enum.Enum):
+    """Where an informer's state came from (``/status`` shows it)."""
+
+    SYNCING = "syncing"
+    """Nothing yet: the first sync is under way."""
+    RESTORED = "restored"
+    """Read from disk; upstream has not confirmed it yet."""
+    CONFIRMED = "confirmed"
+    """Read from disk, and the watch resumed from its RV was accepted upstream."""
+    SYNCED = "synced"
+    """From upstream: a list or a watch-list (and the events since)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +141,9 @@ class SharedInformer:
         self._running = False
         self._tasks: set[asyncio.Task[None]] = set()
         self.relists = 0
+        self.state = CacheState.SYNCING
+        self.serve_stale = False
+        """A restored state counts as synced (is served) before upstream confirmed it."""
         self.events_processed = 0
         self.last_event_at: float | None = None
         self._clock = clock
@@ -134,6 +156,17 @@ class SharedInformer:
 
     async def wait_for_sync(self) -> None:
         await self._synced.wait()
+
+    def restore(self, entries: list[Entry], rv: int, *, serve_stale: bool = False) -> None:
+        """Start from ``entries`` at ``rv`` (a snapshot, :mod:`.persistence`) instead of a first
+        sync: call before :meth:`run`. Synced once upstream confirms it (see the module), or at
+        once with ``serve_stale``."""
+        if self._running or self.has_synced:
+            raise RuntimeError(f"informer {self.name}: restore before it runs")
+        if isinstance(self.queue, coalescing.CoalescingQueue):
+            raise TypeError(f"informer {self.name}: a coalescing informer cannot be restored")
+        self.serve_stale = serve_stale
+        self.reflector.resume(Restored(entries, rv))
 
     # ------------------------------------------------------------------ consumers
 
@@ -238,6 +271,10 @@ class SharedInformer:
             await self._apply_delta(item)
         elif isinstance(item, Replaced):
             await self._apply_replaced(item)
+        elif isinstance(item, Confirmed):
+            if self.state is CacheState.RESTORED:
+                self.state = CacheState.CONFIRMED
+                await self._mark_synced_if(True)
         elif isinstance(item, Bookmark):
             self.store.advance(item.rv)
             self.event_log.advance(item.rv)
@@ -292,7 +329,12 @@ class SharedInformer:
                 await self._handlers.notify(("update", prev, entry))
         for key, gone in old.items():
             await self._handlers.notify(("delete", DeletedFinalStateUnknown(key, gone), None))
-        await self._mark_synced_if(first)
+        if isinstance(item, Restored):
+            self.state = CacheState.RESTORED
+            await self._mark_synced_if(self.serve_stale)
+        else:
+            self.state = CacheState.SYNCED
+            await self._mark_synced_if(first)
         if first and self.freeze_gc_after_sync:
             gc.collect()
             gc.freeze()

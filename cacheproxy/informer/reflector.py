@@ -20,6 +20,14 @@ says what an error does:
   longer than the watch timeout + margin → the watch is stalled: drop it and watch again.
   Anything else → relist after backoff.
 
+**A restored state** (:meth:`Reflector.resume`: a snapshot read from disk, :mod:`.persistence`)
+takes the first sync's place: it goes on the queue as a :class:`Restored` batch and the watch
+resumes from its RV, no list. Upstream confirms it (a :class:`Confirmed` on the queue) once the
+resumed watch delivers an event or bookmark, or has stayed open ``RESUME_CONFIRMATION`` seconds
+without an error: kube-apiserver answers a watch from an RV it no longer holds with an ERROR 410
+right after the response's headers (its cacher's error watcher), and one it holds with the events
+since, or with nothing until the next change. A 410 instead relists as above.
+
 Backoff (:class:`~cacheproxy.informer.backoff.Backoff`): 0.8 s, doubling with each failure up to
 30 s, plus up to 100 % jitter; started over by a success — a sync that put its state on the queue,
 or a watch that delivered at least one event or bookmark — so the first failure after one waits
@@ -47,6 +55,7 @@ import logging
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from cacheproxy.errors import ApiError, CacheProxyError, TransportError
@@ -63,11 +72,15 @@ from cacheproxy.informer.queue import Bookmark, Delta, EventQueue, Replaced
 from cacheproxy.informer.reflectoroptions import ReflectorOptions
 from cacheproxy.informer.syncing import ContinuedStream, SyncReader, WatchListHung
 
-__all__ = ["Phase", "Reflector"]
+__all__ = ["Confirmed", "Phase", "Reflector", "Restored"]
 
 log = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
+
+RESUME_CONFIRMATION = 0.2
+"""Seconds a watch resumed from a restored state's RV stays open without an error to confirm it
+(an event or a bookmark confirms it at once; see the module)."""
 
 
 class Phase(enum.Enum):
@@ -77,6 +90,18 @@ class Phase(enum.Enum):
     WATCHING = "watching"
     BACKING_OFF = "backing-off"
     STOPPED = "stopped"
+
+
+@dataclass(frozen=True, slots=True)
+class Restored(Replaced):
+    """A state read from disk in place of a first sync (:meth:`Reflector.resume`): the store takes
+    it as a first sync's, and it is not confirmed by upstream yet."""
+
+
+@dataclass(frozen=True, slots=True)
+class Confirmed(Bookmark):
+    """Upstream accepted the watch resumed from a :class:`Restored` state's RV: the state was
+    current there (no progress of its own: ``rv`` is the last one put on the queue)."""
 
 
 class _Relist(Exception):
@@ -137,13 +162,28 @@ class Reflector:
         self.synced = asyncio.Event()
         """Set once the first complete state was put on the queue."""
         self.last_event_at: float | None = None
+        self._restored: Restored | None = None
+        self._confirming = False
+        """A restored state waits for upstream's word (see the module)."""
+
+    def resume(self, restored: Restored) -> None:
+        """Start from ``restored`` (before :meth:`run`): it is put on the queue in place of a
+        first sync, and the watch resumes from its RV."""
+        self._restored = restored
+        self.last_sync_resource_version = str(restored.rv)
 
     # ------------------------------------------------------------------ the loop
 
     async def run(self) -> None:
         try:
             while True:
-                synced, continued = await self._sync()
+                if self._restored is not None:
+                    restored, self._restored = self._restored, None
+                    await self.queue.put(restored)
+                    self._confirming = True
+                    synced, continued = True, None
+                else:
+                    synced, continued = await self._sync()
                 if not synced:
                     continue
                 self._succeeded()
@@ -160,6 +200,7 @@ class Reflector:
         """One (re)sync: (whether it succeeded, the stream to keep watching after a
         watch-list — None means "start a watch")."""
         self.phase = Phase.SYNCING
+        self._confirming = False  # a restored state that needs a sync was not confirmed
         if self._watch_list:
             try:
                 with self._decoding():
@@ -306,10 +347,15 @@ class Reflector:
         step = min(1.0, stall / 4)
         loop = asyncio.get_running_loop()
         error: BaseException | None = None
+        confirming = None
+        if self._confirming:
+            confirming = asyncio.create_task(self._confirm_after(), name=f"{self.name}-confirm")
         try:
             async with asyncio.timeout(stall) as deadline:
                 pushed = loop.time()
                 async for event in stream:
+                    if not events and self._confirming:
+                        await self._confirm()
                     events += 1
                     await self._handle(event)
                     now = loop.time()
@@ -323,6 +369,8 @@ class Reflector:
             log.info("%s: watch stalled (nothing for %.0f s); watching again", self.name, stall)
             raise _WatchAgain(0) from None
         finally:
+            if confirming is not None:
+                confirming.cancel()
             self.last_event_at = self._clock()
             if events:
                 self._succeeded()  # however the watch ended, upstream answered
@@ -343,6 +391,16 @@ class Reflector:
             await self.queue.put(Delta(event.type, self._decode(event.object), _rv_int(rv)))
         if rv:
             self.last_sync_resource_version = rv
+
+    async def _confirm_after(self) -> None:
+        await self._sleep(RESUME_CONFIRMATION)
+        await self._confirm()
+
+    async def _confirm(self) -> None:
+        if self._confirming:
+            self._confirming = False
+            await self.queue.put(Confirmed(_rv_int(self.last_sync_resource_version)))
+            self.synced.set()
 
     def _on_watch_error(self, err: BaseException, *, events: int, started: float) -> Exception:
         if is_expired(err):
