@@ -28,11 +28,17 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 
 from cacheproxy.informer.coalescing import CoalescingQueue
 from cacheproxy.informer.eventlog import LogEvent
 from cacheproxy.informer.informer import RelistDifference, SharedInformer
+from cacheproxy.server.consistent import WAIT_BUCKETS
 from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.watchhub import WatchHub
 
@@ -415,6 +421,7 @@ class _CacheCollector:
         yield gauge(
             "cacheproxy_watch_watchers", "Open watches served.", lambda t: len(t.hub.watchers)
         )
+        yield from _consistency_families(tracked)
         yield counter(
             "cacheproxy_watch_evicted",
             "Watchers closed because they fell behind (buffer full).",
@@ -425,3 +432,54 @@ class _CacheCollector:
             "Event lines queued to watchers.",
             lambda t: t.hub.delivered,
         )
+
+
+def _consistency_families(tracked: list[TrackedResource]) -> Iterator[Metric]:
+    """Consistent reads (:mod:`.consistent`), for the resources that read consistently."""
+    stats = [(t.name, t.resource.consistency.stats) for t in tracked if t.resource.consistency]
+    families = {
+        "probes": CounterMetricFamily(
+            "cacheproxy_consistent_probes",
+            "Requests for upstream's current resourceVersion (one serves every read waiting).",
+            labels=["resource"],
+        ),
+        "probe_errors": CounterMetricFamily(
+            "cacheproxy_consistent_probe_errors",
+            "Probes upstream did not answer with a resourceVersion.",
+            labels=["resource"],
+        ),
+        "reads": CounterMetricFamily(
+            "cacheproxy_consistent_reads",
+            "Lists and gets with resourceVersion unset answered as consistent reads.",
+            labels=["resource"],
+        ),
+        "waits": CounterMetricFamily(
+            "cacheproxy_consistent_waits",
+            "Consistent reads that found the cache behind upstream and waited for it.",
+            labels=["resource"],
+        ),
+    }
+    fallbacks = CounterMetricFamily(
+        "cacheproxy_consistent_fallbacks",
+        "Consistent reads that timed out (answered as server.limits.consistentReadFallback "
+        "says), by reason (probe_failed, probe_timeout, cache_behind).",
+        labels=["resource", "reason"],
+    )
+    wait = HistogramMetricFamily(
+        "cacheproxy_consistent_wait_seconds",
+        "Time a consistent read waited: the probe, then the cache reaching its resourceVersion.",
+        labels=["resource"],
+    )
+    for name, s in stats:
+        for attr, family in families.items():
+            family.add_metric([name], getattr(s, attr))
+        for reason, count in s.fallbacks.items():
+            fallbacks.add_metric([name, reason], count)
+        cumulative, buckets = 0, []
+        for bound, count in zip([*map(str, WAIT_BUCKETS), "+Inf"], s.wait_buckets, strict=True):
+            cumulative += count
+            buckets.append((bound, cumulative))
+        wait.add_metric([name], buckets, s.wait_seconds)
+    yield from families.values()
+    yield fallbacks
+    yield wait

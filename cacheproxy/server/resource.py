@@ -1,7 +1,9 @@
 """One cached resource as the server sees it: its informer's Store and EventLog, answering
 list and get with the API server's resourceVersion rules, and paging from one snapshot.
 
-- RV unset or "0": the cache's current state, stamped with the cache's RV.
+- RV "0": the cache's current state, stamped with the cache's RV. RV unset: the same, once
+  the cache has caught up with upstream's current RV when the resource reads consistently
+  (:mod:`.consistent`; the router waits for it).
 - RV=N (not older than): wait until the cache reached N (≤ ``rv_wait``), else 504
   ``ResourceVersionTooLarge`` with ``Retry-After``.
 - ``resourceVersionMatch=Exact`` (or ``limit`` with RV=N): the state at exactly N, rebuilt from
@@ -35,6 +37,7 @@ from cacheproxy.kube.listoptions import EXACT, ListOptions
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.rv import decode_continue, encode_continue
 from cacheproxy.kube.table import TablePrinter, printer_for
+from cacheproxy.server.consistent import ConsistentReads
 from cacheproxy.server.query import Query, matches, select_keys
 from cacheproxy.server.snapshots import KEY, Snapshot, SnapshotCache, build_snapshot
 
@@ -105,6 +108,9 @@ class ServedResource:
     kinds use the API server's printer of their kind."""
     snapshots: SnapshotCache = field(default_factory=SnapshotCache)
     """The states at older RVs kept for paged lists (bounded by age and by entries)."""
+    consistency: ConsistentReads | None = None
+    """How lists and gets with RV unset learn upstream's RV and wait for it
+    (:mod:`.consistent`); None: they are answered from the cache as it is."""
     _progress: asyncio.Event = field(default_factory=asyncio.Event)
 
     def __post_init__(self) -> None:
@@ -137,12 +143,13 @@ class ServedResource:
 
     # ------------------------------------------------------------------ RVs
 
-    async def wait_for(self, rv: int) -> None:
-        """Until the cache reached ``rv`` (≤ ``rv_wait`` s), else 504 too large RV."""
+    async def wait_for(self, rv: int, *, within: float | None = None) -> None:
+        """Until the cache reached ``rv`` (≤ ``within``, by default ``rv_wait`` s), else 504 too
+        large RV."""
         if self.resource_version >= rv:
             return
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.rv_wait
+        deadline = loop.time() + (self.rv_wait if within is None else within)
         while self.resource_version < rv:
             remaining = deadline - loop.time()
             if remaining <= 0:

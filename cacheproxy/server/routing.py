@@ -4,7 +4,9 @@ Kubernetes API paths of the cached resources (docs/design.md §4).
 A resource path is checked against what is served — its type, its scope (a namespaced path for a
 cluster-scoped resource is a 404, as on the API server); writes were refused before
 (:mod:`.refusals`) — and then answered by get, list (:mod:`.reads`) or watch
-(:mod:`.watching`), before the first sync with a 429 and ``Retry-After``. A path outside the API
+(:mod:`.watching`), before the first sync with a 429 and ``Retry-After``. A get or list with
+``resourceVersion`` unset first waits until the cache caught up with upstream
+(:mod:`.consistent`) when its resource reads consistently. A path outside the API
 is a 404 naming what is served.
 """
 
@@ -19,6 +21,7 @@ from cacheproxy.kube.listoptions import ListOptions, parse_list_options
 from cacheproxy.kube.request import ApiPath
 from cacheproxy.kube.table import WatchTables
 from cacheproxy.server.admission import ServedRequest
+from cacheproxy.server.consistent import ConsistentReads, is_consistent_get, is_consistent_list
 from cacheproxy.server.homepage import HTML, wants_html
 from cacheproxy.server.homepage import render as render_home
 from cacheproxy.server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -102,6 +105,8 @@ async def route(
         send = with_header(send, STALENESS_HEADER, staleness)
     if verb == "get":
         assert path.name is not None
+        if res.consistency is not None and is_consistent_get(req.param("resourceVersion")):
+            send = await _consistent(res, res.consistency, send)
         await serve_get(req, send, res, namespace=path.namespace, name=path.name, form=form)
         return
     opts = parse_list_options(
@@ -109,6 +114,8 @@ async def route(
     )
     query = build_query(req, res, path.namespace, opts)
     if verb == "list":
+        if res.consistency is not None and is_consistent_list(opts):
+            send = await _consistent(res, res.consistency, send)
         await serve_list(
             req,
             send,
@@ -120,6 +127,13 @@ async def route(
         )
         return
     await _watch(server, req, send, res, query, opts, form)
+
+
+async def _consistent(res: ServedResource, reads: ConsistentReads, send: Send) -> Send:
+    """Once ``res``'s cache is as fresh as upstream (a consistent read, :mod:`.consistent`):
+    ``send``, with a ``Warning`` header when the read is served from the cache as it is."""
+    warning = await reads.ensure(res)
+    return send if warning is None else with_header(send, b"warning", warning)
 
 
 async def _own_api(server: CacheServer, req: ServedRequest, send: Send) -> None:

@@ -10,6 +10,7 @@ def test_the_package_exports_exactly_its_public_names() -> None:
     assert sorted(upstream.__all__) == [
         "ApiListerWatcher",
         "BearerTokenAuth",
+        "ResourceVersionProbe",
         "TokenSource",
         "UpstreamConfig",
         "UpstreamReviews",

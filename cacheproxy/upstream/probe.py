@@ -1,0 +1,69 @@
+"""Upstream's current resourceVersion for one resource, asked as cheaply as the API allows.
+
+A list with ``resourceVersion`` unset is a quorum read of etcd, and its ``metadata.
+resourceVersion`` is etcd's current revision (the API server's own consistent reads from cache
+ask etcd the same way: ``GetCurrentResourceVersion`` is a range read with ``limit=1``). So the
+probe is ``GET <collection>?limit=1`` with RV unset, asked as ``PartialObjectMetadataList`` so
+the one item costs its metadata only:
+
+- of the cached collection's path (its namespace, if any: the daemon may be allowed no more),
+  and of the same resource, since ``--etcd-servers-overrides`` may keep a resource in an etcd of
+  its own, with revisions of its own;
+- without the collection's selectors: with a selector and a ``limit``, the API server reads etcd
+  page after page until it has found a match, which costs as much as the list;
+- measured against a real kube-apiserver 1.28 by ``python -m loadtest.consistentbench``.
+"""
+
+from __future__ import annotations
+
+import httpx
+
+from cacheproxy.errors import TransportError
+from cacheproxy.kube.resources import ResourceType
+from cacheproxy.upstream.client import LIST_TIMEOUT
+from cacheproxy.upstream.errors import describe_request
+from cacheproxy.upstream.listwatch import send_for_json
+
+__all__ = ["METADATA_LIST", "ResourceVersionProbe"]
+
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+"""A metadata-only list, else the plain one (an upstream that has no metadata lists)."""
+
+
+class ResourceVersionProbe:
+    """``await probe()``: upstream's current RV for ``rtype`` (in ``namespace``), an int.
+
+    Raises the :mod:`cacheproxy.errors` tree: ApiError for an error answer, TransportError when
+    upstream cannot be reached or answers something without an RV."""
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        rtype: ResourceType,
+        *,
+        namespace: str | None = None,
+        timeout: httpx.Timeout = LIST_TIMEOUT,
+    ) -> None:
+        self.client = client
+        self.path = rtype.collection_path(namespace)
+        self.timeout = timeout
+
+    def __repr__(self) -> str:
+        return f"ResourceVersionProbe({self.path})"
+
+    async def __call__(self) -> int:
+        request = self.client.build_request(
+            "GET",
+            self.path,
+            params={"limit": "1"},
+            headers={"Accept": METADATA_LIST},
+            timeout=self.timeout,
+        )
+        body = await send_for_json(self.client, request)
+        metadata = body.get("metadata") if isinstance(body, dict) else None
+        rv = metadata.get("resourceVersion") if isinstance(metadata, dict) else None
+        if not isinstance(rv, str) or not rv.isdigit():
+            raise TransportError(
+                f"{describe_request(request)}: the list has no resourceVersion: {rv!r}"
+            )
+        return int(rv)

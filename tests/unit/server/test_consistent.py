@@ -1,0 +1,306 @@
+"""Consistent reads: probes shared between the reads that wait together, one at a time and
+within their rate (on a fake clock), the timeouts and what they answer, and which requests are
+consistent reads."""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from collections.abc import Callable
+
+import pytest
+
+from cacheproxy.errors import ApiError, TransportError
+from cacheproxy.kube import status
+from cacheproxy.kube.listoptions import parse_list_options
+from cacheproxy.kube.rv import encode_continue
+from cacheproxy.server.consistent import (
+    ConsistencyOptions,
+    ConsistentReads,
+    SharedProbe,
+    is_consistent_get,
+    is_consistent_list,
+)
+
+
+class FakeTime:
+    """A clock and a sleep that only move when the test says: ``await advance(seconds)``."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        wake = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._sleepers, (self.now + seconds, next(self._order), wake))
+        await wake
+
+    async def advance(self, seconds: float) -> None:
+        """Move the clock, waking each sleeper when its time comes (in order)."""
+        end = self.now + seconds
+        await settle()
+        while self._sleepers and self._sleepers[0][0] <= end:
+            at, _, wake = heapq.heappop(self._sleepers)
+            self.now = max(self.now, at)
+            if not wake.done():
+                wake.set_result(None)
+            await settle()
+        self.now = end
+        await settle()
+
+
+async def settle() -> None:
+    """Let every runnable task run (a few loop iterations)."""
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+class Upstream:
+    """A probe whose answers the test gives, one per probe, in order."""
+
+    def __init__(self, time: FakeTime) -> None:
+        self.time = time
+        self.started: list[float] = []
+        self.answers: list[asyncio.Future[int]] = []
+
+    async def __call__(self) -> int:
+        self.started.append(self.time.now)
+        answer = asyncio.get_running_loop().create_future()
+        self.answers.append(answer)
+        return await answer
+
+    def answer(self, rv: int) -> None:
+        self.answers[len([a for a in self.answers if a.done()])].set_result(rv)
+
+    def fail(self, error: BaseException) -> None:
+        self.answers[len([a for a in self.answers if a.done()])].set_exception(error)
+
+
+class Cache:
+    """A :class:`FreshCache` whose RV the test moves; a wait past ``within`` is the 504."""
+
+    def __init__(self, time: FakeTime, rv: int = 10) -> None:
+        self.time = time
+        self.resource_version = rv
+        self._moved = asyncio.Event()
+
+    def move(self, rv: int) -> None:
+        self.resource_version = rv
+        self._moved.set()
+
+    async def wait_for(self, rv: int, *, within: float | None = None) -> None:
+        deadline = self.time.now + (within or 0.0)
+        timer = asyncio.ensure_future(self.time.sleep(max(0.0, deadline - self.time.now)))
+        try:
+            while self.resource_version < rv:
+                self._moved.clear()
+                moved = asyncio.ensure_future(self._moved.wait())
+                await asyncio.wait((moved, timer), return_when=asyncio.FIRST_COMPLETED)
+                moved.cancel()
+                if self.resource_version < rv and timer.done():
+                    raise status.too_large_resource_version(rv, self.resource_version)
+        finally:
+            timer.cancel()
+
+
+@pytest.fixture
+def time() -> FakeTime:
+    return FakeTime()
+
+
+def reads_with(
+    time: FakeTime, upstream: Upstream, **options: object
+) -> Callable[[Cache], asyncio.Task[bytes | None]]:
+    reads = ConsistentReads(
+        upstream,
+        ConsistencyOptions(**options),  # type: ignore[arg-type]
+        clock=time.clock,
+        sleep=time.sleep,
+    )
+
+    def read(cache: Cache) -> asyncio.Task[bytes | None]:
+        return asyncio.create_task(reads.ensure(cache))
+
+    read.reads = reads  # type: ignore[attr-defined]
+    return read
+
+
+async def test_reads_that_wait_together_share_one_probe(time: FakeTime) -> None:
+    upstream = Upstream(time)
+    read = reads_with(time, upstream)
+    cache = Cache(time, rv=10)
+    tasks = [read(cache) for _ in range(100)]
+    await settle()
+    assert len(upstream.started) == 1
+    upstream.answer(10)
+    await settle()
+    assert [t.result() for t in tasks] == [None] * 100
+    assert read.reads.stats.probes == 1  # type: ignore[attr-defined]
+    assert read.reads.stats.reads == 100  # type: ignore[attr-defined]
+
+
+async def test_a_read_that_comes_while_a_probe_is_in_flight_waits_for_the_next_one(
+    time: FakeTime,
+) -> None:
+    upstream = Upstream(time)
+    read = reads_with(time, upstream)
+    cache = Cache(time, rv=10)
+    first = read(cache)
+    await settle()
+    later = [read(cache) for _ in range(5)]  # their writes may postdate the probe in flight
+    await settle()
+    assert len(upstream.started) == 1
+    upstream.answer(10)
+    await time.advance(0.0)
+    assert first.done() and first.result() is None
+    assert not any(t.done() for t in later)
+    await time.advance(0.1)  # the rate: 10 probes/s
+    assert len(upstream.started) == 2
+    upstream.answer(12)  # a write the cache has not seen yet
+    await settle()
+    assert not any(t.done() for t in later)
+    cache.move(12)
+    await settle()
+    assert [t.result() for t in later] == [None] * 5
+    assert read.reads.stats.waits == 5  # type: ignore[attr-defined]
+
+
+async def test_probes_start_one_at_a_time_and_within_the_rate(time: FakeTime) -> None:
+    upstream = Upstream(time)
+    read = reads_with(time, upstream, probes_per_second=4)
+    cache = Cache(time, rv=10)
+    for _ in range(6):
+        task = read(cache)
+        await time.advance(0.01)
+        upstream.answer(10)
+        await time.advance(0.3)
+        await task
+    gaps = [b - a for a, b in itertools.pairwise(upstream.started)]
+    assert len(upstream.started) == 6
+    assert all(gap >= 0.25 for gap in gaps), gaps
+
+
+async def test_a_slow_probe_holds_the_next_round_back_but_not_past_its_end(
+    time: FakeTime,
+) -> None:
+    upstream = Upstream(time)
+    read = reads_with(time, upstream, timeout=10.0)
+    cache = Cache(time, rv=10)
+    first = read(cache)
+    await time.advance(0.05)
+    second = read(cache)
+    await time.advance(1.0)  # the first probe takes a second: no second probe meanwhile
+    assert len(upstream.started) == 1
+    upstream.answer(10)
+    await time.advance(0.0)  # more than 1/rate since it started: the next starts at once
+    assert len(upstream.started) == 2
+    assert upstream.started[1] == pytest.approx(1.05)
+    upstream.answer(10)
+    await settle()
+    assert first.result() is None and second.result() is None
+
+
+async def test_a_probe_that_does_not_answer_in_time_serves_the_cache_with_a_warning(
+    time: FakeTime,
+) -> None:
+    upstream = Upstream(time)
+    read = reads_with(time, upstream, timeout=3.0)
+    task = read(Cache(time))
+    await time.advance(2.9)
+    assert not task.done()
+    await time.advance(0.2)
+    warning = task.result()
+    assert warning is not None
+    assert warning.startswith(b'299 - "not a consistent read: upstream did not tell')
+    assert read.reads.stats.fallbacks["probe_timeout"] == 1  # type: ignore[attr-defined]
+    upstream.answer(10)  # late: nobody waits for it any more, and that is no error
+    await settle()
+
+
+async def test_the_error_fallback_answers_504_with_retry_after(time: FakeTime) -> None:
+    upstream = Upstream(time)
+    read = reads_with(time, upstream, timeout=1.0, on_timeout="error")
+    task = read(Cache(time))
+    await time.advance(1.5)
+    with pytest.raises(ApiError) as caught:
+        task.result()
+    assert caught.value.code == 504
+    assert caught.value.reason == "Timeout"
+    assert caught.value.retry_after == 1
+    upstream.answer(10)
+    await settle()
+
+
+async def test_a_failed_probe_falls_back_and_the_next_read_probes_again(time: FakeTime) -> None:
+    upstream = Upstream(time)
+    read = reads_with(time, upstream)
+    cache = Cache(time)
+    task = read(cache)
+    await settle()
+    upstream.fail(TransportError("connection refused"))
+    await settle()
+    assert b"upstream could not be asked (connection refused)" in (task.result() or b"")
+    assert read.reads.stats.probe_errors == 1  # type: ignore[attr-defined]
+    task = read(cache)
+    await time.advance(0.1)
+    upstream.answer(10)
+    await settle()
+    assert task.result() is None
+
+
+async def test_a_cache_that_does_not_reach_upstreams_rv_in_time_falls_back(
+    time: FakeTime,
+) -> None:
+    upstream = Upstream(time)
+    read = reads_with(time, upstream, timeout=3.0)
+    cache = Cache(time, rv=10)
+    task = read(cache)
+    await time.advance(1.0)
+    upstream.answer(20)  # the probe took 1 s: 2 s left for the cache
+    await time.advance(1.9)
+    assert not task.done()
+    await time.advance(0.2)
+    assert b"the cache is at resourceVersion 10, upstream at 20" in (task.result() or b"")
+    stats = read.reads.stats  # type: ignore[attr-defined]
+    assert stats.fallbacks == {"probe_failed": 0, "probe_timeout": 0, "cache_behind": 1}
+    assert stats.waits == 1
+    assert stats.wait_seconds == pytest.approx(3.0)
+
+
+async def test_closing_cancels_the_probe_in_flight(time: FakeTime) -> None:
+    upstream = Upstream(time)
+    probe = SharedProbe(upstream, clock=time.clock, sleep=time.sleep)
+    answer = probe.current()
+    await settle()
+    assert probe.in_flight
+    await probe.close()
+    assert not probe.in_flight
+    assert answer.cancelled()
+
+
+@pytest.mark.parametrize(
+    ("query", "consistent"),
+    [
+        ({}, True),
+        ({"limit": ["5"]}, True),
+        ({"resourceVersion": ["0"]}, False),
+        ({"resourceVersion": ["7"]}, False),
+        ({"resourceVersion": ["7"], "resourceVersionMatch": ["Exact"]}, False),
+        ({"resourceVersion": ["7"], "resourceVersionMatch": ["NotOlderThan"]}, False),
+        ({"limit": ["5"], "continue": [encode_continue(7, "a\x00")]}, False),
+        ({"limit": ["5"], "continue": [encode_continue(-1, "a\x00")]}, True),
+    ],
+)
+def test_which_lists_are_consistent_reads(query: dict[str, list[str]], consistent: bool) -> None:
+    assert is_consistent_list(parse_list_options(query)) is consistent
+
+
+def test_a_get_is_a_consistent_read_with_resource_version_unset() -> None:
+    assert is_consistent_get("")
+    assert not is_consistent_get("0")
+    assert not is_consistent_get("12")
