@@ -16,6 +16,8 @@ import orjson
 
 from cacheproxy.kube import status
 from cacheproxy.kube.columns import COLUMNS, Column
+from cacheproxy.kube.negotiation import negotiate_answer
+from cacheproxy.kube.partial import partial_object_metadata
 from cacheproxy.kube.printers import (
     PRINTERS,
     Obj,
@@ -43,7 +45,6 @@ __all__ = [
 
 Row = dict[str, Any]
 
-TABLE_VERSIONS = ("v1", "v1beta1")
 INCLUDE_OBJECT = ("None", "Metadata", "Object")
 
 
@@ -55,28 +56,12 @@ def negotiate_table(accept: str) -> str | None:
 
     Clauses are taken in order and the first acceptable one wins: a ``meta.k8s.io`` Table in a
     served version, or plain JSON (no ``as=``). Anything else (another ``as=``, YAML, protobuf)
-    is skipped; nothing acceptable is a 406.
+    is skipped; nothing acceptable is a 406 (:func:`~.negotiation.negotiate_answer`).
     """
-    if not accept:
-        return None
-    for clause in accept.split(","):
-        media, *raw_params = (p.strip() for p in clause.split(";"))
-        if media.lower() not in ("application/json", "application/*", "*/*"):
-            continue
-        params: dict[str, str] = {}
-        for param in raw_params:
-            key, _, value = param.partition("=")
-            params[key.strip().lower()] = value.strip()
-        as_kind = params.get("as")
-        if as_kind is None:
-            return None
-        if (
-            as_kind == "Table"
-            and params.get("g") == "meta.k8s.io"
-            and params.get("v") in TABLE_VERSIONS
-        ):
-            return params["v"]
-    raise status.not_acceptable(REPRESENTATIONS)
+    answer = negotiate_answer(accept, verb=None)
+    if answer is None:
+        raise status.not_acceptable(REPRESENTATIONS)
+    return answer.version if answer.kind == "table" else None
 
 
 def include_object(query: Mapping[str, Sequence[str]]) -> str:
@@ -143,11 +128,7 @@ def table_row(
         if conditions:
             row["conditions"] = conditions
     if include == "Metadata":
-        row["object"] = {
-            "kind": "PartialObjectMetadata",
-            "apiVersion": f"meta.k8s.io/{version}",
-            "metadata": metadata(obj),
-        }
+        row["object"] = partial_object_metadata(obj, f"meta.k8s.io/{version}")
     elif include == "Object":
         row["object"] = obj
     return row

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import orjson
 
+from cacheproxy.kube.partial import partial_object_metadata
 from cacheproxy.kube.resources import BUILTIN_RESOURCES, ResourceType
 
 __all__ = ["INITIAL_EVENTS_END", "bookmark_line", "event_line"]
@@ -74,8 +75,19 @@ _ZERO_FIELDS: dict[tuple[str, str], dict[str, object]] = {
 _TYPED = frozenset(BUILTIN_RESOURCES)
 
 
-def bookmark_line(rtype: ResourceType, rv: int, *, initial_events_end: bool = False) -> bytes:
+def bookmark_line(
+    rtype: ResourceType, rv: int, *, initial_events_end: bool = False, metadata: str | None = None
+) -> bytes:
+    """A BOOKMARK at ``rv``; for a metadata-only watch (``metadata``: the apiVersion asked,
+    ``meta.k8s.io/v1``) its object is a ``PartialObjectMetadata``, as kube-apiserver transforms
+    every event's object of such a watch, bookmarks included."""
     meta: dict[str, object] = {"resourceVersion": str(rv)}
+    if metadata is not None:
+        if initial_events_end:
+            meta["annotations"] = {INITIAL_EVENTS_END: "true"}
+        return event_line(
+            "BOOKMARK", orjson.dumps(partial_object_metadata({"metadata": meta}, metadata))
+        )
     if rtype in _TYPED:  # custom resources are unstructured: nothing but what is set
         meta["creationTimestamp"] = None
     if initial_events_end:

@@ -27,8 +27,17 @@ from cacheproxy.kube.fields import (
 )
 from cacheproxy.kube.labels import LabelSelector, Operator, parse_label_selector
 from cacheproxy.kube.resources import ResourceType
+from cacheproxy.kube.sharding import ShardSelector, fnv1a64
 
-__all__ = ["EntryView", "Query", "matches", "matches_view", "parse_index_selector", "select_keys"]
+__all__ = [
+    "EntryView",
+    "Query",
+    "matches",
+    "matches_view",
+    "parse_index_selector",
+    "select_keys",
+    "uid_of",
+]
 
 _POSITIVE = (Operator.EQUALS, Operator.DOUBLE_EQUALS, Operator.IN)
 _NEGATIVE = (Operator.NOT_EQUALS, Operator.NOT_IN, Operator.DOES_NOT_EXIST)
@@ -43,12 +52,18 @@ class Query:
     """``indexSelector=``: the label-selector grammar over configured index paths."""
     namespaces: frozenset[str] | None = None
     """Only objects in these namespaces (the namespace-filtered authorization mode)."""
+    shard: ShardSelector | None = None
+    """``shardSelector=`` (KEP-5866): only objects whose uid or namespace hashes into its ranges."""
 
     @property
     def selective(self) -> bool:
         """Any selector at all (``remainingItemCount`` is only given without)."""
         return not (
-            self.labels.empty and self.fields.empty and self.index.empty and self.namespaces is None
+            self.labels.empty
+            and self.fields.empty
+            and self.index.empty
+            and self.namespaces is None
+            and self.shard is None
         )
 
 
@@ -191,6 +206,8 @@ def select_keys(store: Store, query: Query, index_paths: set[str]) -> tuple[list
             exact = False
     if not by_selector(query.index, store.index_keys, store.index_keys_sorted, store.index_values):
         exact = False
+    if query.shard is not None:  # no index holds hashes: a check per candidate
+        exact = False
     if not narrowing:
         return None, False
     smallest = min(narrowing, key=lambda n: n.size)
@@ -208,7 +225,7 @@ class EntryView:
     parsed from its JSON only when a query needs a field no index holds. The watch fan-out
     shares one view per event among all watchers."""
 
-    __slots__ = ("_fields", "_labels", "_rtype", "_store", "entry")
+    __slots__ = ("_fields", "_labels", "_rtype", "_store", "_uid_hash", "entry")
 
     def __init__(self, entry: Entry, rtype: ResourceType, store: Store) -> None:
         self.entry = entry
@@ -216,6 +233,15 @@ class EntryView:
         self._store = store
         self._labels: Mapping[str, str] | None = None
         self._fields: dict[str, str] | None = None
+        self._uid_hash: int | None = None
+
+    def in_shard(self, shard: ShardSelector) -> bool:
+        """Whether the entry is in ``shard`` (its uid hashed at most once per view)."""
+        if not shard.by_uid:
+            return shard.matches(uid="", namespace=self.entry.namespace)
+        if self._uid_hash is None:
+            self._uid_hash = fnv1a64(uid_of(self.entry))
+        return shard.contains(self._uid_hash)
 
     @property
     def labels(self) -> Mapping[str, str]:
@@ -242,6 +268,35 @@ class EntryView:
         return (self._fields.get(field, ""),)
 
 
+_UID = b'"uid":"'
+_METADATA = b'"metadata":{'
+
+
+def uid_of(entry: Entry) -> str:
+    """``metadata.uid`` of an entry ("" when absent), read from its bytes without parsing them
+    when the API server's order puts it there: in a typed object's metadata only strings (name,
+    generateName, namespace, selfLink) come before ``uid``, so the first ``"uid":"`` after
+    ``"metadata":{`` with no brace or bracket in between is metadata's own (a quote inside a string
+    is escaped, so the pattern cannot start inside one). Anything else — a custom resource's
+    alphabetical metadata, where labels and ownerReferences come first — is parsed."""
+    body = entry.body
+    start = body.find(_METADATA)
+    if start >= 0:
+        start += len(_METADATA)
+        at = body.find(_UID, start)
+        if at >= 0:
+            between = body[start:at]
+            if not (b"{" in between or b"[" in between or b"}" in between):
+                value = at + len(_UID)
+                end = body.find(b'"', value)
+                raw = body[value:end]
+                if b"\\" not in raw:
+                    return raw.decode()
+    meta = entry.object().get("metadata")
+    uid = meta.get("uid") if isinstance(meta, dict) else None
+    return uid if isinstance(uid, str) else ""
+
+
 def matches(entry: Entry, query: Query, rtype: ResourceType, store: Store) -> bool:
     """The whole query against one entry (the exact check after the index narrowed)."""
     return matches_view(EntryView(entry, rtype, store), query)
@@ -253,6 +308,8 @@ def matches_view(view: EntryView, query: Query) -> bool:
     if query.namespace and entry.namespace != query.namespace:
         return False
     if query.namespaces is not None and entry.namespace not in query.namespaces:
+        return False
+    if query.shard is not None and not view.in_shard(query.shard):
         return False
     if not query.labels.empty and not query.labels.matches(view.labels):
         return False

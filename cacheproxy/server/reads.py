@@ -5,53 +5,74 @@
   keeps the API server's resourceVersion and paging rules), its items written from the store's
   bytes with scatter/gather writes — never joined into one body — unless the answer is re-formed
   (a Table, or indented JSON for a person);
-- the form of the answer: JSON as stored, or a ``meta.k8s.io`` Table when ``Accept`` asks for one
-  (only Accepts with an ``as=`` parameter pay for parsing it);
-- the :class:`~.query.Query` a list or watch selects with: namespace, label, field and index
-  selectors, and the namespaces the user may read in the namespace-filtered mode.
+- the form of the answer: JSON as stored, a ``meta.k8s.io`` Table, or ``PartialObjectMetadata``
+  (``…List`` for lists) when ``Accept`` asks for one (only Accepts with an ``as=`` parameter pay
+  for parsing it; :mod:`cacheproxy.kube.negotiation`);
+- the :class:`~.query.Query` a list or watch selects with: namespace, label, field, index and
+  shard selectors, and the namespaces the user may read in the namespace-filtered mode. A list
+  served with a ``shardSelector`` echoes it in ``metadata.shardInfo`` (KEP-5866,
+  :mod:`cacheproxy.kube.sharding`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from dataclasses import dataclass
 
 import orjson
 
+from cacheproxy.kube import status
 from cacheproxy.kube.labels import LabelSelector
 from cacheproxy.kube.listoptions import ListOptions, parse_list_options
-from cacheproxy.kube.request import check_accepts_json
-from cacheproxy.kube.table import include_object, negotiate_table, table
+from cacheproxy.kube.negotiation import negotiate_answer
+from cacheproxy.kube.partial import list_meta, partial_list_head, partial_object_bytes
+from cacheproxy.kube.request import REPRESENTATIONS, check_accepts_json
+from cacheproxy.kube.sharding import parse_shard_selector
+from cacheproxy.kube.table import include_object, table
 from cacheproxy.server.admission import ServedRequest
 from cacheproxy.server.options import ANSWERS
 from cacheproxy.server.query import Query, parse_index_selector, validate_fields
-from cacheproxy.server.resource import ServedResource
+from cacheproxy.server.resource import ServedList, ServedResource
 from cacheproxy.serving import Send, send_parts
 
 __all__ = ["Form", "build_query", "negotiate", "serve_get", "serve_list"]
 
+METADATA_BATCH = 500
+"""PartialObjectMetadata items encoded between two yields to the event loop (each is parsed)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Form:
-    """How to answer a read: as stored (``table`` None) or as a Table of that version."""
+    """How to answer a read: as stored, as a Table of version ``table``, or as
+    ``PartialObjectMetadata`` of apiVersion ``metadata`` (``meta.k8s.io/v1``)."""
 
     table: str | None = None
     include: str = "Metadata"
     """A Table's ``includeObject``."""
+    metadata: str | None = None
 
 
 _AS_STORED = Form()
 
 
-def negotiate(req: ServedRequest) -> Form:
-    """The answer's form from ``Accept``; 406 when neither JSON nor a Table is acceptable."""
+def negotiate(req: ServedRequest, *, verb: str | None = None) -> Form:
+    """The answer's form from ``Accept`` for a ``verb`` (get, list, watch; the request's own when
+    None); 406 when neither JSON, a Table nor metadata is acceptable."""
     accept = req.header("accept")
-    # Fast path: no ``as=`` parameter, no Table (only kubectl-style Accepts pay for parsing).
-    as_table = negotiate_table(accept) if "as=" in accept.lower() else None
-    if as_table is None:
+    # Fast path: no ``as=`` parameter, plain JSON (only kubectl-style and metadata-only Accepts
+    # pay for parsing).
+    if "as=" not in accept.lower():
         check_accepts_json(accept)
         return _AS_STORED
-    return Form(as_table, include_object(req.query))
+    answer = negotiate_answer(accept, verb=verb or req.verb)
+    if answer is None:
+        raise status.not_acceptable(REPRESENTATIONS)
+    if answer.kind == "table":
+        return Form(answer.version, include_object(req.query))
+    if answer.kind == "metadata":
+        return Form(metadata=answer.api_version)
+    return _AS_STORED
 
 
 def build_query(
@@ -71,6 +92,7 @@ def build_query(
         fields=fields,
         index=index,
         namespaces=req.namespaces,
+        shard=parse_shard_selector(req.param("shardSelector")),
     )
 
 
@@ -98,6 +120,9 @@ async def serve_get(
             resource_version=str(obj.get("metadata", {}).get("resourceVersion", "")),
         )
         await ANSWERS.send(send, req, orjson.dumps(doc))
+        return
+    if form.metadata:
+        await ANSWERS.send(send, req, partial_object_bytes(entry.raw, form.metadata))
         return
     await ANSWERS.send(send, req, entry.raw)
 
@@ -127,9 +152,46 @@ async def serve_list(
         )
         await ANSWERS.send(send, req, orjson.dumps(doc))
         return
+    if form.metadata or query.shard is not None:
+        parts = await _reformed_parts(page, form, query)
+    else:
+        parts = page.parts()
     if req.pretty:
-        await ANSWERS.send(send, req, page.body())
+        await ANSWERS.send(send, req, b"".join(parts))
         return
-    parts = page.parts()
     req.started = True  # past here a failure can only end the response
     await send_parts(send, parts, writer=req.writer)
+
+
+async def _reformed_parts(page: ServedList, form: Form, query: Query) -> list[bytes]:
+    """A page's body with what the stored list does not say: a ``PartialObjectMetadataList`` of
+    its items (encoded in batches, yielding to the loop between them), and the ``shardInfo``
+    of a sharded list (KEP-5866) in its metadata."""
+    meta = list_meta(
+        page.resource_version,
+        continue_token=page.continue_token,
+        remaining=page.remaining,
+        shard_selector=query.shard.canonical() if query.shard is not None else "",
+    )
+    if form.metadata is None:
+        parts = page.parts()
+        # The stored list's own head, with this metadata in place of its plain one.
+        plain = b'"metadata":%s,' % list_meta(
+            page.resource_version, continue_token=page.continue_token, remaining=page.remaining
+        )
+        head = parts[0].replace(plain, b'"metadata":%s,' % meta, 1)
+        if head == parts[0]:
+            raise AssertionError("a list's head without its metadata")
+        parts[0] = head
+        return parts
+    api_version = form.metadata
+    parts = [partial_list_head(api_version, meta)]
+    items = page.items
+    for start in range(0, len(items), METADATA_BATCH):
+        if start:
+            parts.append(b",")
+            await asyncio.sleep(0)
+        batch = items[start : start + METADATA_BATCH]
+        parts.append(b",".join(partial_object_bytes(e.raw, api_version) for e in batch))
+    parts.append(b"]}")
+    return parts

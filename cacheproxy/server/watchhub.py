@@ -32,11 +32,19 @@ class ServedWatch(Mailbox[bytes]):
     """One client's watch: its query and a bounded mailbox of event lines."""
 
     def __init__(
-        self, query: Query, *, buffer: int, min_rv: int = 0, bookmarks: bool = False
+        self,
+        query: Query,
+        *,
+        buffer: int,
+        min_rv: int = 0,
+        bookmarks: bool = False,
+        metadata: str | None = None,
     ) -> None:
         super().__init__(buffer)
         self.query = query
         self.bookmarks = bookmarks
+        self.metadata = metadata
+        """A metadata-only watch: the apiVersion of the ``PartialObjectMetadata`` it gets."""
         """The client asked for bookmarks (``allowWatchBookmarks``)."""
         self.min_rv = min_rv
         """Events at or before this RV are not sent (the watch started after them)."""
@@ -88,7 +96,7 @@ class WatchHub:
             kind = sight(event, watcher.query, new, old)
             if kind is None:
                 continue
-            if watcher.offer(lines.line(kind), rv):
+            if watcher.offer(lines.line(kind, watcher.metadata), rv):
                 self.delivered += 1
             else:
                 self.evicted += 1
@@ -108,11 +116,19 @@ class WatchHub:
         for event in events:
             self.on_event(event)
         rv = difference.rv
-        line = bookmark_line(self.rtype, rv)
+        lines: dict[str | None, bytes] = {}
         for watcher in list(self.watchers):
             if watcher.closed:
                 self.watchers.discard(watcher)
-            elif watcher.bookmarks and not watcher.offer(line, rv):
+                continue
+            if not watcher.bookmarks:
+                continue
+            line = lines.get(watcher.metadata)
+            if line is None:
+                line = lines[watcher.metadata] = bookmark_line(
+                    self.rtype, rv, metadata=watcher.metadata
+                )
+            if not watcher.offer(line, rv):
                 self.evicted += 1
                 self.watchers.discard(watcher)
 

@@ -27,12 +27,14 @@ from cacheproxy.informer.eventlog import TooOld
 from cacheproxy.informer.store import Entry
 from cacheproxy.kube import status
 from cacheproxy.kube.listoptions import ListOptions
+from cacheproxy.kube.partial import partial_object_bytes
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.table import WatchTables
-from cacheproxy.kube.watchevents import bookmark_line
+from cacheproxy.kube.watchevents import bookmark_line, event_line
 from cacheproxy.server.admission import ServedRequest
 from cacheproxy.server.options import ServerOptions
 from cacheproxy.server.query import Query
+from cacheproxy.server.reads import negotiate
 from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.watchevents import replay_lines
 from cacheproxy.server.watchhub import ServedWatch, WatchHub
@@ -60,17 +62,26 @@ class WatchPlan:
     allow_bookmarks: bool
     timeout: float
     bookmark_interval: float
+    metadata: str | None = None
+    """A metadata-only watch: every object (bookmarks too) as ``PartialObjectMetadata`` of this
+    apiVersion."""
 
 
-def _initial_batches(entries: Sequence[Entry]) -> Iterator[list[bytes]]:
+def _initial_batches(
+    entries: Sequence[Entry], metadata: str | None = None
+) -> Iterator[list[bytes]]:
     """The initial state as ADDED lines, like a list: the stored bytes between the line's two
     halves, in batches of ~128 KiB (a thousand watchers starting at once hold a batch each, not
-    the cache each: the next one is made once the client took the last)."""
+    the cache each: the next one is made once the client took the last). A metadata-only
+    watch's lines are each object's ``PartialObjectMetadata``."""
     batch: list[bytes] = []
     size = 0
     for entry in entries:
         body = entry.body
-        batch += (_ADDED_HEAD, entry.prefix, body, _EVENT_TAIL)
+        if metadata is None:
+            batch += (_ADDED_HEAD, entry.prefix, body, _EVENT_TAIL)
+        else:
+            batch.append(event_line("ADDED", partial_object_bytes(entry.raw, metadata)))
         size += len(body)
         if size >= INITIAL_BATCH_BYTES:
             yield batch
@@ -91,21 +102,25 @@ def watch_lines(
     lines (written one after the other, never joined here). ``current_rv`` is the cache's RV."""
 
     def first() -> Iterator[list[bytes]]:
-        batches = _initial_batches(plan.initial)
+        batches = _initial_batches(plan.initial, plan.metadata)
         last = next(batches)  # the initial state's last batch goes out with what follows
         for batch in batches:
             yield last
             last = batch
         last.extend(plan.replay)
         if plan.end_bookmark_rv is not None:
-            last.append(bookmark_line(rtype, plan.end_bookmark_rv, initial_events_end=True))
+            last.append(
+                bookmark_line(
+                    rtype, plan.end_bookmark_rv, initial_events_end=True, metadata=plan.metadata
+                )
+            )
         yield last
 
     def bookmark() -> bytes | None:
         # As the API server's watch cache: only a bookmark newer than where the watch started
         # (on a quiet resource, none at all), never one behind an event it was sent.
         rv = max(current_rv(), watcher.last_rv)
-        return bookmark_line(rtype, rv) if rv > watcher.min_rv else None
+        return bookmark_line(rtype, rv, metadata=plan.metadata) if rv > watcher.min_rv else None
 
     return watch_batches(
         watcher,
@@ -131,6 +146,8 @@ async def serve_watch(
 ) -> None:
     """Answer a watch of ``res`` (its admission already counted). ``refusing`` tells whether the
     server stopped taking watches; it is asked before and after the response starts."""
+    # A metadata-only watch (``as=PartialObjectMetadata``): only Accepts with ``as=`` look.
+    metadata = negotiate(req, verb="watch").metadata if tables is None else None
     requested = opts.rv
     if opts.send_initial_events and requested > res.resource_version:
         # A watch-list's initial state must be at least this fresh: the API server waits (3 s)
@@ -166,7 +183,7 @@ async def serve_watch(
             gone = status.too_old_resource_version(too_old.requested, too_old.oldest)
             await out.finish(error_line(gone))
             return
-        replay = replay_lines(events, query, res.rtype, res.store)
+        replay = replay_lines(events, query, res.rtype, res.store, metadata=metadata)
     if refusing():  # shutting down since the response began: end it now
         await out.finish()
         return
@@ -175,6 +192,7 @@ async def serve_watch(
         buffer=options.watch_buffer,
         min_rv=max(res.resource_version, requested),
         bookmarks=opts.allow_watch_bookmarks,
+        metadata=metadata,
     )
     hub.add(watcher)
     timeout = (
@@ -189,6 +207,7 @@ async def serve_watch(
         allow_bookmarks=opts.allow_watch_bookmarks,
         timeout=timeout,
         bookmark_interval=options.bookmark_interval,
+        metadata=metadata,
     )
     async with closed_on_disconnect(req, watcher, "client went away"):
         try:

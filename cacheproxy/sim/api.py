@@ -22,12 +22,12 @@ import dataclasses
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
 from cacheproxy.kube import status
 from cacheproxy.kube.listoptions import EXACT, NOT_OLDER_THAN, ListOptions
+from cacheproxy.kube.partial import list_meta, partial_list_head, partial_object_metadata
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.rv import decode_continue, encode_continue, parse_resource_version
 from cacheproxy.sim import statuses
@@ -36,7 +36,7 @@ from cacheproxy.sim.store import Event, SimStore, StoredObject, iter_snapshot
 from cacheproxy.sim.watch import SimWatcher, SimWatchPlan
 from cacheproxy.sim.writes import Writes
 
-__all__ = ["ListResult", "SimApi", "partial_object_metadata"]
+__all__ = ["ListResult", "SimApi"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,12 +48,11 @@ class ListResult:
     remaining: int | None
 
     def _list_meta(self) -> bytes:
-        meta: dict[str, Any] = {"resourceVersion": str(self.resource_version)}
-        if self.continue_token:
-            meta["continue"] = self.continue_token
-        if self.remaining is not None and self.continue_token:
-            meta["remainingItemCount"] = self.remaining
-        return orjson.dumps(meta)
+        return list_meta(
+            self.resource_version,
+            continue_token=self.continue_token,
+            remaining=self.remaining,
+        )
 
     def encode(self) -> bytes:
         head = b'{"kind":"%s","apiVersion":"%s","metadata":%s,"items":[' % (
@@ -65,17 +64,9 @@ class ListResult:
 
     def encode_metadata(self, api_version: str) -> bytes:
         """As the ``PartialObjectMetadataList`` metadata-only clients ask for on ``Accept``."""
-        head = b'{"kind":"PartialObjectMetadataList","apiVersion":"%s","metadata":%s,"items":[' % (
-            api_version.encode(),
-            self._list_meta(),
-        )
+        head = partial_list_head(api_version, self._list_meta())
         items = (orjson.dumps(partial_object_metadata(o.obj, api_version)) for o in self.items)
         return head + b",".join(items) + b"]}"
-
-
-def partial_object_metadata(obj: dict[str, Any], api_version: str) -> dict[str, Any]:
-    """``metav1.PartialObjectMetadata`` of ``obj``: its whole ``metadata``, nothing else."""
-    return {"kind": "PartialObjectMetadata", "apiVersion": api_version, "metadata": obj["metadata"]}
 
 
 class SimApi(Writes):

@@ -23,11 +23,13 @@ from typing import Literal
 import orjson
 
 from cacheproxy.kube import status
+from cacheproxy.kube.negotiation import negotiate_answer
+from cacheproxy.kube.partial import partial_object_metadata
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.table import WatchTables, printer_for, table
 from cacheproxy.serving import JsonAnswers, Message, Send
 from cacheproxy.sim import statuses
-from cacheproxy.sim.api import ListResult, partial_object_metadata
+from cacheproxy.sim.api import ListResult
 
 __all__ = [
     "ANSWERS",
@@ -46,7 +48,6 @@ ANSWERS = JsonAnswers(
 )
 """How the simulator answers in JSON."""
 
-_META_VERSIONS = ("v1", "v1beta1")
 _INCLUDE = ("Metadata", "Object", "None")
 
 
@@ -69,29 +70,14 @@ PLAIN = AnswerForm()
 
 def negotiate(accept: str, query: Mapping[str, Sequence[str]], *, verb: str) -> AnswerForm:
     """The form of a ``verb`` (get, list, watch) answer, or a 406 / 400 as the API server gives."""
-    if not accept:
-        return PLAIN
-    metadata_kind = "PartialObjectMetadataList" if verb == "list" else "PartialObjectMetadata"
-    for clause in accept.split(","):
-        media, *raw = (p.strip() for p in clause.split(";"))
-        if media.lower() not in (
-            "application/json",
-            "application/*",
-            "*/*",
-            "application/json-seq",
-        ):
-            continue
-        params = dict(p.split("=", 1) for p in raw if "=" in p)
-        as_kind = params.get("as")
-        if as_kind is None:
-            return PLAIN
-        if params.get("g") != "meta.k8s.io" or params.get("v") not in _META_VERSIONS:
-            continue
-        if as_kind == "Table":
-            return AnswerForm("table", params["v"], _include_object(query))
-        if as_kind == metadata_kind:
-            return AnswerForm("metadata", params["v"])
-    raise statuses.not_acceptable()
+    answer = negotiate_answer(accept, verb=verb)
+    if answer is None:
+        raise statuses.not_acceptable()
+    if answer.kind == "table":
+        return AnswerForm("table", answer.version, _include_object(query))
+    if answer.kind == "metadata":
+        return AnswerForm("metadata", answer.version)
+    return PLAIN
 
 
 def _include_object(query: Mapping[str, Sequence[str]]) -> str:
