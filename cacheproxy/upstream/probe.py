@@ -42,11 +42,13 @@ class ResourceVersionProbe:
         rtype: ResourceType,
         *,
         namespace: str | None = None,
-        timeout: httpx.Timeout = LIST_TIMEOUT,
+        seconds: float | None = None,
     ) -> None:
         self.client = client
         self.path = rtype.collection_path(namespace)
-        self.timeout = timeout
+        self.timeout = LIST_TIMEOUT if seconds is None else httpx.Timeout(seconds)
+        """A probe is no use after the reads waiting for it gave up: ``seconds`` bounds it (and
+        the rounds after it, which start only once it ended)."""
 
     def __repr__(self) -> str:
         return f"ResourceVersionProbe({self.path})"

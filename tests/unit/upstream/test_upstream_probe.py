@@ -53,3 +53,10 @@ async def test_a_list_without_a_decimal_rv_is_a_transport_error(rv: object) -> N
     async with client(a_list(rv), []) as c:
         with pytest.raises(TransportError, match="the list has no resourceVersion"):
             await ResourceVersionProbe(c, builtin("pods"))()
+
+
+async def test_the_probe_is_bounded_by_the_consistent_reads_timeout() -> None:
+    seen: list[httpx.Request] = []
+    async with client(a_list("1"), seen) as c:
+        await ResourceVersionProbe(c, builtin("pods"), seconds=2.5)()
+    assert seen[0].extensions["timeout"] == {"connect": 2.5, "read": 2.5, "write": 2.5, "pool": 2.5}
