@@ -23,6 +23,7 @@ from cacheproxy.daemon.config import DaemonConfig, ResourceConfig
 from cacheproxy.daemon.indexcheck import empty_indexes
 from cacheproxy.daemon.memory import MemoryTrimmer
 from cacheproxy.daemon.metrics import MeteredListerWatcher
+from cacheproxy.daemon.persistence import CachePersister
 from cacheproxy.daemon.wiring import (
     ResourceWiring,
     Wiring,
@@ -85,6 +86,8 @@ class Daemon:
         self.trimmer = MemoryTrimmer()
         """Returns the memory a relist freed to the OS (when ``manage_gc``)."""
         self._version_task: asyncio.Task[None] | None = None
+        self.persister: CachePersister | None = None
+        """Snapshots of the resources on disk (``persistence.dir``): restored at start."""
         self.port = self.wiring.listener.port
 
     @property
@@ -143,6 +146,8 @@ class Daemon:
         self.crd_factory = crd_factory = InformerFactory(
             lister_watcher, reflector_options=reflector_options, metrics=metrics
         )
+        if wiring.persistence.directory is not None:
+            self.persister = CachePersister(wiring.persistence, server=self.upstream.server)
         served = [
             self._serve_resource(factory, crd_factory, spec, options)
             for spec, options in zip(config.resources, wiring.resources, strict=True)
@@ -196,6 +201,8 @@ class Daemon:
             self._cert_reloader.start()
         factory.start()
         crd_factory.start()
+        if self.persister is not None:
+            self.persister.start()
         self._runner = UvicornRunner(
             uv_config, host=listener.address, port=listener.port, name="cacheproxy"
         )
@@ -246,6 +253,13 @@ class Daemon:
             history=options.history,
         )
         informer.freeze_gc_after_sync = self.manage_gc
+        if self.persister is not None:
+            self.persister.track(
+                spec.rtype.config_name,
+                informer,
+                collection=options.collection,
+                transform=options.transform,
+            )
         if self.manage_gc:
             informer.add_relist_listener(self.trimmer.request)
         if options.field_indexes:
@@ -276,6 +290,8 @@ class Daemon:
         for rtype in gone:
             self.server.remove_resource(rtype)
             await self.factory.remove(old[rtype].collection)
+            if self.persister is not None:
+                self.persister.forget(rtype.config_name)
             if rtype not in BUILTIN_RESOURCES and rtype not in new:
                 await self.crd_factory.remove(_crd_collection(rtype))
             changes.append(f"-{rtype.config_name}")
@@ -337,6 +353,8 @@ class Daemon:
             await self.factory.stop()
         if self.crd_factory is not None:
             await self.crd_factory.stop()
+        if self.persister is not None:
+            await self.persister.stop()  # the informers' last state
         self.trimmer.stop()
         if self._client is not None:
             await self._client.aclose()

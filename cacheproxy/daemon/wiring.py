@@ -26,6 +26,7 @@ from cacheproxy.daemon.config import (
     ServerLimits,
 )
 from cacheproxy.daemon.config.model import SETTINGS, upstream_loader
+from cacheproxy.daemon.persistence import PersistenceOptions
 from cacheproxy.errors import ConfigError
 from cacheproxy.informer import Collection, ReflectorOptions, Transform
 from cacheproxy.kube.resources import BUILTIN_RESOURCES
@@ -82,6 +83,7 @@ class Wiring:
     resources: tuple[ResourceWiring, ...]
     log_level: LogLevel
     log_format: LogFormat
+    persistence: PersistenceOptions
     warnings: tuple[str, ...]
     """Logged at start: legal but risky choices."""
 
@@ -161,6 +163,11 @@ def wire(config: DaemonConfig) -> Wiring:
         resources=tuple(wire_resource(spec, limits) for spec in config.resources),
         log_level=config.logging.level,
         log_format=config.logging.format,
+        persistence=PersistenceOptions(
+            directory=config.persistence.directory,
+            interval=config.persistence.interval_seconds,
+            serve_stale=config.persistence.serve_stale,
+        ),
         warnings=config.warnings,
     )
 

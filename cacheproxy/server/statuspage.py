@@ -1,7 +1,8 @@
 """The JSON status page of the cache (``/status``, docs/design.md §4), for people at a terminal.
 
 Per served resource: objects, bytes, the cache's resourceVersion, how long since upstream last
-changed or refreshed it, relists, the reflector's phase, the EventLog's reach, watchers, evicted
+changed or refreshed it, relists, where its state came from (``state``: ``syncing``, ``restored``
+from a snapshot, ``confirmed`` by upstream, ``synced`` from upstream), the reflector's phase, the EventLog's reach, watchers, evicted
 watchers, and each index with its cardinality (the number of distinct values it holds). Built
 from the same sources as ``/metrics`` (:class:`~cacheproxy.server.metrics.TrackedResource`), in
 O(resources + indexes): it never walks the objects (except bytes in coalescing mode).
@@ -38,6 +39,7 @@ def _resource_status(tracked: TrackedResource, now: float) -> dict[str, Any]:
         "resource": res.rtype.resource,
         "kind": res.rtype.kind,
         "synced": res.synced,
+        "state": informer.state.value,
         "phase": informer.reflector.phase.value,
         "objects": len(store),
         "bytes": stats.stored_bytes,

@@ -30,6 +30,7 @@ from cacheproxy.daemon.config.settings import (
     library_default,
     settings_of,
 )
+from cacheproxy.daemon.persistence import PersistenceOptions
 from cacheproxy.informer import ReflectorOptions
 from cacheproxy.server.access import AccessSettings
 from cacheproxy.server.app import ServerOptions
@@ -52,6 +53,7 @@ __all__ = [
     "LogFormat",
     "LogLevel",
     "LoggingSettings",
+    "PersistenceSettings",
     "ResourceConfig",
     "ServerLimits",
     "ServerSettings",
@@ -349,6 +351,26 @@ class LoggingSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class PersistenceSettings:
+    """``persistence``: warm restarts from each resource's state on disk (docs/operations.md)."""
+
+    directory: Annotated[Path | None, Field(alias="dir")] = None
+    """A directory for a snapshot of each cached resource (its objects as stored, their
+    resourceVersion, a format version, what it was cached from and a checksum), written
+    atomically every `intervalSeconds` and at shutdown, in the background. At start a valid
+    snapshot is loaded and the watch resumes from its resourceVersion, without a list (a 410
+    relists); a corrupt, truncated, older-format or another configuration's snapshot is logged
+    and ignored. Unset: off."""
+    interval_seconds: Annotated[float, Field(ge=1, le=86_400)] = library_default(
+        PersistenceOptions, "interval"
+    )
+    """How often the snapshots are written (one whose resource did not change is not)."""
+    serve_stale: bool = library_default(PersistenceOptions, "serve_stale")
+    """Serve a restored state at once. `false`: lists and watches answer 429 and `/readyz` 503
+    until upstream has confirmed it (the resumed watch was accepted), as before a first sync."""
+
+
+@dataclass(frozen=True, slots=True)
 class DaemonConfig:
     """Everything the daemon needs to start, validated."""
 
@@ -356,6 +378,7 @@ class DaemonConfig:
     upstream: UpstreamSettings = dataclasses.field(default_factory=UpstreamSettings)
     server: ServerSettings = dataclasses.field(default_factory=ServerSettings)
     logging: LoggingSettings = dataclasses.field(default_factory=LoggingSettings)
+    persistence: PersistenceSettings = dataclasses.field(default_factory=PersistenceSettings)
     source: str = dataclasses.field(default="defaults", metadata=NOT_A_SETTING)
     """The file read, or ``defaults`` when there was none."""
     overridden_by: tuple[str, ...] = dataclasses.field(default=(), metadata=NOT_A_SETTING)

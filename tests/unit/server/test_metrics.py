@@ -131,6 +131,7 @@ async def test_staleness_counts_from_the_last_event_or_bookmark(rig: Rig) -> Non
     doc = cache_status(rig.metrics.tracked, ready=True, now=rig.clock())
     assert doc["resources"]["pods"]["secondsSinceLastEvent"] == 5  # bookmarks are not changes
     assert doc["resources"]["pods"]["stalenessSeconds"] == 3
+    assert doc["resources"]["pods"]["state"] == "synced"  # from upstream, not from a snapshot
 
 
 async def test_informer_metrics_count_requests_relists_and_watch_errors(rig: Rig) -> None:
