@@ -5,7 +5,9 @@ The names a user of the informer library needs are exported here: resource types
 list and watch), object keys (how the store names objects) and label and field selectors. The
 rest is the servers' vocabulary, in its modules: :mod:`.status` (``metav1.Status`` errors),
 :mod:`.rv` and :mod:`.listoptions` (list semantics), :mod:`.table` and :mod:`.printers`
-(``kubectl get`` Tables), :mod:`.discovery`, :mod:`.access`, :mod:`.request`.
+(``kubectl get`` Tables), :mod:`.partial` and :mod:`.negotiation` (metadata-only answers and the
+form a read is answered in), :mod:`.sharding` (``shardSelector``, KEP-5866), :mod:`.discovery`,
+:mod:`.access`, :mod:`.request`.
 """
 
 from cacheproxy.kube.fields import FieldSelector, parse_field_selector

@@ -17,12 +17,15 @@ only its part of the collection. The grammar is the API server's subset of CEL::
 What kube-apiserver rejects is a 400 ``BadRequest`` whose message is ``invalid shard selector: ``
 and its parser's reason (``k8s.io/apimachinery/pkg/sharding`` and the CEL walk of
 ``k8s.io/apiserver``); syntax errors that CEL itself reports (unbalanced parentheses, a stray
-token) are worded by us, after the same ``CEL parse error: `` prefix. A list served with a shard
-selector says so in its metadata: ``shardInfo: {"selector": <the selector, canonical>}``
-(:meth:`ShardSelector.canonical`), the echo by which a client tells a sharded answer from the
-whole collection of a server that ignored the parameter. Both fields are immutable, so an object
-never moves between shards: a sharded watch sees an object leave only when it is deleted (or
-when another selector of the same watch stops matching it).
+token) are worded by us, after the same ``CEL parse error: `` prefix.
+
+A list served with a shard selector says so in its metadata, ``shardInfo: {"selector": …}``:
+the parameter as sent (the API's ``ShardInfo.selector``: "the shard selector string from the
+request, echoed back"), by which a client tells a sharded answer from the whole collection of a
+server that ignored the parameter. :meth:`ShardSelector.canonical` is the API server's
+``Selector.String()``. Both fields are immutable, so an object never moves between shards: a
+sharded watch sees an object leave only when it is deleted (or when another selector of the same
+watch stops matching it).
 """
 
 from __future__ import annotations
@@ -81,6 +84,8 @@ class ShardSelector:
 
     field: str
     ranges: tuple[ShardRange, ...]
+    source: str = dataclasses.field(default="", compare=False)
+    """The parameter as the request gave it: what a sharded list's ``shardInfo`` echoes."""
     _bounds: tuple[tuple[int, int], ...] = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -298,11 +303,10 @@ def _hex_literal(kind: str, value: str, name: str) -> str:
 def parse_shard_selector(text: str) -> ShardSelector | None:
     """The ``shardSelector`` parameter (None when empty: every object); a 400 ``BadRequest``
     with kube-apiserver's reason for what it refuses."""
-    text = text.strip()
-    if not text:
+    if not text.strip():
         return None
     try:
-        parsed = _SelectorParser(text).parse()
+        parsed = _SelectorParser(text.strip()).parse()
         field = parsed[0][0]
         for other, _ in parsed[1:]:
             if other != field:
@@ -311,4 +315,4 @@ def parse_shard_selector(text: str) -> ShardSelector | None:
                 )
     except _Invalid as why:
         raise status.bad_request(f"invalid shard selector: {why}") from None
-    return ShardSelector(field, tuple(r for _, r in parsed))
+    return ShardSelector(field, tuple(r for _, r in parsed), source=text)

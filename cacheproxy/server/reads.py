@@ -171,7 +171,7 @@ async def _reformed_parts(page: ServedList, form: Form, query: Query) -> list[by
         page.resource_version,
         continue_token=page.continue_token,
         remaining=page.remaining,
-        shard_selector=query.shard.canonical() if query.shard is not None else "",
+        shard_selector=query.shard.source if query.shard is not None else "",
     )
     if form.metadata is None:
         parts = page.parts()

@@ -11,15 +11,17 @@ from urllib.parse import urlencode
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cacheproxy.errors import ApiError
 from cacheproxy.informer import FakeListerWatcher, SharedInformer, Store
 from cacheproxy.kube.listoptions import parse_list_options
 from cacheproxy.kube.resources import builtin
-from cacheproxy.kube.sharding import fnv1a64
+from cacheproxy.kube.sharding import fnv1a64, parse_shard_selector
 from cacheproxy.server.admission import ServedRequest
 from cacheproxy.server.options import ServerOptions
-from cacheproxy.server.query import uid_of
+from cacheproxy.server.query import Query, uid_of
 from cacheproxy.server.reads import build_query, negotiate, serve_get, serve_list
 from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.watchhub import WatchHub
@@ -352,3 +354,32 @@ async def test_a_sharded_watch_sees_an_object_leave_only_when_another_selector_d
     ]
     # The DELETED of an object that left carries the change's RV (the transition rule).
     assert [e["object"]["metadata"]["resourceVersion"] for e in client.events()[2:]] == ["5", "6"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    uids=st.lists(st.uuids().map(str), unique=True, max_size=40),
+    namespaces=st.lists(
+        st.sampled_from(["a", "b", "kube-system", "ns-1"]), min_size=40, max_size=40
+    ),
+    n=st.integers(min_value=1, max_value=9),
+    by_namespace=st.booleans(),
+)
+def test_n_shards_partition_the_served_collection_exactly(
+    uids: list[str], namespaces: list[str], n: int, by_namespace: bool
+) -> None:
+    store = Store(kind="Pod", api_version="v1")
+    for i, uid in enumerate(uids):
+        obj = pod(f"p{i}", i + 1, uid=uid)
+        obj["metadata"]["namespace"] = namespaces[i]
+        store.put(store.make_entry(obj), rv=i + 1)
+    informer = SharedInformer(FakeListerWatcher(), name="pods", store=store)
+    res = ServedResource(PODS, informer)
+    field = "object.metadata.namespace" if by_namespace else "object.metadata.uid"
+    width = ((1 << 64) - 1) // n
+    seen: list[str] = []
+    for i in range(n):
+        end = "0x10000000000000000" if i == n - 1 else f"0x{(i + 1) * width:016x}"
+        shard = parse_shard_selector(f"shardRange({field}, '0x{i * width:016x}', '{end}')")
+        seen += res.current_keys(Query(shard=shard))
+    assert sorted(seen) == sorted(res.current_keys(Query()))
