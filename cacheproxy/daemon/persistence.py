@@ -12,12 +12,14 @@ this is the policy around them (``persistence.*`` settings, docs/operations.md "
 - **every** ``interval`` **and at shutdown** (after the informers stopped), each resource whose
   RV moved since its last snapshot is written: its entries are gathered on the event loop at one
   RV (references to immutable bytes, no copy) and written in a thread, atomically, so serving
-  never waits for the disk. A write that fails is logged and tried again next time.
+  never waits for the disk. A write that fails is logged and tried again next time; a write
+  under way when the daemon stops is finished, not abandoned (a thread cannot be cancelled).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -34,7 +36,6 @@ from cacheproxy.informer.persistence import (
     snapshot_path,
     write_snapshot,
 )
-from cacheproxy.tasks import cancel_and_wait
 
 __all__ = ["CachePersister", "PersistenceOptions", "identity_of"]
 
@@ -90,6 +91,7 @@ class CachePersister:
         self._kept: dict[str, _Persisted] = {}
         self._task: asyncio.Task[None] | None = None
         self._writing = asyncio.Lock()
+        self._stopping = asyncio.Event()
 
     def track(
         self, name: str, informer: SharedInformer, *, collection: Collection, transform: Transform
@@ -139,8 +141,9 @@ class CachePersister:
         self._task = asyncio.create_task(self._every_interval(), name="persistence")
 
     async def _every_interval(self) -> None:
-        while True:
-            await asyncio.sleep(self.options.interval)
+        while not self._stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self.options.interval)
             await self.save()
 
     async def save(self) -> int:
@@ -158,7 +161,7 @@ class CachePersister:
                 started = time.perf_counter()
                 try:
                     size = await asyncio.to_thread(write_snapshot, kept.path, view)
-                except OSError as err:
+                except Exception as err:  # a full disk, a bug: logged, tried again next time
                     log.warning("%s: could not write its snapshot %s: %s", name, kept.path, err)
                     continue
                 kept.saved_rv = view.rv
@@ -176,5 +179,8 @@ class CachePersister:
     async def stop(self) -> None:
         """Stop the periodic writes and write the last snapshots (call once the informers have
         stopped: their final state)."""
-        await cancel_and_wait(self._task)
-        await self.save()
+        self._stopping.set()
+        if self._task is not None:
+            await self._task  # a write under way finishes (a thread cannot be cancelled)
+        else:
+            await self.save()

@@ -152,3 +152,28 @@ async def test_a_resource_that_never_synced_is_not_written(
     keeper.track("configmaps", informer(lw), collection=CMS, transform=TRANSFORM)
     assert await keeper.save() == 0
     assert files(tmp_path) == []
+
+
+async def test_snapshots_are_written_every_interval_and_at_stop(
+    tmp_path: Path, lw: FakeListerWatcher
+) -> None:
+    inf = informer(lw)
+    keeper = persister(tmp_path, interval=0.05)
+    keeper.track("configmaps", inf, collection=CMS, transform=TRANSFORM)
+    async with running(inf):
+        keeper.start()
+        for _ in range(200):
+            if "configmaps.snapshot" in files(tmp_path):
+                break
+            await asyncio.sleep(0.01)
+        assert "configmaps.snapshot" in files(tmp_path)
+        lw.emit("ADDED", cm("c"))
+        for _ in range(200):
+            if "default/c" in inf.store:
+                break
+            await asyncio.sleep(0.01)
+    await keeper.stop()
+    restored = informer(lw)
+    persister(tmp_path).track("configmaps", restored, collection=CMS, transform=TRANSFORM)
+    async with running(restored):
+        assert "default/c" in restored.store
