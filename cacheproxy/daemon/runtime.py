@@ -36,6 +36,7 @@ from cacheproxy.informer.factory import Collection, InformerFactory
 from cacheproxy.kube.resources import BUILTIN_RESOURCES, ResourceType, builtin
 from cacheproxy.server.access import AccessControl, TokenAuthenticator
 from cacheproxy.server.app import CacheServer
+from cacheproxy.server.consistent import ConsistentReads
 from cacheproxy.server.crdtables import CrdTablePrinter, crd_name
 from cacheproxy.server.metrics import ServerMetrics
 from cacheproxy.server.openapi import Fetched
@@ -46,6 +47,7 @@ from cacheproxy.serving import CertificateReloader, UvicornRunner, serving_proto
 from cacheproxy.tasks import cancel_and_wait
 from cacheproxy.upstream import (
     ApiListerWatcher,
+    ResourceVersionProbe,
     UpstreamConfig,
     UpstreamReviews,
     build_client,
@@ -264,6 +266,16 @@ class Daemon:
             informer.add_relist_listener(self.trimmer.request)
         if options.field_indexes:
             _warn_of_empty_indexes(spec.rtype.config_name, informer, options.field_indexes)
+        consistency = None
+        if options.consistency is not None:
+            assert self._client is not None
+            probe = ResourceVersionProbe(
+                self._client,
+                spec.rtype,
+                namespace=spec.namespace,
+                seconds=options.consistency.timeout,
+            )
+            consistency = ConsistentReads(probe, options.consistency, name=options.collection.name)
         return ServedResource(
             spec.rtype,
             informer,
@@ -271,6 +283,7 @@ class Daemon:
             rv_wait=options.rv_wait,
             printer_source=printer_source,
             snapshots=SnapshotCache(ttl=options.snapshot_ttl, max_entries=options.snapshot_entries),
+            consistency=consistency,
         )
 
     async def reload(self, config: DaemonConfig) -> list[str]:
@@ -288,7 +301,9 @@ class Daemon:
         came = [r for r in new if new[r] != old.get(r)]
         changes: list[str] = []
         for rtype in gone:
-            self.server.remove_resource(rtype)
+            removed = self.server.remove_resource(rtype)
+            if removed is not None and removed.consistency is not None:
+                await removed.consistency.close()
             await self.factory.remove(old[rtype].collection)
             if self.persister is not None:
                 self.persister.forget(rtype.config_name)
@@ -349,6 +364,10 @@ class Daemon:
             self.server.close_watches()
         if self._runner is not None:
             await self._runner.stop()
+        if self.server is not None:
+            for res in self.server.resources.values():
+                if res.consistency is not None:
+                    await res.consistency.close()
         if self.factory is not None:
             await self.factory.stop()
         if self.crd_factory is not None:

@@ -32,6 +32,7 @@ from cacheproxy.informer import Collection, ReflectorOptions, Transform
 from cacheproxy.kube.resources import BUILTIN_RESOURCES
 from cacheproxy.server.access import AccessSettings
 from cacheproxy.server.app import ServerOptions
+from cacheproxy.server.consistent import ConsistencyOptions
 from cacheproxy.upstream import UpstreamConfig
 
 __all__ = ["Listener", "ResourceWiring", "Wiring", "effective_config", "wire", "wire_resource"]
@@ -48,6 +49,8 @@ class ResourceWiring:
     rv_wait: float
     snapshot_ttl: float
     snapshot_entries: int
+    consistency: ConsistencyOptions | None
+    """How lists and gets with RV unset wait for upstream's RV; None: served as the cache is."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +104,13 @@ def wire_resource(spec: ResourceConfig, limits: ServerLimits) -> ResourceWiring:
         rv_wait=limits.rv_wait_seconds,
         snapshot_ttl=limits.continue_token_ttl_seconds,
         snapshot_entries=limits.list_snapshot_entries,
+        consistency=ConsistencyOptions(
+            probes_per_second=limits.consistent_probes_per_second,
+            timeout=limits.consistent_read_timeout_seconds,
+            on_timeout=limits.consistent_read_fallback,
+        )
+        if spec.consistent_reads == "consistent"
+        else None,
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Annotated, Final
+from typing import Annotated, Final, Literal
 
 from pydantic import AfterValidator, Field
 
@@ -19,11 +19,13 @@ from cacheproxy.informer import Collection, InformerFactory, Transform
 from cacheproxy.kube.resources import ResourceType
 
 __all__ = [
+    "CONSISTENT",
     "ENTRY",
     "ENTRY_KEYS",
     "FIELD_PATH",
     "RESOURCE_GRAMMAR",
     "TRANSFORM_KEYS",
+    "ConsistentReadsPolicy",
     "ResourceConfig",
     "ResourceEntry",
     "TransformEntry",
@@ -39,6 +41,9 @@ _DNS_SUBDOMAIN: Final = re.compile(
 )
 _VERSION: Final = re.compile(r"v[1-9][0-9]*((alpha|beta)[1-9][0-9]*)?")
 _KIND: Final = re.compile(r"[A-Z][A-Za-z0-9]*")
+ConsistentReadsPolicy = Literal["cache", "consistent"]
+CONSISTENT: Final = "consistent"
+"""The default :data:`ConsistentReadsPolicy`."""
 RESOURCE_GRAMMAR: Final = "NAME or GROUP/VERSION/PLURAL:Kind[:namespaced|cluster]"
 
 
@@ -66,6 +71,8 @@ class ResourceConfig:
     transform: Transform = dataclasses.field(default_factory=Transform)
     history: int = library_default(InformerFactory.informer, "history")
     """EventLog size: events kept for watch resume."""
+    consistent_reads: ConsistentReadsPolicy = CONSISTENT
+    """How lists and gets with resourceVersion unset are answered (:class:`ResourceEntry`)."""
 
     @property
     def collection(self) -> Collection:
@@ -119,6 +126,15 @@ class ResourceEntry:
     )
     """Events kept for watch resume; a client resuming from an older resourceVersion gets 410
     Gone and relists."""
+    consistent_reads: ConsistentReadsPolicy = CONSISTENT
+    """Lists and gets with `resourceVersion` unset. `consistent`: they see every write upstream
+    had when they came, as on the API server: the daemon asks upstream its current
+    resourceVersion (a `limit=1` metadata list; shared by the reads that wait together, see
+    `server.limits.consistentProbesPerSecond`) and waits until the cache has reached it, which
+    costs a round-trip to upstream per read (~1-5 ms on a LAN) and, on a resource that changes
+    rarely while others change, up to `consistentReadTimeoutSeconds` (its cache moves only with
+    its own events and upstream's bookmarks, about one a minute). `cache`: from the cache as it
+    is, at once, with no upstream request (as `resourceVersion=0`)."""
 
 
 ENTRY: Final = {s.path: s for s in settings_of(ResourceEntry)}

@@ -34,6 +34,7 @@ from cacheproxy.daemon.persistence import PersistenceOptions
 from cacheproxy.informer import ReflectorOptions
 from cacheproxy.server.access import AccessSettings
 from cacheproxy.server.app import ServerOptions
+from cacheproxy.server.consistent import SERVE_FROM_CACHE, ConsistencyOptions, OnTimeout
 from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.snapshots import SnapshotCache
 from cacheproxy.serving import ServingProtocol
@@ -109,6 +110,7 @@ LogLevel = Literal["debug", "info", "warning", "error"]
 _REFLECTOR: Final = ReflectorOptions
 _SERVER: Final = ServerOptions
 _ACCESS: Final = AccessSettings
+_CONSISTENCY: Final = ConsistencyOptions
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,6 +296,20 @@ class ServerLimits:
         _SERVER, "max_page_size"
     )
     """A larger `limit` is served in pages of this size."""
+    consistent_probes_per_second: Annotated[int, Field(ge=1, le=1_000)] = library_default(
+        _CONSISTENCY, "probes_per_second"
+    )
+    """Consistent reads (`resources[].consistentReads`): at most this many probes of upstream's
+    current resourceVersion per resource per second, and one at a time; the reads waiting
+    meanwhile share the next one, however many clients read."""
+    consistent_read_timeout_seconds: Annotated[float, Field(ge=0.1, le=60)] = library_default(
+        _CONSISTENCY, "timeout"
+    )
+    """How long a consistent read waits for upstream's resourceVersion and for the cache to
+    reach it before `consistentReadFallback` applies."""
+    consistent_read_fallback: OnTimeout = SERVE_FROM_CACHE
+    """What a consistent read that timed out answers: `cache`: the cache as it is, with a
+    `Warning` header saying it may be stale; `error`: 504 with `Retry-After: 1`."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -121,6 +121,7 @@ class ResourceReader:
         field_selector = self.selector(fields, "fieldSelector", path, rtype)
         indexes = self.paths(fields, "indexes", path, fan_out=True)
         history = self.get(fields, "history", path)
+        consistent_reads = self.get(fields, "consistentReads", path)
         transform = self.transform(fields.get("transform"), f"{path}.transform")
         if namespace not in (None, _BAD) and rtype is not None and not rtype.namespaced:
             self.problems.at(
@@ -135,7 +136,7 @@ class ResourceReader:
             or field_selector is None
             or indexes is None
             or transform is None
-            or _BAD in (namespace, history)
+            or _BAD in (namespace, history, consistent_reads)
         ):
             return None
         resource = ResourceConfig(
@@ -146,6 +147,7 @@ class ResourceReader:
             indexes=tuple(indexes),
             transform=transform,
             history=ENTRY["history"].default if history is None else history,
+            consistent_reads=consistent_reads or ENTRY["consistentReads"].default,
         )
         return resource, fields["resource"]
 

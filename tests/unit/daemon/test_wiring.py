@@ -157,3 +157,20 @@ def test_the_upstream_loader_follows_in_cluster_kubeconfig_and_context(tmp_path:
 
 def test_the_summarys_sentences_name_only_declared_settings() -> None:
     assert set(SHOWN) <= set(SETTINGS)
+
+
+def test_consistent_reads_are_wired_per_resource_with_the_server_limits() -> None:
+    config, wiring = outcome(
+        {
+            "resources": "[{resource: pods}, {resource: configmaps, consistentReads: cache}]",
+            "server.limits.consistentProbesPerSecond": "25",
+            "server.limits.consistentReadTimeoutSeconds": "1.5",
+            "server.limits.consistentReadFallback": "error",
+        }
+    ) or pytest.fail("refused")
+    pods, configmaps = wiring.resources
+    assert pods.consistency is not None
+    assert (pods.consistency.probes_per_second, pods.consistency.timeout) == (25, 1.5)
+    assert pods.consistency.on_timeout == "error"
+    assert configmaps.consistency is None
+    assert [r.consistent_reads for r in config.resources] == ["consistent", "cache"]
