@@ -104,7 +104,8 @@ class ConsistencyStats:
     """Reads that found the cache behind upstream and waited for it."""
     wait_seconds: float = 0.0
     wait_buckets: list[int] = field(default_factory=lambda: [0] * (len(WAIT_BUCKETS) + 1))
-    """Reads by wait time (the probe included), per :data:`WAIT_BUCKETS` bound, then +Inf."""
+    """Reads by the time they waited (for the probe, then the cache; those that fell back
+    included), per :data:`WAIT_BUCKETS` bound, then +Inf."""
     fallbacks: dict[str, int] = field(
         default_factory=lambda: {"probe_failed": 0, "probe_timeout": 0, "cache_behind": 0}
     )
@@ -227,9 +228,14 @@ class ConsistentReads:
         """Wait until ``cache`` is as fresh as upstream now is. None when it is; a ``Warning``
         header's value when it is served as it is (``on_timeout: cache``); raises a 504 ApiError
         otherwise."""
-        stats = self.stats
-        stats.reads += 1
+        self.stats.reads += 1
         start = self._clock()
+        try:
+            return await self._ensure(cache, start)
+        finally:
+            self.stats.waited(self._clock() - start)
+
+    async def _ensure(self, cache: FreshCache, start: float) -> bytes | None:
         timeout = self.options.timeout
         try:
             target = await self._within(self.probe.current(), timeout)
@@ -239,18 +245,16 @@ class ConsistentReads:
             log.debug("%s: consistent read: the probe failed: %s", self.probe.name, exc)
             return self._fallback("probe_failed", f"upstream could not be asked ({exc})")
         if cache.resource_version < target:
-            stats.waits += 1
+            self.stats.waits += 1
             remaining = max(0.0, timeout - (self._clock() - start))
             try:
                 await cache.wait_for(target, within=remaining)
             except ApiError:
-                stats.waited(self._clock() - start)
                 return self._fallback(
                     "cache_behind",
                     f"the cache is at resourceVersion {cache.resource_version}, upstream at "
                     f"{target}",
                 )
-        stats.waited(self._clock() - start)
         return None
 
     async def _within(self, answer: asyncio.Future[int], seconds: float) -> int:
