@@ -218,7 +218,7 @@ def render_summary(result: RealServerResult) -> str:
             )
     rows += query_budgets(result.queries)
     return _markdown(
-        ("budget (docs/design.md §6 and the brief)", "measured", "budget", "verdict"), rows
+        ("budget (docs/design.md §6)", "measured", "budget", "verdict"), rows
     )
 
 
