@@ -92,7 +92,8 @@ async def measure(
 ) -> ModeResult:
     auth = AuthSettings(mode=mode, token_file=token_file if mode is AuthMode.TOKEN else None)
     config = DaemonConfig(
-        resources=(ResourceConfig(rtype=builtin("pods")),),
+        # from memory, as before consistent reads: what access control adds is the question
+        resources=(ResourceConfig(rtype=builtin("pods"), consistent_reads="cache"),),
         server=ServerSettings(port=0, auth=auth),
     )
     upstream = UpstreamConfig(server=server.url, token_source=TokenSource.static("daemon-token"))

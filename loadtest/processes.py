@@ -200,8 +200,13 @@ def write_daemon_config(
     upstream: str,
     indexes: Sequence[str] = ("spec.nodeName",),
     label_selector: str = "",
+    consistent_reads: str = "cache",
 ) -> Path:
-    """A kubeconfig naming ``upstream`` and the daemon's YAML config (docs/configuration.md)."""
+    """A kubeconfig naming ``upstream`` and the daemon's YAML config (docs/configuration.md).
+
+    ``consistent_reads`` is the pods' ``consistentReads``: ``cache`` by default, because these
+    benchmarks measure what serving from memory costs (a consistent read adds a wait for
+    upstream's RV, which :mod:`loadtest.consistentbench` measures)."""
     kubeconfig = workdir / f"{name}-kubeconfig.yaml"
     kubeconfig.write_text(
         "apiVersion: v1\nkind: Config\n"
@@ -215,6 +220,7 @@ def write_daemon_config(
         resource.append("    indexes: [" + ", ".join(indexes) + "]")
     if label_selector:
         resource.append(f"    labelSelector: {label_selector!r}")
+    resource.append(f"    consistentReads: {consistent_reads}")
     config = workdir / f"{name}.yaml"
     config.write_text(
         "\n".join(

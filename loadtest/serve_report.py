@@ -185,7 +185,7 @@ def render_summary(result: ServeResult) -> str:
     for size in result.sizes:
         rows += _size_budgets(size)
     rows += _fanout_budgets(result)
-    return _markdown(("budget (docs/design.md §6, issue 5)", "measured", "budget", "verdict"), rows)
+    return _markdown(("budget (docs/design.md §6)", "measured", "budget", "verdict"), rows)
 
 
 # ---------------------------------------------------------------------- per pod count
