@@ -145,7 +145,7 @@ async def test_table_protocol(daemon: Daemon) -> None:
         assert table["apiVersion"] == "meta.k8s.io/v1beta1"
         assert table["rows"][0]["object"]["kind"] == "Pod"
         assert table["rows"][0]["cells"][:3] == ["run-1", "2/2", "Running"]
-        # Never a Table unless asked; other as= only → 406; bad includeObject → 400.
+        # Never a Table unless asked; another form only → 406; bad includeObject → 400.
         plain = await c.get("/api/v1/pods", headers={"Accept": "application/json"})
         assert plain.json()["kind"] == "PodList"
         first_json = await c.get(
@@ -153,11 +153,17 @@ async def test_table_protocol(daemon: Daemon) -> None:
             headers={"Accept": "application/json,application/json;as=Table;v=v1;g=meta.k8s.io"},
         )
         assert first_json.json()["kind"] == "PodList"
-        refused = await c.get(
+        # A metadata-only client gets its list kind (not a Table, not a PodList).
+        partial = await c.get(
             "/api/v1/pods",
             headers={"Accept": "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"},
         )
-        assert refused.status_code == 406
+        assert partial.json()["kind"] == "PartialObjectMetadataList"
+        refused = await c.get(
+            "/api/v1/pods",
+            headers={"Accept": "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io"},
+        )
+        assert refused.status_code == 406  # the single-object form, for a list
         bad = await c.get("/api/v1/pods", params={"includeObject": "x"}, headers=headers)
         assert bad.status_code == 400
 
