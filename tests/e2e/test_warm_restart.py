@@ -1,0 +1,114 @@
+"""Warm restarts against the real API server (issue 18): a daemon restarted over its snapshots
+resumes its watches from their RVs with no upstream list; when the API server no longer holds
+those RVs it relists once, and a watcher connected to the restored state gets the difference.
+The counts come from the daemon's own upstream request metrics."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from cacheproxy.daemon.config import load_config, resolve_upstream
+from cacheproxy.daemon.runtime import Daemon
+from cacheproxy.envtest import Cluster
+from tests.e2e.support import converged, create, daemon_over, delete, fresh_namespace, write_config
+from tests.e2e.watch_support import watching
+
+RESOURCES: list[Any] = [{"resource": "pods", "indexes": ["spec.nodeName"]}, "configmaps"]
+
+
+def counters(daemon: Daemon, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    assert daemon.metrics is not None
+    return {
+        tuple(sorted(s.labels.items())): s.value
+        for family in text_string_to_metric_families(daemon.metrics.exposition().decode())
+        for s in family.samples
+        if s.name == name
+    }
+
+
+def upstream_requests(daemon: Daemon, verb: str) -> dict[str, float]:
+    """Upstream requests of ``verb`` by resource (``cacheproxy_upstream_requests_total``)."""
+    out: dict[str, float] = {}
+    for labels, value in counters(daemon, "cacheproxy_upstream_requests_total").items():
+        found = dict(labels)
+        if found["verb"] == verb:
+            out[found["resource"]] = out.get(found["resource"], 0) + value
+    return out
+
+
+async def states(daemon: Daemon) -> dict[str, str]:
+    async with httpx.AsyncClient(base_url=daemon.url) as proxy:
+        doc = (await proxy.get("/status")).json()
+    return {name: res["state"] for name, res in doc["resources"].items()}
+
+
+async def test_a_warm_restart_resumes_every_watch_without_a_list(
+    cluster: Cluster, upstream: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    extra = {"persistence.dir": str(tmp_path / "snapshots")}
+    ns = await fresh_namespace(upstream, "warm")
+    async with daemon_over(cluster, tmp_path, resources=RESOURCES, extra=extra) as first:
+        assert upstream_requests(first, "list")  # a cold start lists
+        assert await states(first) == {"pods": "synced", "configmaps": "synced"}
+    # While it is down: a change it must get from the resumed watch.
+    made = await create(
+        upstream, f"/api/v1/namespaces/{ns}/configmaps", {"metadata": {"name": "w"}}
+    )
+    async with (
+        daemon_over(cluster, tmp_path, resources=RESOURCES, extra=extra) as second,
+        httpx.AsyncClient(base_url=second.url) as proxy,
+    ):
+        assert upstream_requests(second, "list") == {}
+        assert set(upstream_requests(second, "watch")) == {"pods", "configmaps"}
+        assert await states(second) == {"pods": "confirmed", "configmaps": "confirmed"}
+        _, down = await converged(upstream, proxy, f"/api/v1/namespaces/{ns}/configmaps")
+        assert [i["metadata"]["name"] for i in down["items"]] == ["w"]
+        await converged(upstream, proxy, "/api/v1/pods")
+        assert upstream_requests(second, "list") == {}
+    assert made["metadata"]["name"] == "w"
+
+
+async def test_an_expired_rv_relists_once_and_a_watcher_of_the_restored_state_gets_the_difference(
+    cluster: Cluster, upstream: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    extra = {"persistence.dir": str(tmp_path / "snapshots"), "persistence.serveStale": True}
+    ns = await fresh_namespace(upstream, "expired")
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    await create(upstream, path, {"metadata": {"name": "old"}})
+    async with (
+        daemon_over(cluster, tmp_path, resources=RESOURCES, extra=extra) as first,
+        httpx.AsyncClient(base_url=first.url) as proxy,
+    ):
+        await converged(upstream, proxy, path)
+    # While it is down: a deletion and a creation, then the API server forgets the RVs the
+    # snapshots are at (restarted over a moved etcd: its watch caches begin after them).
+    await delete(upstream, f"{path}/old")
+    await create(upstream, path, {"metadata": {"name": "new"}})
+    await asyncio.to_thread(cluster.restart_apiserver, bump_revision=True)
+
+    config = load_config(write_config(tmp_path, cluster, resources=RESOURCES, extra=extra), env={})
+    async with Daemon(config, resolve_upstream(config.upstream)) as second:
+        assert await second.wait_ready(10)  # served from the snapshot at once (serveStale)
+        async with httpx.AsyncClient(base_url=second.url, timeout=30) as proxy:
+            # RV "0": the cache as it is (unset would wait for upstream's RV: after the relist).
+            listed = (await proxy.get(path, params={"resourceVersion": "0"})).json()
+            assert [i["metadata"]["name"] for i in listed["items"]] == ["old"]
+            restored_rv = listed["metadata"]["resourceVersion"]
+            async with watching(proxy, path, {"resourceVersion": restored_rv}) as watch:
+                await watch.wait_named("old", "DELETED")
+                await watch.wait_named("new", "ADDED")
+                changes = sorted((t, name) for t, name, _ in watch.changes())
+                assert changes == [("ADDED", "new"), ("DELETED", "old")]
+                assert watch.status == 200 and not watch.ended.is_set()  # it survived the relist
+            await converged(upstream, proxy, path)
+        relists = counters(second, "cacheproxy_informer_relists_total")
+        expired = {dict(k)["resource"]: v for k, v in relists.items() if ("reason", "expired") in k}
+        assert expired == {"pods": 1, "configmaps": 1}
+        lists = upstream_requests(second, "list")
+        assert lists == {"pods": 1, "configmaps": 1}  # one relist each
+        assert await states(second) == {"pods": "synced", "configmaps": "synced"}
