@@ -1,0 +1,164 @@
+"""Read-your-writes against the real API server: a client writes upstream, then lists and gets
+through the daemon with ``resourceVersion`` unset, and must see its write (the API server's
+"Most Recent" contract for RV unset).
+
+The daemon reaches the API server through a relay that delays every byte (upstream's watch
+events arrive late); the client writes to the API server directly. With
+``consistentReads: consistent`` (the default) every read contains the write before it; with
+``consistentReads: cache`` the same reads miss writes (the test could fail).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from cacheproxy.daemon.runtime import Daemon
+from cacheproxy.envtest import Cluster
+from loadtest.relay import Relay
+from tests.e2e.support import create, daemon_over, fresh_namespace, merge_patch, rv_of
+
+ITERATIONS = 500
+DELAY = 0.01
+"""Seconds the relay holds each chunk, each way (upstream's events reach the daemon late)."""
+
+
+FAST_PROBES = {"server.limits.consistentProbesPerSecond": 1000}
+"""For one client reading after each write: each read needs a probe of its own, and the
+default rate (10/s) would make each wait up to 0.1 s for it."""
+
+
+@dataclass
+class Outcome:
+    violations: list[str]
+    warnings: int
+
+
+@contextlib.asynccontextmanager
+async def delayed_daemon(
+    cluster: Cluster, tmp_path: Path, policy: str, extra: Mapping[str, Any] | None = None
+) -> AsyncIterator[tuple[Daemon, Relay]]:
+    """A daemon caching configmaps with ``policy``, reaching ``cluster`` through a slow relay."""
+    port = int(cluster.url.rsplit(":", 1)[1])
+    async with Relay("127.0.0.1", port) as relay:
+        doc = yaml.safe_load(cluster.users["admin"].kubeconfig.read_text())
+        doc["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{relay.port}"
+        kubeconfig = tmp_path / "relayed.kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump(doc))
+        resources = [{"resource": "configmaps", "consistentReads": policy}]
+        async with daemon_over(
+            cluster,
+            tmp_path,
+            resources=resources,
+            extra={"upstream.kubeconfig": str(kubeconfig), **(extra or {})},
+        ) as daemon:
+            relay.latency = DELAY
+            yield daemon, relay
+
+
+async def write_then_read(
+    upstream: httpx.AsyncClient, proxy: httpx.AsyncClient, ns: str, iterations: int
+) -> Outcome:
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    name = "read-your-writes"
+    labels = {"test": "read-your-writes"}
+    await create(upstream, path, {"metadata": {"name": name, "labels": labels}})
+    violations: list[str] = []
+    warnings = 0
+    for i in range(iterations):
+        written = await merge_patch(upstream, f"{path}/{name}", {"data": {"i": str(i)}})
+        wrote = rv_of(written)
+        listed = await proxy.get(path, params={"labelSelector": "test=read-your-writes"})
+        got = await proxy.get(f"{path}/{name}")
+        for what, response in (("list", listed), ("get", got)):
+            warnings += "warning" in response.headers
+            if response.status_code == 404:  # not even created, as far as the cache knows
+                violations.append(f"{i}: the {what} found nothing, the write was at {wrote}")
+                continue
+            assert response.status_code == 200, response.text
+            body = response.json()
+            items = body["items"] if what == "list" else [body]
+            if [item.get("data", {}).get("i") for item in items] != [str(i)]:
+                seen = [rv_of(item) for item in items]
+                violations.append(f"{i}: the {what} answered RVs {seen}, the write was {wrote}")
+    return Outcome(violations, warnings)
+
+
+def probes(daemon: Daemon) -> float:
+    assert daemon.metrics is not None
+    return (
+        daemon.metrics.registry.get_sample_value(
+            "cacheproxy_consistent_probes_total", {"resource": "configmaps"}
+        )
+        or 0.0
+    )
+
+
+async def test_every_read_with_rv_unset_contains_the_write_before_it(
+    cluster: Cluster, upstream: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    ns = await fresh_namespace(upstream, "ryw")
+    async with (
+        delayed_daemon(cluster, tmp_path, "consistent", FAST_PROBES) as (daemon, _),
+        httpx.AsyncClient(base_url=daemon.url, timeout=30) as proxy,
+    ):
+        outcome = await write_then_read(upstream, proxy, ns, ITERATIONS)
+        asked = probes(daemon)
+    assert outcome.violations == []
+    # One probe per read (they come one at a time: each waits for a probe of its own).
+    assert asked == 2 * ITERATIONS
+    # The ones that timed out (the cache behind upstream's RV for as long as no configmap
+    # changed: another resource written meanwhile, e.g. the API server's lease) still
+    # contained the write; there are few.
+    assert outcome.warnings <= ITERATIONS // 10
+
+
+async def test_reads_from_the_cache_as_it_is_miss_writes_when_upstream_is_slow(
+    cluster: Cluster, upstream: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    ns = await fresh_namespace(upstream, "ryw")
+    async with (
+        delayed_daemon(cluster, tmp_path, "cache", FAST_PROBES) as (daemon, _),
+        httpx.AsyncClient(base_url=daemon.url, timeout=30) as proxy,
+    ):
+        outcome = await write_then_read(upstream, proxy, ns, ITERATIONS)
+        asked = probes(daemon)
+    assert len(outcome.violations) > ITERATIONS // 2, outcome.violations[:5]
+    assert asked == 0
+    assert outcome.warnings == 0
+
+
+async def test_concurrent_consistent_reads_share_probes_within_the_rate(
+    cluster: Cluster, upstream: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    ns = await fresh_namespace(upstream, "ryw")
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    await create(upstream, path, {"metadata": {"name": "one"}})
+    async with (
+        delayed_daemon(cluster, tmp_path, "consistent") as (daemon, _),
+        httpx.AsyncClient(base_url=daemon.url, timeout=30) as proxy,
+    ):
+        before = probes(daemon)
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        reads = 0
+
+        async def client() -> None:
+            nonlocal reads
+            while loop.time() - start < 2.0:
+                response = await proxy.get(path)
+                assert response.status_code == 200
+                reads += 1
+
+        await asyncio.gather(*(client() for _ in range(16)))
+        seconds = loop.time() - start
+        asked = probes(daemon) - before
+    assert asked <= 10 * seconds + 1, (asked, seconds)
+    assert reads >= 4 * asked, (reads, asked)

@@ -1,0 +1,133 @@
+"""Consistent reads against the simulator: lists and gets with resourceVersion unset see every
+write made before them; when upstream's watch is silent or its probe fails, the read is answered
+as ``consistentReadFallback`` says; ``consistentReads: cache`` does not ask upstream."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from typing import Any
+
+import httpx
+
+from cacheproxy.daemon.config import ResourceConfig, ServerLimits
+from cacheproxy.kube.resources import builtin
+from cacheproxy.sim import SimServer, Simulator
+from tests.integration.daemon_support import daemon_for
+
+CONFIGMAPS = builtin("configmaps")
+PATH = "/api/v1/namespaces/default/configmaps"
+
+
+def configmap(name: str, value: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "default"}, "data": {"v": value}}
+
+
+def probes(daemon: Any) -> float:
+    return (
+        daemon.metrics.registry.get_sample_value(
+            "cacheproxy_consistent_probes_total", {"resource": "configmaps"}
+        )
+        or 0.0
+    )
+
+
+async def test_every_read_after_a_write_sees_it(sim_server: SimServer, sim: Simulator) -> None:
+    limits = replace(ServerLimits(), consistent_probes_per_second=1000)
+    async with (
+        daemon_for(
+            sim_server.url, resources=(ResourceConfig(rtype=CONFIGMAPS),), limits=limits
+        ) as daemon,
+        httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,
+    ):
+        sim.store.create(CONFIGMAPS, configmap("ryw", "-1"))
+        for i in range(200):
+            current = sim.store.get(CONFIGMAPS, "default", "ryw")
+            assert current is not None
+            sim.store.update(CONFIGMAPS, {**current, "data": {"v": str(i)}})
+            listed = (await c.get(PATH)).json()["items"]
+            got = (await c.get(f"{PATH}/ryw")).json()
+            assert [item["data"]["v"] for item in listed] == [str(i)]
+            assert got["data"]["v"] == str(i)
+        assert probes(daemon) == 400
+
+
+async def test_a_silent_watch_makes_reads_fall_back_to_the_cache_with_a_warning(
+    sim_server: SimServer, sim: Simulator
+) -> None:
+    limits = replace(ServerLimits(), consistent_read_timeout_seconds=0.3)
+    async with (
+        daemon_for(
+            sim_server.url, resources=(ResourceConfig(rtype=CONFIGMAPS),), limits=limits
+        ) as daemon,
+        httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,
+    ):
+        await asyncio.sleep(1.1)  # a watch that ends within a second is a relist: not that
+        sim.faults.next_watch_stream("silent")
+        sim.end_watches()
+        await asyncio.sleep(0.2)
+        sim.store.create(CONFIGMAPS, configmap("unseen", "x"))
+        response = await c.get(PATH)
+        assert response.status_code == 200
+        assert "served from the cache as it is" in response.headers["warning"]
+        assert response.json()["items"] == []
+        assert (await c.get(PATH, params={"resourceVersion": "0"})).headers.get("warning") is None
+        text = (await c.get("/metrics")).text
+        assert (
+            'cacheproxy_consistent_fallbacks_total{reason="cache_behind",resource="configmaps"} 1.0'
+            in text
+        )
+
+
+async def test_a_failing_probe_is_a_504_when_so_configured(
+    sim_server: SimServer, sim: Simulator
+) -> None:
+    limits = replace(ServerLimits(), consistent_read_fallback="error")
+    async with (
+        daemon_for(
+            sim_server.url, resources=(ResourceConfig(rtype=CONFIGMAPS),), limits=limits
+        ) as daemon,
+        httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,
+    ):
+        sim.faults.fail_next("list", 500)
+        response = await c.get(f"{PATH}/anything")
+        assert response.status_code == 504
+        assert response.headers["retry-after"] == "1"
+        assert "upstream could not be asked" in response.json()["message"]
+        # The next read probes again, and upstream answers.
+        assert (await c.get(f"{PATH}/anything")).status_code == 404
+        assert probes(daemon) == 2
+
+
+async def test_the_cache_policy_reads_without_asking_upstream(
+    sim_server: SimServer, sim: Simulator
+) -> None:
+    async with (
+        daemon_for(
+            sim_server.url,
+            resources=(ResourceConfig(rtype=CONFIGMAPS, consistent_reads="cache"),),
+        ) as daemon,
+        httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,
+    ):
+        for _ in range(20):
+            assert (await c.get(PATH)).status_code == 200
+        assert probes(daemon) == 0
+        assert "cacheproxy_consistent_reads_total{" not in (await c.get("/metrics")).text
+
+
+async def test_a_quiet_resource_falls_back_while_another_one_changes(
+    sim_server: SimServer, sim: Simulator
+) -> None:
+    # The documented cost: upstream's RV moves with every write, a resource's cache only with
+    # its own events and bookmarks; a quiet resource waits for them until the timeout.
+    limits = replace(ServerLimits(), consistent_read_timeout_seconds=0.3)
+    resources = (ResourceConfig(rtype=CONFIGMAPS), ResourceConfig(rtype=builtin("secrets")))
+    async with (
+        daemon_for(sim_server.url, resources=resources, limits=limits) as daemon,
+        httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,
+    ):
+        sim.store.create(CONFIGMAPS, configmap("busy", "1"))
+        assert "warning" not in (await c.get(PATH)).headers
+        response = await c.get("/api/v1/namespaces/default/secrets")
+        assert response.status_code == 200
+        assert "the cache is at resourceVersion" in response.headers["warning"]
