@@ -22,6 +22,7 @@ from cacheproxy.informer import (
     WatchRequest,
 )
 from cacheproxy.informer.informer import CacheState
+from cacheproxy.kube import status
 
 
 def cm(name: str, **data: str) -> dict[str, Any]:
@@ -151,3 +152,25 @@ def test_only_an_informer_that_has_not_started_can_be_restored() -> None:
     )
     with pytest.raises(TypeError, match="coalescing"):
         informer.restore([], 1)
+
+
+async def test_a_410_on_the_resumed_watchs_start_relists_too() -> None:
+    lw = upstream()
+    lw.fail_next_watch(status.expired("too old resource version: 4 (9)"))
+    informer = restored_from(lw, watch_list=False)
+    async with running(informer):
+        await asyncio.wait_for(informer.wait_for_sync(), 5)
+        await settle(lambda: informer.state is CacheState.SYNCED)
+    assert [r.resource_version for r in lw.requests if isinstance(r, ListRequest)] == ["4"]
+
+
+async def test_a_broken_resumed_watch_is_resumed_again_from_the_snapshot_not_relisted() -> None:
+    lw = upstream()
+    lw.fail_next_watch(TransportError("connection reset"))
+    informer = restored_from(lw)
+    async with running(informer):
+        await asyncio.wait_for(informer.wait_for_sync(), 5)
+        assert informer.state is CacheState.CONFIRMED
+    watches = [r for r in lw.requests if isinstance(r, WatchRequest)]
+    assert [w.resource_version for w in watches] == ["4", "4"]
+    assert not [r for r in lw.requests if isinstance(r, ListRequest)]
