@@ -1,0 +1,268 @@
+"""Consistent reads from the cache against a real kube-apiserver: what the probe costs, and
+what RV-unset label lists through the daemon give against the API server's own.
+
+``python -m loadtest.consistentbench [--pods N] [--seconds S] [--clients C] [--writes W]
+[--probe-rate P]``:
+
+1. starts etcd and kube-apiserver (envtest assets), creates N pods (:mod:`loadtest.realcluster`,
+   ``app=app-0..19`` over ``ns-0..9``), starts ``cacheproxy serve`` caching ``pods`` with
+   ``consistentReads: consistent`` (the default);
+2. **probe cost**: sequential requests to the API server of each way to learn its current
+   resourceVersion (the daemon's probe, ``limit=1`` as a metadata list; the same as a plain
+   list; of one namespace; with a label selector, which makes the API server read etcd until a
+   match; the RV-unset label list itself, what passing the read through would cost): mean
+   latency and bytes;
+3. **throughput** at C closed-loop clients for S seconds each, while a writer patches a pod W
+   times a second (``--writes 0``: none; then the pods' cache only moves with bookmarks, and
+   reads fall back once another resource was written, e.g. the API server's lease every 10 s):
+   the API server's RV-unset label list (``app=app-K``), the daemon's (a consistent read) and
+   the daemon's at ``resourceVersion=0`` (no probe); requests/s, the daemon's probes per second
+   and its waits and fallbacks (from ``/metrics``).
+
+Prints one JSON document (and writes it with ``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import yaml
+
+from cacheproxy.envtest import ASSETS_HINT, Cluster, find_assets
+from loadtest.httpclient import Connection, fetch, open_connection
+from loadtest.processes import start_daemon
+from loadtest.realcluster import APPS, build_objects, load
+
+__all__ = ["BenchResult", "main"]
+
+DEFAULT_ASSETS = Path(__file__).resolve().parents[2] / "shared" / "envtest"
+METADATA = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+PROBES: dict[str, tuple[str, str]] = {
+    "limit=1, metadata (the daemon's probe)": ("/api/v1/pods?limit=1", METADATA),
+    "limit=1, full objects": ("/api/v1/pods?limit=1", "application/json"),
+    "limit=1, one namespace": ("/api/v1/namespaces/ns-0/pods?limit=1", METADATA),
+    "limit=1 with a label selector": ("/api/v1/pods?limit=1&labelSelector=app%3Dapp-7", METADATA),
+    "the RV-unset label list itself": (
+        "/api/v1/pods?labelSelector=app%3Dapp-7",
+        "application/json",
+    ),
+}
+_SAMPLE = re.compile(r'^(cacheproxy_consistent_\w+)\{(?:reason="(\w+)",)?resource="pods"\} (\S+)$')
+
+Connect = Callable[[], Awaitable[Connection]]
+
+
+@dataclass
+class ProbeCost:
+    mean_ms: float
+    p50_ms: float
+    bytes: int
+
+
+@dataclass
+class Throughput:
+    requests: int
+    seconds: float
+    per_second: float
+    errors: int
+    mean_ms: float
+    daemon: dict[str, float] = field(default_factory=dict)
+    """The daemon's consistent-read counters over the run (probes, waits, fallbacks…)."""
+
+
+@dataclass
+class BenchResult:
+    command: str
+    pods: int
+    clients: int
+    writes_per_second: float
+    probe_rate: int
+    probe_cost: dict[str, ProbeCost]
+    throughput: dict[str, Throughput]
+    ratio_consistent_to_apiserver: float
+    probes_per_second: float
+
+
+async def _probe_cost(cluster: Cluster, target: str, accept: str, count: int) -> ProbeCost:
+    """``count`` sequential requests on one keep-alive connection (httpx: the client's own
+    overhead is the same for every kind of request)."""
+    times, size = [], 0
+    async with cluster.async_client(headers={"Accept": accept}) as client:
+        for _ in range(count):
+            started = time.perf_counter()
+            response = await client.get(target)
+            times.append(1000 * (time.perf_counter() - started))
+            assert response.status_code == 200, response.text[:200]
+            size = len(response.content)
+    return ProbeCost(statistics.fmean(times), statistics.median(times), size)
+
+
+async def _closed_loop(
+    connect: Connect, target: Callable[[int], str], *, clients: int, seconds: float
+) -> Throughput:
+    conns = [await connect() for _ in range(clients)]
+    counter = iter(range(10**9))
+    latencies: list[float] = []
+    errors = 0
+    started = time.perf_counter()
+
+    async def worker(conn: Connection) -> None:
+        nonlocal errors
+        while time.perf_counter() - started < seconds:
+            response = await conn.request(target(next(counter)))
+            if response.status != 200:
+                errors += 1
+            latencies.append(response.seconds)
+
+    try:
+        await asyncio.gather(*(worker(c) for c in conns))
+    finally:
+        for conn in conns:
+            conn.close()
+    wall = time.perf_counter() - started
+    return Throughput(
+        requests=len(latencies),
+        seconds=wall,
+        per_second=len(latencies) / wall,
+        errors=errors,
+        mean_ms=1000 * statistics.fmean(latencies) if latencies else float("nan"),
+    )
+
+
+async def _daemon_counters(url: str) -> dict[str, float]:
+    _, body = await fetch(url, "/metrics")
+    out: dict[str, float] = {}
+    for line in body.decode().splitlines():
+        if (m := _SAMPLE.match(line)) is not None:
+            name = m.group(1).removeprefix("cacheproxy_consistent_").removesuffix("_total")
+            out[f"{name}:{m.group(2)}" if m.group(2) else name] = float(m.group(3))
+    return out
+
+
+async def _writer(cluster: Cluster, pods: Sequence[tuple[str, str]], rate: float) -> None:
+    """Patch one pod after the other ``rate`` times a second, until cancelled."""
+    if rate <= 0:
+        return
+    async with cluster.async_client() as client:
+        for i in range(10**9):
+            ns, name = pods[i % len(pods)]
+            await client.patch(
+                f"/api/v1/namespaces/{ns}/pods/{name}",
+                json={"metadata": {"annotations": {"bench/write": str(i)}}},
+                headers={"Content-Type": "application/merge-patch+json"},
+            )
+            await asyncio.sleep(1 / rate)
+
+
+async def _measure(
+    cluster: Cluster, daemon_url: str, pods: Sequence[tuple[str, str]], args: argparse.Namespace
+) -> tuple[dict[str, ProbeCost], dict[str, Throughput]]:
+    tls = cluster.ssl_context()
+
+    def apiserver() -> Awaitable[Connection]:
+        return open_connection(cluster.url, ssl=tls, headers=cluster.admin.headers)
+
+    def daemon() -> Awaitable[Connection]:
+        return open_connection(daemon_url)
+
+    costs = {
+        name: await _probe_cost(cluster, target, accept, args.probe_requests)
+        for name, (target, accept) in PROBES.items()
+    }
+
+    def labels(rv: str | None) -> Callable[[int], str]:
+        suffix = f"&resourceVersion={rv}" if rv is not None else ""
+        return lambda i: f"/api/v1/pods?labelSelector=app%3D{APPS[i % len(APPS)]}{suffix}"
+
+    runs: dict[str, Throughput] = {}
+    writer = asyncio.create_task(_writer(cluster, pods, args.writes), name="bench-writer")
+    try:
+        await asyncio.sleep(1.0)
+        for name, connect, target in (
+            ("apiserver, RV unset", apiserver, labels(None)),
+            ("daemon, RV unset (consistent)", daemon, labels(None)),
+            ("daemon, RV=0", daemon, labels("0")),
+        ):
+            before = await _daemon_counters(daemon_url)
+            run = await _closed_loop(connect, target, clients=args.clients, seconds=args.seconds)
+            after = await _daemon_counters(daemon_url)
+            run.daemon = {k: after[k] - before.get(k, 0.0) for k in after}
+            runs[name] = run
+            print(f"{name}: {run.per_second:.0f} requests/s", file=sys.stderr, flush=True)
+    finally:
+        writer.cancel()
+        await asyncio.gather(writer, return_exceptions=True)
+    return costs, runs
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m loadtest.consistentbench")
+    parser.add_argument("--pods", type=int, default=2000)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--writes", type=float, default=20.0, help="pod writes per second")
+    parser.add_argument("--probe-requests", type=int, default=200)
+    parser.add_argument(
+        "--probe-rate", type=int, default=10, help="server.limits.consistentProbesPerSecond"
+    )
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    assets = find_assets(DEFAULT_ASSETS)
+    if assets is None:
+        print(f"loadtest.consistentbench: {ASSETS_HINT}", file=sys.stderr)
+        return 2
+    workdir = Path(tempfile.mkdtemp(prefix="loadtest-consistent-"))
+    cluster = Cluster(assets, workdir=workdir / "cluster")
+    daemon = None
+    try:
+        cluster.start()
+        objects, pods = build_objects(args.pods)
+        asyncio.run(load(cluster, [o for o in objects if o[0] == "pods"]))
+        config = workdir / "daemon.yaml"
+        doc = {
+            "resources": ["pods"],
+            "upstream": {"kubeconfig": str(cluster.admin.kubeconfig)},
+            "server": {"port": 0, "limits": {"consistentProbesPerSecond": args.probe_rate}},
+        }
+        config.write_text(yaml.safe_dump(doc))
+        daemon = start_daemon(workdir, config, name="daemon")
+        daemon.wait_ready(120)
+        costs, runs = asyncio.run(_measure(cluster, daemon.url, pods, args))
+    finally:
+        if daemon is not None:
+            daemon.stop()
+        cluster.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    consistent = runs["daemon, RV unset (consistent)"]
+    result = BenchResult(
+        command=" ".join(["python -m loadtest.consistentbench", *(argv or sys.argv[1:])]),
+        pods=args.pods,
+        clients=args.clients,
+        writes_per_second=args.writes,
+        probe_rate=args.probe_rate,
+        probe_cost=costs,
+        throughput=runs,
+        ratio_consistent_to_apiserver=consistent.per_second
+        / runs["apiserver, RV unset"].per_second,
+        probes_per_second=consistent.daemon.get("probes", 0.0) / consistent.seconds,
+    )
+    text = json.dumps(asdict(result), indent=2)
+    if args.out is not None:
+        args.out.write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
