@@ -97,7 +97,10 @@ class ShardSelector:
 
     def contains(self, hashed: int) -> bool:
         """Whether a field value with this hash is in the shard."""
-        return any(start <= hashed < end for start, end in self._bounds)
+        for start, end in self._bounds:
+            if start <= hashed < end:
+                return True
+        return False
 
     def matches(self, *, uid: str, namespace: str) -> bool:
         """Whether an object with this uid and namespace is in the shard."""
