@@ -97,7 +97,8 @@ class ShardSelector:
 
     def contains(self, hashed: int) -> bool:
         """Whether a field value with this hash is in the shard."""
-        for start, end in self._bounds:
+        # A loop, not any(): no generator per object (a tenth of a sharded list's time).
+        for start, end in self._bounds:  # noqa: SIM110
             if start <= hashed < end:
                 return True
         return False
