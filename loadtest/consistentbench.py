@@ -6,7 +6,7 @@ what RV-unset label lists through the daemon give against the API server's own.
 
 1. starts etcd and kube-apiserver (envtest assets), creates N pods (:mod:`loadtest.realcluster`,
    ``app=app-0..19`` over ``ns-0..9``), starts ``cacheproxy serve`` caching ``pods`` with
-   ``consistentReads: consistent`` (the default);
+   ``consistentReads: consistent``;
 2. **probe cost**: sequential requests to the API server of each way to learn its current
    resourceVersion (the daemon's probe, ``limit=1`` as a metadata list; the same as a plain
    list; of one namespace; with a label selector, which makes the API server read etcd until a
@@ -231,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         asyncio.run(load(cluster, [o for o in objects if o[0] == "pods"]))
         config = workdir / "daemon.yaml"
         doc = {
-            "resources": ["pods"],
+            "resources": [{"resource": "pods", "consistentReads": "consistent"}],
             "upstream": {"kubeconfig": str(cluster.admin.kubeconfig)},
             "server": {"port": 0, "limits": {"consistentProbesPerSecond": args.probe_rate}},
         }

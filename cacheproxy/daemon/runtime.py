@@ -267,7 +267,7 @@ class Daemon:
         if options.field_indexes:
             _warn_of_empty_indexes(spec.rtype.config_name, informer, options.field_indexes)
         consistency = None
-        if options.consistency is not None:
+        if options.consistent_reads:
             assert self._client is not None
             probe = ResourceVersionProbe(
                 self._client,

@@ -49,8 +49,10 @@ class ResourceWiring:
     rv_wait: float
     snapshot_ttl: float
     snapshot_entries: int
-    consistency: ConsistencyOptions | None
-    """How lists and gets with RV unset wait for upstream's RV; None: served as the cache is."""
+    consistent_reads: bool
+    """Lists and gets with RV unset wait for upstream's RV (else: served as the cache is)…"""
+    consistency: ConsistencyOptions
+    """…as these say."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,13 +106,12 @@ def wire_resource(spec: ResourceConfig, limits: ServerLimits) -> ResourceWiring:
         rv_wait=limits.rv_wait_seconds,
         snapshot_ttl=limits.continue_token_ttl_seconds,
         snapshot_entries=limits.list_snapshot_entries,
+        consistent_reads=spec.consistent_reads == "consistent",
         consistency=ConsistencyOptions(
             probes_per_second=limits.consistent_probes_per_second,
             timeout=limits.consistent_read_timeout_seconds,
             on_timeout=limits.consistent_read_fallback,
-        )
-        if spec.consistent_reads == "consistent"
-        else None,
+        ),
     )
 
 

@@ -16,6 +16,7 @@ from cacheproxy.sim import SimServer, Simulator
 from tests.integration.daemon_support import daemon_for
 
 CONFIGMAPS = builtin("configmaps")
+CONSISTENT = (ResourceConfig(rtype=CONFIGMAPS, consistent_reads="consistent"),)
 PATH = "/api/v1/namespaces/default/configmaps"
 
 
@@ -35,9 +36,7 @@ def probes(daemon: Any) -> float:
 async def test_every_read_after_a_write_sees_it(sim_server: SimServer, sim: Simulator) -> None:
     limits = replace(ServerLimits(), consistent_probes_per_second=1000)
     async with (
-        daemon_for(
-            sim_server.url, resources=(ResourceConfig(rtype=CONFIGMAPS),), limits=limits
-        ) as daemon,
+        daemon_for(sim_server.url, resources=CONSISTENT, limits=limits) as daemon,
         httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,
     ):
         sim.store.create(CONFIGMAPS, configmap("ryw", "-1"))
@@ -57,9 +56,7 @@ async def test_a_silent_watch_makes_reads_fall_back_to_the_cache_with_a_warning(
 ) -> None:
     limits = replace(ServerLimits(), consistent_read_timeout_seconds=0.3)
     async with (
-        daemon_for(
-            sim_server.url, resources=(ResourceConfig(rtype=CONFIGMAPS),), limits=limits
-        ) as daemon,
+        daemon_for(sim_server.url, resources=CONSISTENT, limits=limits) as daemon,
         httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,
     ):
         await asyncio.sleep(1.1)  # a watch that ends within a second is a relist: not that
@@ -84,9 +81,7 @@ async def test_a_failing_probe_is_a_504_when_so_configured(
 ) -> None:
     limits = replace(ServerLimits(), consistent_read_fallback="error")
     async with (
-        daemon_for(
-            sim_server.url, resources=(ResourceConfig(rtype=CONFIGMAPS),), limits=limits
-        ) as daemon,
+        daemon_for(sim_server.url, resources=CONSISTENT, limits=limits) as daemon,
         httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,
     ):
         sim.faults.fail_next("list", 500)
@@ -99,14 +94,11 @@ async def test_a_failing_probe_is_a_504_when_so_configured(
         assert probes(daemon) == 2
 
 
-async def test_the_cache_policy_reads_without_asking_upstream(
+async def test_the_cache_policy_the_default_reads_without_asking_upstream(
     sim_server: SimServer, sim: Simulator
 ) -> None:
     async with (
-        daemon_for(
-            sim_server.url,
-            resources=(ResourceConfig(rtype=CONFIGMAPS, consistent_reads="cache"),),
-        ) as daemon,
+        daemon_for(sim_server.url, resources=(ResourceConfig(rtype=CONFIGMAPS),)) as daemon,
         httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,
     ):
         for _ in range(20):
@@ -121,7 +113,10 @@ async def test_a_quiet_resource_falls_back_while_another_one_changes(
     # The documented cost: upstream's RV moves with every write, a resource's cache only with
     # its own events and bookmarks; a quiet resource waits for them until the timeout.
     limits = replace(ServerLimits(), consistent_read_timeout_seconds=0.3)
-    resources = (ResourceConfig(rtype=CONFIGMAPS), ResourceConfig(rtype=builtin("secrets")))
+    resources = (
+        *CONSISTENT,
+        ResourceConfig(rtype=builtin("secrets"), consistent_reads="consistent"),
+    )
     async with (
         daemon_for(sim_server.url, resources=resources, limits=limits) as daemon,
         httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,

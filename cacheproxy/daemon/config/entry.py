@@ -19,7 +19,7 @@ from cacheproxy.informer import Collection, InformerFactory, Transform
 from cacheproxy.kube.resources import ResourceType
 
 __all__ = [
-    "CONSISTENT",
+    "DEFAULT_CONSISTENT_READS",
     "ENTRY",
     "ENTRY_KEYS",
     "FIELD_PATH",
@@ -42,8 +42,10 @@ _DNS_SUBDOMAIN: Final = re.compile(
 _VERSION: Final = re.compile(r"v[1-9][0-9]*((alpha|beta)[1-9][0-9]*)?")
 _KIND: Final = re.compile(r"[A-Z][A-Za-z0-9]*")
 ConsistentReadsPolicy = Literal["cache", "consistent"]
-CONSISTENT: Final = "consistent"
-"""The default :data:`ConsistentReadsPolicy`."""
+DEFAULT_CONSISTENT_READS: Final = "cache"
+"""The default :data:`ConsistentReadsPolicy`: ``cache`` while a resource that changes rarely
+waits out the whole timeout of a consistent read whenever another resource changed (see
+:class:`ResourceEntry`), which makes every plain ``kubectl get`` of it seconds slower."""
 RESOURCE_GRAMMAR: Final = "NAME or GROUP/VERSION/PLURAL:Kind[:namespaced|cluster]"
 
 
@@ -71,7 +73,7 @@ class ResourceConfig:
     transform: Transform = dataclasses.field(default_factory=Transform)
     history: int = library_default(InformerFactory.informer, "history")
     """EventLog size: events kept for watch resume."""
-    consistent_reads: ConsistentReadsPolicy = CONSISTENT
+    consistent_reads: ConsistentReadsPolicy = DEFAULT_CONSISTENT_READS
     """How lists and gets with resourceVersion unset are answered (:class:`ResourceEntry`)."""
 
     @property
@@ -126,15 +128,18 @@ class ResourceEntry:
     )
     """Events kept for watch resume; a client resuming from an older resourceVersion gets 410
     Gone and relists."""
-    consistent_reads: ConsistentReadsPolicy = CONSISTENT
-    """Lists and gets with `resourceVersion` unset. `consistent`: they see every write upstream
-    had when they came, as on the API server: the daemon asks upstream its current
-    resourceVersion (a `limit=1` metadata list; shared by the reads that wait together, see
-    `server.limits.consistentProbesPerSecond`) and waits until the cache has reached it, which
-    costs a round-trip to upstream per read (~1-5 ms on a LAN) and, on a resource that changes
-    rarely while others change, up to `consistentReadTimeoutSeconds` (its cache moves only with
-    its own events and upstream's bookmarks, about one a minute). `cache`: from the cache as it
-    is, at once, with no upstream request (as `resourceVersion=0`)."""
+    consistent_reads: ConsistentReadsPolicy = DEFAULT_CONSISTENT_READS
+    """Lists and gets with `resourceVersion` unset. `cache`: from the cache as it is, at once,
+    with no upstream request (as `resourceVersion=0`): they may miss a write that upstream has
+    acknowledged. `consistent`: they see every write upstream had when they came, as on the API
+    server: the daemon asks upstream its current resourceVersion (a `limit=1` metadata list,
+    shared by the reads that wait together: see `server.limits.consistentProbesPerSecond`) and
+    waits until the cache has reached it. That costs a probe round per read (up to
+    `1/consistentProbesPerSecond` s plus a round-trip to upstream) and, on a resource that
+    changes rarely while others change, the whole `consistentReadTimeoutSeconds`: upstream's
+    resourceVersion moves with every write to any resource, this resource's cache only with its
+    own events and bookmarks (kube-apiserver 1.28's bookmarks do not move past the resource's
+    last write); the read is then answered as `consistentReadFallback` says."""
 
 
 ENTRY: Final = {s.path: s for s in settings_of(ResourceEntry)}
