@@ -8,8 +8,8 @@ what RV-unset label lists through the daemon give against the API server's own.
    ``app=app-0..19`` over ``ns-0..9``), starts ``cacheproxy serve`` caching ``pods`` with
    ``consistentReads: consistent``;
 2. **probe cost**: sequential requests to the API server of each way to learn its current
-   resourceVersion (the daemon's probe, ``limit=1`` as a metadata list; the same as a plain
-   list; of one namespace; with a label selector, which makes the API server read etcd until a
+   resourceVersion (the daemon's probe, a ``limit=1`` list; the same as a metadata list; of one
+   namespace; with a label selector, which makes the API server read etcd until a
    match; the RV-unset label list itself, what passing the read through would cost): mean
    latency and bytes;
 3. **throughput** at C closed-loop clients for S seconds each, while a writer patches a pod W
@@ -47,12 +47,13 @@ from loadtest.realcluster import APPS, build_objects, load
 __all__ = ["BenchResult", "main"]
 
 DEFAULT_ASSETS = Path(__file__).resolve().parents[2] / "shared" / "envtest"
+JSON = "application/json"
 METADATA = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 PROBES: dict[str, tuple[str, str]] = {
-    "limit=1, metadata (the daemon's probe)": ("/api/v1/pods?limit=1", METADATA),
-    "limit=1, full objects": ("/api/v1/pods?limit=1", "application/json"),
-    "limit=1, one namespace": ("/api/v1/namespaces/ns-0/pods?limit=1", METADATA),
-    "limit=1 with a label selector": ("/api/v1/pods?limit=1&labelSelector=app%3Dapp-7", METADATA),
+    "limit=1 (the daemon's probe)": ("/api/v1/pods?limit=1", JSON),
+    "limit=1, as metadata": ("/api/v1/pods?limit=1", METADATA),
+    "limit=1, one namespace": ("/api/v1/namespaces/ns-0/pods?limit=1", JSON),
+    "limit=1 with a label selector": ("/api/v1/pods?limit=1&labelSelector=app%3Dapp-7", JSON),
     "the RV-unset label list itself": (
         "/api/v1/pods?labelSelector=app%3Dapp-7",
         "application/json",

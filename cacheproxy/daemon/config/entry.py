@@ -132,7 +132,7 @@ class ResourceEntry:
     """Lists and gets with `resourceVersion` unset. `cache`: from the cache as it is, at once,
     with no upstream request (as `resourceVersion=0`): they may miss a write that upstream has
     acknowledged. `consistent`: they see every write upstream had when they came, as on the API
-    server: the daemon asks upstream its current resourceVersion (a `limit=1` metadata list,
+    server: the daemon asks upstream its current resourceVersion (a `limit=1` list,
     shared by the reads that wait together: see `server.limits.consistentProbesPerSecond`) and
     waits until the cache has reached it. That costs a probe round per read (up to
     `1/consistentProbesPerSecond` s plus a round-trip to upstream) and, on a resource that
