@@ -70,6 +70,7 @@ bench: $(TEST_STAMP)
 	$(BIN)/python -m loadtest.authbench --out $(BENCH_OUT)
 	$(BIN)/python -m loadtest.overload --seconds 15 --out $(BENCH_OUT)
 	$(BIN)/python -m loadtest.realserver --skip-without-assets --out $(BENCH_OUT)-real
+	$(BIN)/python -m loadtest.tiers --skip-without-assets --out $(BENCH_OUT)-tiers
 
 .PHONY: bench-full
 bench-full: $(TEST_STAMP)
