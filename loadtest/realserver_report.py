@@ -217,9 +217,7 @@ def render_summary(result: RealServerResult) -> str:
                 )
             )
     rows += query_budgets(result.queries)
-    return _markdown(
-        ("budget (docs/design.md §6)", "measured", "budget", "verdict"), rows
-    )
+    return _markdown(("budget (docs/design.md §6)", "measured", "budget", "verdict"), rows)
 
 
 # ---------------------------------------------------------------------- sections
