@@ -1,4 +1,4 @@
-"""Warm restarts against a real kube-apiserver (issue 18): restart to ready from snapshots.
+"""Warm restarts against a real kube-apiserver: restart to ready from snapshots.
 
 ``python -m loadtest.warmrestart --out DIR [--pods 10000] [--repeat 5]`` starts etcd and
 kube-apiserver v1.28.7 (:mod:`cacheproxy.envtest`), creates the workload of

@@ -1,4 +1,4 @@
-"""A store's state on disk: the snapshot file an informer restarts warm from (issue 18).
+"""A store's state on disk: the snapshot file an informer restarts warm from.
 
 One file per collection holds its objects in their stored form (each :class:`Entry`'s bytes and
 record: key, labels, index values — nothing is re-encoded or re-parsed on the way back), the RV

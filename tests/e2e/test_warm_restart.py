@@ -1,4 +1,4 @@
-"""Warm restarts against the real API server (issue 18): a daemon restarted over its snapshots
+"""Warm restarts against the real API server: a daemon restarted over its snapshots
 resumes its watches from their RVs with no upstream list; when the API server no longer holds
 those RVs it relists once, and a watcher connected to the restored state gets the difference.
 The counts come from the daemon's own upstream request metrics."""
