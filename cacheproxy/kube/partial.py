@@ -24,6 +24,7 @@ import orjson
 
 __all__ = [
     "METADATA_API_VERSIONS",
+    "OBJECT_META_ORDER",
     "list_meta",
     "object_meta",
     "partial_list_head",
@@ -34,7 +35,7 @@ __all__ = [
 METADATA_API_VERSIONS = ("v1", "v1beta1")
 """The ``meta.k8s.io`` versions a PartialObjectMetadata can be asked in."""
 
-_OBJECT_META = (
+OBJECT_META_ORDER = (
     "name",
     "generateName",
     "namespace",
@@ -51,6 +52,7 @@ _OBJECT_META = (
     "finalizers",
     "managedFields",
 )
+"""ObjectMeta's fields in the order the API server serialises them."""
 _OWNER_REFERENCE = ("apiVersion", "kind", "name", "uid", "controller", "blockOwnerDeletion")
 _MANAGED_FIELDS = (
     "manager",
@@ -83,10 +85,10 @@ def _typed(value: Mapping[str, Any], order: tuple[str, ...]) -> dict[str, Any]:
 def object_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
     """``metadata`` as a typed ``metav1.ObjectMeta`` encodes it (``creationTimestamp`` has no
     ``omitempty``: ``null`` when unset)."""
-    out = _typed(meta, _OBJECT_META)
+    out = _typed(meta, OBJECT_META_ORDER)
     if "creationTimestamp" not in out:
         out["creationTimestamp"] = None
-        out = {name: out[name] for name in _OBJECT_META if name in out}
+        out = {name: out[name] for name in OBJECT_META_ORDER if name in out}
     refs = out.get("ownerReferences")
     if isinstance(refs, list):
         out["ownerReferences"] = [

@@ -34,6 +34,7 @@ import orjson
 
 from cacheproxy.kube import status
 from cacheproxy.kube.keys import object_key
+from cacheproxy.kube.partial import OBJECT_META_ORDER
 from cacheproxy.kube.resources import ResourceRegistry, ResourceType
 from cacheproxy.sim import statuses
 from cacheproxy.sim.objects import BUILTIN_GROUPS, Event, Progress, StoredObject, WatchSink
@@ -47,25 +48,6 @@ __all__ = [
     "WatchSink",
     "iter_snapshot",
 ]
-
-# Metadata keys in the order the API server serialises ObjectMeta.
-_META_ORDER = (
-    "name",
-    "generateName",
-    "namespace",
-    "selfLink",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "labels",
-    "annotations",
-    "ownerReferences",
-    "finalizers",
-    "managedFields",
-)
 
 
 # Kinds with a spec whose registry strategy sets no ``metadata.generation`` (the tables samples:
@@ -373,7 +355,7 @@ class SimStore:
 def _canonical(obj: dict[str, Any]) -> dict[str, Any]:
     """Object without kind/apiVersion, metadata keys in the API server's order."""
     meta = obj.get("metadata", {})
-    ordered_meta = {k: meta[k] for k in _META_ORDER if k in meta}
+    ordered_meta = {k: meta[k] for k in OBJECT_META_ORDER if k in meta}
     ordered_meta.update((k, v) for k, v in meta.items() if k not in ordered_meta)
     out: dict[str, Any] = {"metadata": ordered_meta}
     out.update((k, v) for k, v in obj.items() if k not in ("kind", "apiVersion", "metadata"))
