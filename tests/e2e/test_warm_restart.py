@@ -106,6 +106,11 @@ async def test_an_expired_rv_relists_once_and_a_watcher_of_the_restored_state_ge
                 assert changes == [("ADDED", "new"), ("DELETED", "old")]
                 assert watch.status == 200 and not watch.ended.is_set()  # it survived the relist
             await converged(upstream, proxy, path)
+        # every resource's relist done (the pods' takes longer than the configmaps' path above)
+        deadline = asyncio.get_running_loop().time() + 30
+        while await states(second) != {"pods": "synced", "configmaps": "synced"}:
+            assert asyncio.get_running_loop().time() < deadline, await states(second)
+            await asyncio.sleep(0.1)
         relists = counters(second, "cacheproxy_informer_relists_total")
         expired = {dict(k)["resource"]: v for k, v in relists.items() if ("reason", "expired") in k}
         assert expired == {"pods": 1, "configmaps": 1}
