@@ -92,7 +92,8 @@ def _config(workdir: Path, name: str, kubeconfig: Path) -> Path:
     return path
 
 
-def _kubeconfig(workdir: Path, name: str, url: str) -> Path:
+def write_kubeconfig(workdir: Path, name: str, url: str) -> Path:
+    """A kubeconfig naming the cacheproxy at ``url`` (no credentials: it serves loopback)."""
     path = workdir / f"{name}-kubeconfig.yaml"
     path.write_text(
         yaml.safe_dump(
@@ -265,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 services.append(service)
                 service.wait_ready(60)
                 urls[name] = service.url
-                kubeconfig = _kubeconfig(workdir, name, service.url)
+                kubeconfig = write_kubeconfig(workdir, name, service.url)
             report = asyncio.run(_run(cluster, urls, args))
         finally:
             for service in reversed(services):

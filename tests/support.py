@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import httpx
+import orjson
 
 from cacheproxy.sim import SimServer, Simulator
 
@@ -43,3 +45,34 @@ def marked_commands(document: Path, marker: str) -> list[str]:
         for line in found.splitlines()
         if line.strip() and not line.lstrip().startswith("#")
     ]
+
+
+@contextlib.asynccontextmanager
+async def watch_events(
+    client: httpx.AsyncClient,
+    path: str,
+    params: Mapping[str, str],
+    *,
+    accept: str = "",
+) -> AsyncIterator[list[dict[str, Any]]]:
+    """A watch of ``path`` (``params`` besides ``watch=1``; ``Accept: accept`` when given) read
+    into a list of events while the block runs."""
+    events: list[dict[str, Any]] = []
+    headers = {"Accept": accept} if accept else {}
+
+    async def read() -> None:
+        async with client.stream(
+            "GET", path, params={"watch": "1", **params}, headers=headers
+        ) as response:
+            assert response.status_code == 200
+            async for line in response.aiter_lines():
+                if line.strip():
+                    events.append(orjson.loads(line))
+
+    task = asyncio.create_task(read())
+    try:
+        yield events
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

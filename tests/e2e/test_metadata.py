@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.envtest import Cluster
 from tests.e2e.support import converged, create, delete, fresh_namespace, merge_patch
 from tests.integration.clients import KUBECTL_VERSIONS, kubectl_binary, run_kubectl
+from tests.support import watch_events
 
 # client-go's metadata client configured for JSON (its default puts protobuf first, which the
 # API server then answers; the daemon answers JSON only, the next clause).
@@ -108,29 +108,11 @@ async def test_a_metadata_get_is_the_api_servers(
     )
 
 
-@contextlib.asynccontextmanager
-async def watching(
+def watching(
     client: httpx.AsyncClient, path: str, **params: str
-) -> AsyncIterator[list[dict[str, Any]]]:
+) -> contextlib.AbstractAsyncContextManager[list[dict[str, Any]]]:
     """A metadata-only watch of ``path`` read into a list of events while the block runs."""
-    events: list[dict[str, Any]] = []
-
-    async def read() -> None:
-        async with client.stream(
-            "GET", path, params={"watch": "1", **params}, headers={"Accept": ONE_ACCEPT}
-        ) as response:
-            assert response.status_code == 200
-            async for line in response.aiter_lines():
-                if line.strip():
-                    events.append(orjson.loads(line))
-
-    task = asyncio.create_task(read())
-    try:
-        yield events
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+    return watch_events(client, path, params, accept=ONE_ACCEPT)
 
 
 async def test_a_metadata_watch_sends_the_api_servers_events(

@@ -26,6 +26,7 @@ from cacheproxy.daemon.config import load_config, resolve_upstream
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.envtest import Cluster
 from loadtest.relay import Relay
+from loadtest.tiers import write_kubeconfig
 from tests.e2e.support import create, daemon_over, fresh_namespace, keyed, merge_patch, rv_of
 
 pytestmark = pytest.mark.envtest
@@ -38,19 +39,7 @@ TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 def _config_behind(directory: Path, url: str) -> Path:
     """A cacheproxy configuration whose upstream is the cacheproxy at ``url``."""
     directory.mkdir(parents=True, exist_ok=True)
-    kubeconfig = directory / "kubeconfig.yaml"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "above", "cluster": {"server": url}}],
-                "users": [{"name": "anyone", "user": {}}],
-                "contexts": [{"name": "above", "context": {"cluster": "above", "user": "anyone"}}],
-                "current-context": "above",
-            }
-        )
-    )
+    kubeconfig = write_kubeconfig(directory, "above", url)
     config = directory / "cacheproxy.yaml"
     config.write_text(
         yaml.safe_dump(

@@ -5,7 +5,6 @@ selectors partition lists and watches exactly, over HTTP."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -18,7 +17,7 @@ from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.kube.resources import builtin
 from cacheproxy.sim import SimServer, Simulator
 from tests.integration.daemon_support import daemon_for
-from tests.support import until
+from tests.support import until, watch_events
 
 PODS = builtin("pods")
 GUARD = 10.0
@@ -100,29 +99,11 @@ async def test_metadata_lists_pages_and_gets_are_the_simulators(
     assert orjson.loads(down.content)["kind"] == "PartialObjectMetadata"
 
 
-@contextlib.asynccontextmanager
-async def watching(
+def watching(
     client: httpx.AsyncClient, accept: str = "", **params: str
-) -> AsyncIterator[list[dict[str, Any]]]:
-    events: list[dict[str, Any]] = []
-    headers = {"Accept": accept} if accept else {}
-
-    async def read() -> None:
-        async with client.stream(
-            "GET", "/api/v1/pods", params={"watch": "1", **params}, headers=headers
-        ) as response:
-            assert response.status_code == 200
-            async for line in response.aiter_lines():
-                if line.strip():
-                    events.append(orjson.loads(line))
-
-    task = asyncio.create_task(read())
-    try:
-        yield events
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+) -> contextlib.AbstractAsyncContextManager[list[dict[str, Any]]]:
+    """A watch of the pods (``Accept: accept`` when given) read into a list while the block runs."""
+    return watch_events(client, "/api/v1/pods", params, accept=accept)
 
 
 async def test_a_metadata_watch_list_is_the_simulators(
