@@ -27,7 +27,7 @@ from cacheproxy.kube.resources import builtin
 from cacheproxy.sim import SimServer, Simulator
 from cacheproxy.sim.churn import ChurnDriver
 from cacheproxy.upstream import ApiListerWatcher, UpstreamConfig, build_client
-from tests.integration.clients import KUBECTL_VERSIONS, kubectl_binary, run_kubectl, start_kubectl
+from tests.integration.clients import run_kubectl, start_kubectl
 from tests.integration.daemon_support import daemon_for
 from tests.support import until
 
@@ -81,23 +81,12 @@ def churn_for(sim: Simulator, *, rate: float = 0, seed: int = 3) -> ChurnDriver:
 
 
 @pytest.fixture
-async def daemon(demo_server: SimServer) -> AsyncIterator[Daemon]:
-    async with daemon_for(demo_server.url) as d:
-        yield d
-
-
-@pytest.fixture
 async def upstream(demo_server: SimServer) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(base_url=demo_server.url, timeout=GUARD) as c:
         yield c
 
 
 # ---------------------------------------------------------------------------------- kubectl
-
-
-@pytest.fixture(params=KUBECTL_VERSIONS)
-def kubectl(request: pytest.FixtureRequest) -> str:
-    return kubectl_binary(request.param)
 
 
 @pytest.mark.kubectl

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,6 @@ from selenium.webdriver.common.by import By
 
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.sim import SimServer
-from tests.integration.daemon_support import daemon_for
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -38,18 +37,6 @@ CHROMIUM_FLAGS = (
     "--disable-sync",
 )
 BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
-
-
-@pytest.fixture
-async def daemon(demo_server: SimServer) -> AsyncIterator[Daemon]:
-    async with daemon_for(demo_server.url) as d:
-        yield d
-
-
-@pytest.fixture
-async def proxy(daemon: Daemon) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=daemon.url, timeout=10) as c:
-        yield c
 
 
 @pytest.fixture

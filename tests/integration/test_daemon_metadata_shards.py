@@ -15,8 +15,7 @@ import pytest
 
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.kube.resources import builtin
-from cacheproxy.sim import SimServer, Simulator
-from tests.integration.daemon_support import daemon_for
+from cacheproxy.sim import Simulator
 from tests.support import until, watch_events
 
 PODS = builtin("pods")
@@ -40,12 +39,6 @@ def shards(n: int) -> list[str]:
 def stripped(item: dict[str, Any]) -> bytes:
     meta = {k: v for k, v in item["metadata"].items() if k != "managedFields"}
     return orjson.dumps(dict(item, metadata=meta))
-
-
-@pytest.fixture
-async def daemon(demo_server: SimServer) -> AsyncIterator[Daemon]:
-    async with daemon_for(demo_server.url) as d:
-        yield d
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ redirects, the empty v2 in JSON and protobuf)."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -15,28 +14,10 @@ import pytest
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.kube.resources import builtin
 from cacheproxy.sim import SimServer
-from tests.integration.clients import KUBECTL_VERSIONS, kubectl_binary, run_kubectl
-from tests.integration.daemon_support import daemon_for
+from tests.integration.clients import run_kubectl
 from tests.support import until
 
 V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
-
-
-@pytest.fixture
-async def daemon(demo_server: SimServer) -> AsyncIterator[Daemon]:
-    async with daemon_for(demo_server.url) as d:
-        yield d
-
-
-@pytest.fixture
-async def proxy(daemon: Daemon) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=daemon.url, timeout=10) as c:
-        yield c
-
-
-@pytest.fixture(params=KUBECTL_VERSIONS)
-def kubectl(request: pytest.FixtureRequest) -> str:
-    return kubectl_binary(request.param)
 
 
 EXPLAINED = [

@@ -28,18 +28,6 @@ from tests.integration.daemon_support import daemon_for
 INDEXES = ("spec.nodeName", "metadata.ownerReferences[*].uid")
 
 
-@pytest.fixture
-async def daemon(demo_server: SimServer) -> AsyncIterator[Daemon]:
-    async with daemon_for(demo_server.url) as d:
-        yield d
-
-
-@pytest.fixture
-async def proxy(daemon: Daemon) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=daemon.url, timeout=10) as c:
-        yield c
-
-
 async def _pods(proxy: httpx.AsyncClient, **params: str) -> list[dict[str, Any]]:
     response = await proxy.get("/api/v1/pods", params=params)
     assert response.status_code == 200, response.text

@@ -6,7 +6,6 @@ logged for it, neither by the daemon nor by uvicorn."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -15,27 +14,9 @@ import websockets
 
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.sim import SimServer
-from tests.integration.clients import KUBECTL_VERSIONS, kubectl_binary, run_kubectl
-from tests.integration.daemon_support import daemon_for
+from tests.integration.clients import run_kubectl
 
 READ_ONLY = "cacheproxy is a read-only cache of the Kubernetes API"
-
-
-@pytest.fixture
-async def daemon(demo_server: SimServer) -> AsyncIterator[Daemon]:
-    async with daemon_for(demo_server.url) as d:
-        yield d
-
-
-@pytest.fixture
-async def proxy(daemon: Daemon) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=daemon.url, timeout=10) as c:
-        yield c
-
-
-@pytest.fixture(params=KUBECTL_VERSIONS)
-def kubectl(request: pytest.FixtureRequest) -> str:
-    return kubectl_binary(request.param)
 
 
 @pytest.fixture

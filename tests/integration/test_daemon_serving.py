@@ -17,12 +17,6 @@ from tests.integration.daemon_support import daemon_for
 
 
 @pytest.fixture
-async def daemon(demo_server: SimServer) -> AsyncIterator[Daemon]:
-    async with daemon_for(demo_server.url) as d:
-        yield d
-
-
-@pytest.fixture
 async def both(
     daemon: Daemon, demo_server: SimServer
 ) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:

@@ -119,12 +119,6 @@ def summary(events: list[Json]) -> list[tuple[str, str, int]]:
 
 
 @pytest.fixture
-async def daemon(demo_server: SimServer) -> AsyncIterator[Daemon]:
-    async with daemon_for(demo_server.url) as d:
-        yield d
-
-
-@pytest.fixture
 async def http(daemon: Daemon) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(base_url=daemon.url, timeout=GUARD) as c:
         yield c

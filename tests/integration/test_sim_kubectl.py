@@ -9,14 +9,9 @@ from pathlib import Path
 import pytest
 
 from cacheproxy.sim import SimServer, Simulator
-from tests.integration.clients import KUBECTL_VERSIONS, kubectl_binary, run_kubectl
+from tests.integration.clients import run_kubectl
 
 pytestmark = pytest.mark.kubectl
-
-
-@pytest.fixture(params=KUBECTL_VERSIONS)
-def kubectl(request: pytest.FixtureRequest) -> str:
-    return kubectl_binary(request.param)
 
 
 def _pod_keys(sim: Simulator, *, app: str | None = None, node: str | None = None) -> list[str]:
