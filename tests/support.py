@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -76,3 +77,22 @@ async def watch_events(
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def start_demo(pods: int = 20) -> asyncio.subprocess.Process:
+    """``cacheproxy demo`` as ``make run`` starts it, on free ports, its output on a pipe (the
+    first line names both URLs; the caller stops the process)."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "cacheproxy",
+        "demo",
+        "--port",
+        "0",
+        "--sim-port",
+        "0",
+        "--pods",
+        str(pods),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )

@@ -5,28 +5,16 @@ from __future__ import annotations
 import asyncio
 import re
 import signal
-import sys
 
 import pytest
+
+from tests.support import start_demo
 
 pytestmark = pytest.mark.kubectl
 
 
 async def test_the_demo_gets_ready_and_every_printed_command_works() -> None:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "cacheproxy",
-        "demo",
-        "--port",
-        "0",
-        "--sim-port",
-        "0",
-        "--pods",
-        "20",
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
+    proc = await start_demo()
     assert proc.stdout is not None
     try:
         lines: list[str] = []

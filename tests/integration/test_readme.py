@@ -18,7 +18,7 @@ import orjson
 import pytest
 import yaml
 
-from tests.support import marked_commands
+from tests.support import marked_commands, start_demo
 
 pytestmark = pytest.mark.kubectl
 
@@ -45,20 +45,7 @@ def demo_commands() -> list[str]:
 @pytest.fixture
 async def demo() -> AsyncIterator[Demo]:
     """``cacheproxy demo`` as ``make run`` starts it (ports: any free ones)."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "cacheproxy",
-        "demo",
-        "--port",
-        "0",
-        "--sim-port",
-        "0",
-        "--pods",
-        "20",
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
+    proc = await start_demo()
     assert proc.stdout is not None
     try:
         first = (await asyncio.wait_for(proc.stdout.readline(), GUARD)).decode()
