@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import orjson
 
+from cacheproxy.informer import SharedInformer
 from cacheproxy.sim import SimServer, Simulator
 
 
@@ -96,3 +97,28 @@ async def start_demo(pods: int = 20) -> asyncio.subprocess.Process:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
     )
+
+
+async def settle(predicate: Callable[[], bool], *, steps: int = 5000) -> None:
+    """Let the event loop run until ``predicate`` holds (at most ``steps`` turns, no time)."""
+    for _ in range(steps):
+        if predicate():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("never settled")
+
+
+@contextlib.asynccontextmanager
+async def running_informer(
+    informer: SharedInformer, *, synced: bool = True
+) -> AsyncIterator[SharedInformer]:
+    """``informer`` running while the block runs (first synced unless ``synced`` is false)."""
+    task = asyncio.create_task(informer.run(), name="informer-under-test")
+    try:
+        if synced:
+            await asyncio.wait_for(informer.wait_for_sync(), timeout=5)
+        yield informer
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

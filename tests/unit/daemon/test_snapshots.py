@@ -4,9 +4,7 @@ configuration's, and otherwise ignored with one log line."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,7 @@ from cacheproxy.daemon.persistence import CachePersister, PersistenceOptions, id
 from cacheproxy.informer import Collection, FakeListerWatcher, SharedInformer, Store, Transform
 from cacheproxy.informer.informer import CacheState
 from cacheproxy.kube.resources import builtin
+from tests.support import running_informer
 
 CMS = Collection(builtin("configmaps"))
 TRANSFORM = Transform()
@@ -38,23 +37,11 @@ def persister(tmp_path: Path, **options: Any) -> CachePersister:
     return CachePersister(PersistenceOptions(directory=tmp_path, **options), server=SERVER)
 
 
-@contextlib.asynccontextmanager
-async def running(inf: SharedInformer) -> AsyncIterator[SharedInformer]:
-    task = asyncio.create_task(inf.run(), name="informer-under-test")
-    try:
-        await asyncio.wait_for(inf.wait_for_sync(), 5)
-        yield inf
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
 async def saved_once(tmp_path: Path, lw: FakeListerWatcher) -> None:
     first = informer(lw)
     keeper = persister(tmp_path)
     keeper.track("configmaps", first, collection=CMS, transform=TRANSFORM)
-    async with running(first):
+    async with running_informer(first):
         keeper.start()
         assert await keeper.save() == 1
         assert await keeper.save() == 0  # nothing moved: not rewritten
@@ -79,7 +66,7 @@ async def test_a_saved_state_restores_the_next_informer_without_a_list(
     with caplog.at_level(logging.INFO, "cacheproxy.daemon.persistence"):
         persister(tmp_path).track("configmaps", second, collection=CMS, transform=TRANSFORM)
     assert "configmaps: restored 2 objects at resourceVersion 3" in caplog.text
-    async with running(second):
+    async with running_informer(second):
         assert second.state is CacheState.CONFIRMED
         assert sorted(second.store.keys()) == ["default/a", "default/b"]
     assert all(getattr(r, "resource_version", None) == "3" for r in lw.requests)
@@ -129,7 +116,7 @@ async def test_a_damaged_snapshot_is_ignored_and_a_cold_start_follows(
         persister(tmp_path).track("configmaps", second, collection=CMS, transform=TRANSFORM)
     assert "ignoring the snapshot" in caplog.text and "truncated" in caplog.text
     assert files(tmp_path) == ["configmaps.snapshot"]
-    async with running(second):
+    async with running_informer(second):
         assert second.state is CacheState.SYNCED
 
 
@@ -160,7 +147,7 @@ async def test_snapshots_are_written_every_interval_and_at_stop(
     inf = informer(lw)
     keeper = persister(tmp_path, interval=0.05)
     keeper.track("configmaps", inf, collection=CMS, transform=TRANSFORM)
-    async with running(inf):
+    async with running_informer(inf):
         keeper.start()
         for _ in range(200):
             if "configmaps.snapshot" in files(tmp_path):
@@ -175,5 +162,5 @@ async def test_snapshots_are_written_every_interval_and_at_stop(
     await keeper.stop()
     restored = informer(lw)
     persister(tmp_path).track("configmaps", restored, collection=CMS, transform=TRANSFORM)
-    async with running(restored):
+    async with running_informer(restored):
         assert "default/c" in restored.store

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -22,6 +20,7 @@ from cacheproxy.informer import (
     TooOld,
 )
 from cacheproxy.kube import status
+from tests.support import running_informer, settle
 
 
 def cm(name: str, **data: str) -> dict[str, Any]:
@@ -53,26 +52,6 @@ class Recorder:
         self.state.pop(key, None)
 
 
-@contextlib.asynccontextmanager
-async def running(informer: SharedInformer) -> AsyncIterator[SharedInformer]:
-    task = asyncio.create_task(informer.run(), name="informer-under-test")
-    try:
-        await asyncio.wait_for(informer.wait_for_sync(), timeout=5)
-        yield informer
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
-async def settle(predicate: Any) -> None:
-    for _ in range(2000):
-        if predicate():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError("never settled")
-
-
 @pytest.fixture
 def fake() -> FakeListerWatcher:
     lw = FakeListerWatcher()
@@ -102,7 +81,7 @@ async def test_handlers_see_the_initial_list_then_every_change_in_order(
     informer = make(fake)
     rec = Recorder()
     reg = informer.add_handler(rec)
-    async with running(informer):
+    async with running_informer(informer):
         await settle(lambda: reg.has_synced)
         fake.emit("MODIFIED", cm("a", x="1"))
         fake.emit("ADDED", cm("c"))
@@ -120,7 +99,7 @@ async def test_handlers_see_the_initial_list_then_every_change_in_order(
 
 async def test_a_handler_added_late_gets_the_current_state_first(fake: FakeListerWatcher) -> None:
     informer = make(fake)
-    async with running(informer):
+    async with running_informer(informer):
         fake.emit("ADDED", cm("c"))
         await settle(lambda: len(informer.store) == 3)
         rec = Recorder()
@@ -140,7 +119,7 @@ async def test_a_relist_tells_handlers_the_difference_with_tombstones(
     reg = informer.add_handler(rec)
     relists: list[int] = []
     informer.add_relist_listener(relists.append)
-    async with running(informer):
+    async with running_informer(informer):
         await settle(lambda: reg.has_synced)
         # Changes the informer misses, then a 410 forces a relist.
         fake.emit("DELETED", cm("a"), missed=True)
@@ -164,7 +143,7 @@ async def test_every_change_reaches_the_event_log_and_listeners_with_its_previou
     informer = make(fake)
     seen: list[LogEvent] = []
     informer.add_listener(seen.append)
-    async with running(informer):
+    async with running_informer(informer):
         start = informer.store.resource_version
         fake.emit("MODIFIED", cm("a", v="1"))
         fake.emit("DELETED", cm("b"))
@@ -199,7 +178,7 @@ async def test_a_dropping_handler_that_falls_behind_is_removed_and_told(
     )
     fast = Recorder()
     informer.add_handler(fast)
-    async with running(informer):
+    async with running_informer(informer):
         for i in range(5):
             fake.emit("ADDED", cm(f"n{i}"))
         await settle(lambda: len(fast.log) == 7)
@@ -220,7 +199,7 @@ async def test_a_blocking_handler_makes_the_informer_wait_and_loses_nothing(
         got.append(entry.key)
 
     informer.add_handler(FuncHandler(add=slow_add), buffer=1)
-    async with running(informer):
+    async with running_informer(informer):
         for i in range(5):
             fake.emit("ADDED", cm(f"n{i}"))
         await asyncio.sleep(0.05)
@@ -239,7 +218,7 @@ async def test_a_failing_handler_is_logged_and_keeps_receiving(fake: FakeListerW
         raise RuntimeError("handler bug")
 
     reg = informer.add_handler(FuncHandler(add=explode))
-    async with running(informer):
+    async with running_informer(informer):
         fake.emit("ADDED", cm("z"))
         await settle(lambda: len(calls) == 3)
     assert reg.errors == 3
@@ -249,7 +228,7 @@ async def test_an_upstream_410_relists_and_resets_the_event_log(fake: FakeLister
     informer = make(fake)
     resets: list[int] = []
     informer.add_relist_listener(resets.append)
-    async with running(informer):
+    async with running_informer(informer):
         fake.break_watches(status.too_old_resource_version(1, 5))
         await settle(lambda: len(resets) == 2)
         assert informer.event_log.oldest_resumable == resets[-1]
@@ -268,7 +247,7 @@ async def test_coalescing_mode_keeps_the_latest_state_and_tells_handlers(
     )
     rec = Recorder()
     reg = informer.add_handler(rec)
-    async with running(informer):
+    async with running_informer(informer):
         await settle(lambda: reg.has_synced)
         for i in range(5):
             fake.emit("MODIFIED", cm("a", n=str(i)))
@@ -288,14 +267,14 @@ async def test_coalescing_mode_syncs_on_an_empty_list() -> None:
         store=Store(kind="ConfigMap", api_version="v1"),
         coalesce=True,
     )
-    async with running(informer):
+    async with running_informer(informer):
         assert informer.has_synced
         assert len(informer.store) == 0
 
 
 async def test_a_backlog_longer_than_one_drain_batch_loses_nothing(fake: FakeListerWatcher) -> None:
     informer = make(fake)
-    async with running(informer):
+    async with running_informer(informer):
         # Queue far more items than one processing batch takes, without yielding in between.
         for i in range(3000):
             await informer.queue.put(Delta("ADDED", cm(f"bulk-{i}"), 10 + i))

@@ -5,8 +5,6 @@ RV made up for what vanished."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 from cacheproxy.informer import (
@@ -18,6 +16,7 @@ from cacheproxy.informer import (
     Store,
 )
 from cacheproxy.kube import status
+from tests.support import running_informer, settle
 
 
 def cm(name: str, **data: str) -> dict[str, Any]:
@@ -26,26 +25,6 @@ def cm(name: str, **data: str) -> dict[str, Any]:
 
 async def _no_wait(_: float) -> None:
     await asyncio.sleep(0)
-
-
-@contextlib.asynccontextmanager
-async def running(informer: SharedInformer) -> AsyncIterator[SharedInformer]:
-    task = asyncio.create_task(informer.run(), name="informer-under-test")
-    try:
-        await asyncio.wait_for(informer.wait_for_sync(), timeout=5)
-        yield informer
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
-async def settle(predicate: Any) -> None:
-    for _ in range(2000):
-        if predicate():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError("never settled")
 
 
 def make(lw: FakeListerWatcher) -> SharedInformer:
@@ -58,7 +37,7 @@ async def test_the_store_is_at_the_rv_of_what_it_applied_last() -> None:
     lw = FakeListerWatcher()
     lw.emit("ADDED", cm("a"))
     informer = make(lw)
-    async with running(informer):
+    async with running_informer(informer):
         store = informer.store
         assert store.resource_version == 2  # the sync's
         lw.emit("MODIFIED", cm("a", v="1"))
@@ -86,7 +65,7 @@ def test_the_store_moves_its_rv_with_each_change_and_never_back_on_a_bookmark() 
 
 async def test_objects_queued_as_parsed_are_made_entries_by_the_informer() -> None:
     informer = make(FakeListerWatcher())
-    async with running(informer):
+    async with running_informer(informer):
         await informer.queue.put(Delta("ADDED", cm("raw"), 10))
         await settle(lambda: "default/raw" in informer.store)
         entry = informer.store.get("default/raw")
@@ -101,7 +80,7 @@ async def test_a_relist_hands_its_difference_over_before_the_relist_listeners() 
     heard: list[Any] = []
     informer.add_difference_listener(heard.append)
     informer.add_relist_listener(heard.append)
-    async with running(informer):
+    async with running_informer(informer):
         assert heard == [4]  # the first sync: a relist, but no difference
         before = informer.store.resource_version
         lw.emit("DELETED", cm("a"), missed=True)
@@ -127,7 +106,7 @@ async def test_event_listeners_get_the_changes_the_event_log_records_and_no_more
     informer = make(lw)
     seen: list[tuple[str, str]] = []
     informer.add_listener(lambda event: seen.append((event.type, event.entry.key)))
-    async with running(informer):
+    async with running_informer(informer):
         lw.emit("ADDED", cm("b"), missed=True)
         lw.break_watches(status.too_old_resource_version(1, 2))
         await settle(lambda: informer.relists == 2)

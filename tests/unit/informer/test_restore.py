@@ -5,8 +5,6 @@ counts as synced once upstream confirms it (or at once with ``serve_stale``), an
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -23,18 +21,11 @@ from cacheproxy.informer import (
 )
 from cacheproxy.informer.informer import CacheState
 from cacheproxy.kube import status
+from tests.support import running_informer, settle
 
 
 def cm(name: str, **data: str) -> dict[str, Any]:
     return {"metadata": {"name": name, "namespace": "default"}, "data": data}
-
-
-async def settle(predicate: Any) -> None:
-    for _ in range(5000):
-        if predicate():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError("never settled")
 
 
 async def no_sleep(_: float) -> None:
@@ -64,21 +55,10 @@ def restored_from(
     return informer
 
 
-@contextlib.asynccontextmanager
-async def running(informer: SharedInformer) -> AsyncIterator[SharedInformer]:
-    task = asyncio.create_task(informer.run(), name="informer-under-test")
-    try:
-        yield informer
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
 async def test_a_restored_informer_resumes_the_watch_from_the_snapshots_rv_without_a_list() -> None:
     lw = upstream()
     informer = restored_from(lw)
-    async with running(informer):
+    async with running_informer(informer, synced=False):
         await settle(lambda: informer.state is CacheState.RESTORED)
         assert sorted(informer.store.keys()) == ["default/a", "default/b", "default/c"]
         assert not informer.has_synced  # not served before upstream confirmed it
@@ -96,7 +76,7 @@ async def test_a_restored_informer_resumes_the_watch_from_the_snapshots_rv_witho
 async def test_a_quiet_resumed_watch_confirms_after_a_moment_without_an_error() -> None:
     lw = upstream()
     informer = restored_from(lw)
-    async with running(informer):
+    async with running_informer(informer, synced=False):
         await asyncio.wait_for(informer.wait_for_sync(), 5)  # no_sleep: the moment is now
         assert informer.state is CacheState.CONFIRMED
         assert informer.reflector.synced.is_set()
@@ -107,7 +87,7 @@ async def test_serve_stale_counts_a_restored_state_as_synced_at_once() -> None:
     for _ in range(100):  # upstream does not answer yet
         lw.fail_next_watch(TransportError("connection refused"))
     informer = restored_from(lw, serve_stale=True)
-    async with running(informer):
+    async with running_informer(informer, synced=False):
         await asyncio.wait_for(informer.wait_for_sync(), 5)
         assert informer.state is CacheState.RESTORED
         assert len(informer.store) == 3
@@ -121,7 +101,7 @@ async def test_an_expired_rv_relists_once_and_delivers_the_difference() -> None:
     lw.emit("DELETED", cm("a"))
     lw.emit("MODIFIED", cm("b", x="1"))
     lw.emit("ADDED", cm("e"), missed=True)  # the snapshot's RV fell out of upstream's history
-    async with running(informer):
+    async with running_informer(informer, synced=False):
         await settle(lambda: informer.state is CacheState.SYNCED)
         assert sorted(informer.store.keys()) == ["default/b", "default/c", "default/e"]
     lists = [r for r in lw.requests if isinstance(r, ListRequest)]
@@ -137,7 +117,7 @@ async def test_an_expired_rv_without_serve_stale_syncs_from_the_relist() -> None
     lw = upstream()
     informer = restored_from(lw, watch_list=False)
     lw.emit("ADDED", cm("e"), missed=True)
-    async with running(informer):
+    async with running_informer(informer, synced=False):
         await asyncio.wait_for(informer.wait_for_sync(), 5)
         await settle(lambda: informer.state is CacheState.SYNCED)
         assert "default/e" in informer.store
@@ -158,7 +138,7 @@ async def test_a_410_on_the_resumed_watchs_start_relists_too() -> None:
     lw = upstream()
     lw.fail_next_watch(status.expired("too old resource version: 4 (9)"))
     informer = restored_from(lw, watch_list=False)
-    async with running(informer):
+    async with running_informer(informer, synced=False):
         await asyncio.wait_for(informer.wait_for_sync(), 5)
         await settle(lambda: informer.state is CacheState.SYNCED)
     assert [r.resource_version for r in lw.requests if isinstance(r, ListRequest)] == ["4"]
@@ -168,7 +148,7 @@ async def test_a_broken_resumed_watch_is_resumed_again_from_the_snapshot_not_rel
     lw = upstream()
     lw.fail_next_watch(TransportError("connection reset"))
     informer = restored_from(lw)
-    async with running(informer):
+    async with running_informer(informer, synced=False):
         await asyncio.wait_for(informer.wait_for_sync(), 5)
         assert informer.state is CacheState.CONFIRMED
     watches = [r for r in lw.requests if isinstance(r, WatchRequest)]
