@@ -10,8 +10,9 @@ each upstream ListerWatcher in a :class:`MeteredListerWatcher` that reports ever
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
+from typing import TypeVar
 
 from cacheproxy.errors import ApiError, TransportError
 from cacheproxy.informer import (
@@ -26,7 +27,9 @@ from cacheproxy.informer import (
 )
 from cacheproxy.server.metrics import ServerMetrics
 
-__all__ = ["MeteredListerWatcher"]
+__all__ = ["MeteredListerWatcher", "metered"]
+
+T = TypeVar("T")
 
 
 class MeteredListerWatcher:
@@ -62,23 +65,38 @@ class MeteredListerWatcher:
         else:
             await cm.__aexit__(None, None, None)
 
-    @contextmanager
-    def _answer(self, verb: str) -> Iterator[None]:
-        """Reports how upstream answered the ``verb`` made inside: 200, or the error raised (a
-        cancellation is no answer)."""
-        try:
-            yield
-        except asyncio.CancelledError:
-            raise
-        except BaseException as err:
-            self._report(verb, err)
-            raise
-        self.metrics.upstream_response(self.informer, verb, 200)
+    def _answer(self, verb: str) -> AbstractContextManager[None]:
+        return _answered(self.metrics, self.informer, verb)
 
-    def _report(self, verb: str, err: BaseException) -> None:
+
+def metered(
+    call: Callable[[], Awaitable[T]], *, informer: str, verb: str, metrics: ServerMetrics
+) -> Callable[[], Awaitable[T]]:
+    """``call`` (another request of ``informer``'s to upstream, e.g. a consistent read's probe),
+    counted in the upstream request and answer metrics under ``verb``."""
+
+    async def metered_call() -> T:
+        metrics.request(informer, verb)
+        with _answered(metrics, informer, verb):
+            return await call()
+
+    return metered_call
+
+
+@contextmanager
+def _answered(metrics: ServerMetrics, informer: str, verb: str) -> Iterator[None]:
+    """Reports how upstream answered the ``verb`` made inside: 200, or the error raised (a
+    cancellation is no answer)."""
+    try:
+        yield
+    except asyncio.CancelledError:
+        raise
+    except BaseException as err:
         if isinstance(err, ApiError):
-            self.metrics.upstream_response(self.informer, verb, err.code)
+            metrics.upstream_response(informer, verb, err.code)
         elif isinstance(err, TransportError):
-            self.metrics.upstream_response(self.informer, verb, "error")
+            metrics.upstream_response(informer, verb, "error")
         elif isinstance(err, Exception):
-            self.metrics.upstream_response(self.informer, verb, "other")
+            metrics.upstream_response(informer, verb, "other")
+        raise
+    metrics.upstream_response(informer, verb, 200)

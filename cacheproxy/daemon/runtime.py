@@ -20,6 +20,7 @@ import httpx
 import uvicorn
 
 from cacheproxy.daemon.config import DaemonConfig, ResourceConfig
+from cacheproxy.daemon.consistency import consistent_reads
 from cacheproxy.daemon.indexcheck import empty_indexes
 from cacheproxy.daemon.memory import MemoryTrimmer
 from cacheproxy.daemon.metrics import MeteredListerWatcher
@@ -36,7 +37,6 @@ from cacheproxy.informer.factory import Collection, InformerFactory
 from cacheproxy.kube.resources import BUILTIN_RESOURCES, ResourceType, builtin
 from cacheproxy.server.access import AccessControl, TokenAuthenticator
 from cacheproxy.server.app import CacheServer
-from cacheproxy.server.consistent import ConsistentReads
 from cacheproxy.server.crdtables import CrdTablePrinter, crd_name
 from cacheproxy.server.metrics import ServerMetrics
 from cacheproxy.server.openapi import Fetched
@@ -47,7 +47,6 @@ from cacheproxy.serving import CertificateReloader, UvicornRunner, serving_proto
 from cacheproxy.tasks import cancel_and_wait
 from cacheproxy.upstream import (
     ApiListerWatcher,
-    ResourceVersionProbe,
     UpstreamConfig,
     UpstreamReviews,
     build_client,
@@ -269,13 +268,9 @@ class Daemon:
         consistency = None
         if options.consistent_reads:
             assert self._client is not None
-            probe = ResourceVersionProbe(
-                self._client,
-                spec.rtype,
-                namespace=spec.namespace,
-                seconds=options.consistency.timeout,
+            consistency = consistent_reads(
+                self._client, options.collection, options.consistency, self.metrics
             )
-            consistency = ConsistentReads(probe, options.consistency, name=options.collection.name)
         return ServedResource(
             spec.rtype,
             informer,

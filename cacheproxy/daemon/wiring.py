@@ -110,6 +110,7 @@ def wire_resource(spec: ResourceConfig, limits: ServerLimits) -> ResourceWiring:
         consistency=ConsistencyOptions(
             probes_per_second=limits.consistent_probes_per_second,
             timeout=limits.consistent_read_timeout_seconds,
+            confirm_after=limits.consistent_read_confirm_after_seconds,
             on_timeout=limits.consistent_read_fallback,
         ),
     )

@@ -189,7 +189,8 @@ class ServerMetrics:
         registry = self.registry
         self.upstream_requests = Counter(
             "cacheproxy_upstream_requests_total",
-            "Requests made to the upstream API server (list pages and watches).",
+            "Requests made to the upstream API server: list pages and watches, and consistent "
+            "reads' probes and confirming listings (verb probe, confirm).",
             ["resource", "verb"],
             registry=registry,
         )
@@ -456,6 +457,18 @@ def _consistency_families(tracked: list[TrackedResource]) -> Iterator[Metric]:
         "waits": CounterMetricFamily(
             "cacheproxy_consistent_waits",
             "Consistent reads that found the cache behind upstream and waited for it.",
+            labels=["resource"],
+        ),
+        "listings": CounterMetricFamily(
+            "cacheproxy_consistent_listings",
+            "Metadata lists of the resource made to confirm a cache its events had not brought "
+            "to upstream's resourceVersion (one serves every read waiting).",
+            labels=["resource"],
+        ),
+        "confirmed": CounterMetricFamily(
+            "cacheproxy_consistent_confirmed",
+            "Consistent reads served because a listing showed the cache holds what upstream "
+            "holds (a resource nobody wrote since).",
             labels=["resource"],
         ),
     }

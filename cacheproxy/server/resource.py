@@ -23,7 +23,7 @@ import asyncio
 import bisect
 import itertools
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,6 +140,11 @@ class ServedResource:
     @property
     def resource_version(self) -> int:
         return int(self.informer.store.resource_version)
+
+    def holds_exactly(self, keys: Collection[str]) -> bool:
+        """Whether the cache's keys are ``keys`` (a consistent read's confirmation)."""
+        store = self.informer.store
+        return len(store) == len(keys) and all(key in store for key in keys)
 
     # ------------------------------------------------------------------ RVs
 

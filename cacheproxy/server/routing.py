@@ -21,7 +21,12 @@ from cacheproxy.kube.listoptions import ListOptions, parse_list_options
 from cacheproxy.kube.request import ApiPath
 from cacheproxy.kube.table import WatchTables
 from cacheproxy.server.admission import ServedRequest
-from cacheproxy.server.consistent import ConsistentReads, is_consistent_get, is_consistent_list
+from cacheproxy.server.consistent import (
+    ConsistentReads,
+    is_consistent_get,
+    is_consistent_list,
+    is_consistent_watch,
+)
 from cacheproxy.server.homepage import HTML, wants_html
 from cacheproxy.server.homepage import render as render_home
 from cacheproxy.server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -126,6 +131,8 @@ async def route(
             max_page_size=server.options.max_page_size,
         )
         return
+    if res.consistency is not None and is_consistent_watch(opts):
+        send = await _consistent(res, res.consistency, send)
     await _watch(server, req, send, res, query, opts, form)
 
 

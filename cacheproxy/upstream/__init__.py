@@ -8,7 +8,8 @@
   ``ListerWatcher`` protocol over HTTP, plus client-go's pager (:func:`list_all`) and
   :func:`get_version`;
 - :mod:`~cacheproxy.upstream.probe`: :class:`ResourceVersionProbe`, upstream's current
-  resourceVersion of a resource (for consistent reads from the cache);
+  resourceVersion of a resource, and :class:`CollectionKeys`, what a collection holds now (for
+  consistent reads from the cache);
 - :mod:`~cacheproxy.upstream.reviews`: :class:`UpstreamReviews`, TokenReviews and
   SubjectAccessReviews asked of the API server (delegated authentication and authorization);
 - :mod:`~cacheproxy.upstream.errors`: the one place where HTTP error responses, watch ``ERROR``
@@ -27,12 +28,14 @@ from cacheproxy.upstream.config import (
     load_upstream,
 )
 from cacheproxy.upstream.listwatch import ApiListerWatcher, VersionInfo, get_version, list_all
-from cacheproxy.upstream.probe import ResourceVersionProbe
+from cacheproxy.upstream.probe import CollectionKeys, KeysListed, ResourceVersionProbe
 from cacheproxy.upstream.reviews import UpstreamReviews
 
 __all__ = [
     "ApiListerWatcher",
     "BearerTokenAuth",
+    "CollectionKeys",
+    "KeysListed",
     "ResourceVersionProbe",
     "TokenSource",
     "UpstreamConfig",

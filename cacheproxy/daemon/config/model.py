@@ -307,6 +307,14 @@ class ServerLimits:
     )
     """How long a consistent read waits for upstream's resourceVersion and for the cache to
     reach it before `consistentReadFallback` applies."""
+    consistent_read_confirm_after_seconds: Annotated[float, Field(ge=0, le=60)] = library_default(
+        _CONSISTENCY, "confirm_after"
+    )
+    """How long a consistent read waits for the cache to reach upstream's resourceVersion by its
+    events before one metadata list of the resource (shared by the reads waiting) confirms that
+    the cache holds what upstream holds: a resource nobody writes never gets there by its
+    events. `0`: confirm at once (a list per probe round); at least
+    `consistentReadTimeoutSeconds`: never (such reads wait, then fall back)."""
     consistent_read_fallback: OnTimeout = SERVE_FROM_CACHE
     """What a consistent read that timed out answers: `cache`: the cache as it is, with a
     `Warning` header saying it may be stale; `error`: 504 with `Retry-After: 1`."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable
 
 import pytest
 
@@ -82,16 +82,22 @@ class Upstream:
 
 
 class Cache:
-    """A :class:`FreshCache` whose RV the test moves; a wait past ``within`` is the 504."""
+    """A :class:`FreshCache` whose RV (and keys) the test moves; a wait past ``within`` is the
+    504."""
 
-    def __init__(self, time: FakeTime, rv: int = 10) -> None:
+    def __init__(self, time: FakeTime, rv: int = 10, keys: Iterable[str] = ()) -> None:
         self.time = time
         self.resource_version = rv
+        self.keys = set(keys)
         self._moved = asyncio.Event()
 
-    def move(self, rv: int) -> None:
+    def move(self, rv: int, *, add: str = "", delete: str = "") -> None:
         self.resource_version = rv
+        self.keys = (self.keys | {add} if add else self.keys) - {delete}
         self._moved.set()
+
+    def holds_exactly(self, keys: Collection[str]) -> bool:
+        return self.keys == set(keys)
 
     async def wait_for(self, rv: int, *, within: float | None = None) -> None:
         deadline = self.time.now + (within or 0.0)

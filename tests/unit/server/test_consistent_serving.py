@@ -1,6 +1,6 @@
-"""Consistent reads through the server: lists and gets with resourceVersion unset wait until the
-cache has reached upstream's RV, other reads do not ask upstream; the fallbacks' answers; the
-metrics."""
+"""Consistent reads through the server: lists, gets and watches with resourceVersion unset wait
+until the cache has reached upstream's RV (or a listing confirmed it), other reads do not ask
+upstream; the fallbacks' answers; the metrics."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -19,6 +20,7 @@ from cacheproxy.kube.resources import builtin
 from cacheproxy.server.app import CacheServer
 from cacheproxy.server.consistent import ConsistencyOptions, ConsistentReads
 from cacheproxy.server.resource import ServedResource
+from cacheproxy.upstream import KeysListed
 
 
 def pod(name: str, **labels: str) -> dict[str, Any]:
@@ -31,17 +33,22 @@ async def no_sleep(_: float) -> None:
 
 class Rig:
     """A served pods resource over a fake upstream whose probe answers ``ahead`` RVs past what
-    it has sent (writes still on their way to the cache)."""
+    it has sent (writes to other resources, or writes still on their way to the cache: those
+    are ``unseen``, in upstream's listing and not yet sent)."""
 
-    def __init__(self, options: ConsistencyOptions) -> None:
+    def __init__(self, options: ConsistencyOptions, *, listing: bool) -> None:
         self.lw = FakeListerWatcher(kind="Pod")
         self.ahead = 0
         self.probes = 0
+        self.listings = 0
+        self.unseen: set[str] = set()
         self.failure: BaseException | None = None
         self.informer = SharedInformer(
             self.lw, name="pods", store=Store(kind="Pod", api_version="v1"), sleep=no_sleep
         )
-        self.reads = ConsistentReads(self.probe, options, name="pods")
+        self.reads = ConsistentReads(
+            self.probe, options, list_keys=self.list_keys if listing else None, name="pods"
+        )
         self.resource = ServedResource(builtin("pods"), self.informer, consistency=self.reads)
         self.server = CacheServer([self.resource], version={})
 
@@ -51,10 +58,20 @@ class Rig:
             raise self.failure
         return self.lw.rv + self.ahead
 
+    async def list_keys(self) -> KeysListed:
+        self.listings += 1
+        objects = self.lw.objects
+        newest = max(int(o["metadata"]["resourceVersion"]) for o in objects.values())
+        if self.unseen:
+            newest = self.lw.rv + 1  # the RV their event will carry
+        return KeysListed(self.lw.rv + self.ahead, frozenset(objects) | self.unseen, newest)
+
 
 @contextlib.asynccontextmanager
-async def served(**options: Any) -> AsyncIterator[tuple[Rig, httpx.AsyncClient]]:
-    rig = Rig(ConsistencyOptions(**options))
+async def served(
+    *, listing: bool = False, **options: Any
+) -> AsyncIterator[tuple[Rig, httpx.AsyncClient]]:
+    rig = Rig(ConsistencyOptions(**options), listing=listing)
     rig.lw.emit("ADDED", pod("a", app="web"))
     task = asyncio.create_task(rig.informer.run(), name="informer-under-test")
     transport = httpx.ASGITransport(app=rig.server)
@@ -101,13 +118,59 @@ async def test_a_get_with_rv_unset_waits_too() -> None:
         assert response.json()["metadata"]["name"] == "b"
 
 
+async def test_a_watch_with_rv_unset_starts_with_a_write_the_cache_had_not_seen() -> None:
+    async with served(timeout=10.0) as (rig, client):
+        rig.ahead = 1
+        params = {"watch": "1", "timeoutSeconds": "1"}
+        answer = asyncio.create_task(client.get(PODS, params=params))
+        await asyncio.sleep(0.1)
+        assert not answer.done()
+        rig.ahead = 0
+        rig.lw.emit("ADDED", pod("b"))
+        response = await answer
+        assert response.status_code == 200
+        events = [orjson.loads(line) for line in response.text.splitlines()]
+        assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
+            ("ADDED", "a"),
+            ("ADDED", "b"),
+        ]
+
+
+async def test_a_quiet_resource_is_confirmed_by_a_listing_and_then_without_a_probe() -> None:
+    async with served(listing=True, timeout=10.0, confirm_after=0.05) as (rig, client):
+        rig.ahead = 40  # other resources were written: this one never gets there by itself
+        for _ in range(3):
+            response = await client.get(PODS)
+            assert response.status_code == 200
+            assert "warning" not in response.headers
+            assert [i["metadata"]["name"] for i in response.json()["items"]] == ["a"]
+        assert (rig.probes, rig.listings) == (1, 3)
+        assert rig.reads.stats.confirmed == 3
+
+
+async def test_a_listing_that_shows_a_write_makes_the_read_wait_for_it() -> None:
+    async with served(listing=True, timeout=10.0, confirm_after=0.05) as (rig, client):
+        rig.ahead = 40
+        rig.unseen = {"default/b"}  # created upstream, its event still on its way
+        answer = asyncio.create_task(client.get(PODS))
+        await asyncio.sleep(0.3)
+        assert not answer.done()
+        assert rig.listings == 1
+        rig.unseen = set()
+        rig.lw.emit("ADDED", pod("b"))
+        response = await answer
+        assert "warning" not in response.headers
+        assert [i["metadata"]["name"] for i in response.json()["items"]] == ["a", "b"]
+
+
 @pytest.mark.parametrize(
     "params",
     [
         {"resourceVersion": "0"},
         {"resourceVersion": "2"},
         {"resourceVersion": "2", "resourceVersionMatch": "Exact"},
-        {"watch": "1", "timeoutSeconds": "1"},
+        {"watch": "1", "resourceVersion": "0", "timeoutSeconds": "1"},
+        {"watch": "1", "resourceVersion": "2", "timeoutSeconds": "1"},
     ],
 )
 async def test_other_reads_do_not_ask_upstream(params: dict[str, str]) -> None:

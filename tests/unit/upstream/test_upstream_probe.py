@@ -1,5 +1,6 @@
 """The probe of upstream's current resourceVersion: one ``limit=1`` list of the cached
-collection's path, without selectors; its RV as an int; failures in the error tree."""
+collection's path, without selectors; its RV as an int; failures in the error tree. The listing
+of a collection's keys: the cached collection's path with its selectors, asked as metadata."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from cacheproxy.errors import ApiError, TransportError
 from cacheproxy.kube import status
 from cacheproxy.kube.resources import builtin
-from cacheproxy.upstream import ResourceVersionProbe
+from cacheproxy.upstream import CollectionKeys, KeysListed, ResourceVersionProbe
 
 
 def client(answer: httpx.Response, seen: list[httpx.Request]) -> httpx.AsyncClient:
@@ -57,3 +58,59 @@ async def test_the_probe_is_bounded_by_the_consistent_reads_timeout() -> None:
     async with client(a_list("1"), seen) as c:
         await ResourceVersionProbe(c, builtin("pods"), seconds=2.5)()
     assert seen[0].extensions["timeout"] == {"connect": 2.5, "read": 2.5, "write": 2.5, "pool": 2.5}
+
+
+def metadata(namespace: str | None, name: str, rv: str) -> dict[str, object]:
+    meta = {"name": name, "resourceVersion": rv}
+    if namespace:
+        meta["namespace"] = namespace
+    return {"metadata": meta}
+
+
+async def test_the_listing_lists_the_cached_collection_as_metadata() -> None:
+    seen: list[httpx.Request] = []
+    body = {
+        "kind": "PartialObjectMetadataList",
+        "metadata": {"resourceVersion": "900"},
+        "items": [metadata("team", "b", "12"), metadata("team", "a", "870")],
+    }
+    answer = httpx.Response(200, content=orjson.dumps(body))
+    async with client(answer, seen) as c:
+        keys = CollectionKeys(
+            c, builtin("pods"), namespace="team", label_selector="app=web", field_selector=""
+        )
+        assert await keys() == KeysListed(900, frozenset({"team/a", "team/b"}), 870)
+    (request,) = seen
+    assert request.url.path == "/api/v1/namespaces/team/pods"
+    assert dict(request.url.params) == {"labelSelector": "app=web"}
+    assert request.headers["accept"].startswith(
+        "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+    )
+
+
+async def test_a_cluster_scoped_listing_keys_by_name_and_an_empty_one_is_newest_0() -> None:
+    listed = {"metadata": {"resourceVersion": "5"}, "items": [metadata(None, "n1", "4")]}
+    async with client(httpx.Response(200, content=orjson.dumps(listed)), []) as c:
+        assert await CollectionKeys(c, builtin("namespaces"))() == KeysListed(
+            5, frozenset({"n1"}), 4
+        )
+    empty = {"metadata": {"resourceVersion": "5"}, "items": None}
+    async with client(httpx.Response(200, content=orjson.dumps(empty)), []) as c:
+        assert await CollectionKeys(c, builtin("namespaces"))() == KeysListed(5, frozenset(), 0)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"metadata": {}, "items": []},
+        {"metadata": {"resourceVersion": "5"}, "items": [{"metadata": {"name": "x"}}]},
+        {"metadata": {"resourceVersion": "5"}, "items": [{"metadata": {"namespace": "n"}}]},
+        [],
+    ],
+)
+async def test_a_listing_that_is_no_list_of_named_versioned_objects_is_a_transport_error(
+    body: object,
+) -> None:
+    async with client(httpx.Response(200, content=orjson.dumps(body)), []) as c:
+        with pytest.raises(TransportError, match="not a list of objects"):
+            await CollectionKeys(c, builtin("pods"))()

@@ -10,6 +10,8 @@ def test_the_package_exports_exactly_its_public_names() -> None:
     assert sorted(upstream.__all__) == [
         "ApiListerWatcher",
         "BearerTokenAuth",
+        "CollectionKeys",
+        "KeysListed",
         "ResourceVersionProbe",
         "TokenSource",
         "UpstreamConfig",

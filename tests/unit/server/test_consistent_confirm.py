@@ -1,0 +1,176 @@
+"""Consistent reads of a resource nobody writes: its cache never reaches upstream's RV by its own
+events, so a listing of the collection confirms it (the cache holds exactly the listed keys, no
+listed object newer than the cache), on a fake clock. A listing that shows what the cache has not
+seen yet makes the read wait for it; a resource once confirmed is confirmed at once while it does
+not move."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import pytest
+
+from cacheproxy.errors import TransportError
+from cacheproxy.server.consistent import ConsistencyOptions, ConsistentReads
+from tests.unit.server.test_consistent import Cache, FakeTime, Upstream, settle
+
+
+@dataclass(frozen=True)
+class Listed:
+    resource_version: int
+    keys: frozenset[str]
+    newest: int
+
+
+class Lister:
+    """A listing whose answers the test gives, one per listing, in order."""
+
+    def __init__(self, time: FakeTime) -> None:
+        self.time = time
+        self.started: list[float] = []
+        self.answers: list[asyncio.Future[Listed]] = []
+
+    async def __call__(self) -> Listed:
+        self.started.append(self.time.now)
+        answer = asyncio.get_running_loop().create_future()
+        self.answers.append(answer)
+        return await answer
+
+    def answer(self, rv: int, keys: set[str], newest: int) -> None:
+        pending = [a for a in self.answers if not a.done()]
+        pending[0].set_result(Listed(rv, frozenset(keys), newest))
+
+    def fail(self, error: BaseException) -> None:
+        next(a for a in self.answers if not a.done()).set_exception(error)
+
+
+@pytest.fixture
+def time() -> FakeTime:
+    return FakeTime()
+
+
+def consistent(time: FakeTime, **options: object) -> tuple[ConsistentReads, Upstream, Lister]:
+    upstream, lister = Upstream(time), Lister(time)
+    reads = ConsistentReads(
+        upstream,
+        ConsistencyOptions(**options),  # type: ignore[arg-type]
+        list_keys=lister,
+        clock=time.clock,
+        sleep=time.sleep,
+    )
+    return reads, upstream, lister
+
+
+async def test_a_quiet_cache_is_confirmed_by_a_listing_after_the_grace(time: FakeTime) -> None:
+    reads, upstream, lister = consistent(time, confirm_after=0.1, timeout=3.0)
+    cache = Cache(time, rv=10, keys={"ns/a", "ns/b"})
+    tasks = [asyncio.create_task(reads.ensure(cache)) for _ in range(20)]
+    await settle()
+    upstream.answer(50)  # other resources' writes moved upstream's RV
+    await time.advance(0.09)
+    assert not lister.started  # the cache may still get there by its events
+    await time.advance(0.02)
+    assert len(lister.started) == 1  # one listing for every read waiting
+    lister.answer(51, {"ns/a", "ns/b"}, newest=9)
+    await settle()
+    assert [t.result() for t in tasks] == [None] * 20
+    assert (reads.stats.listings, reads.stats.confirmed, reads.stats.probes) == (1, 20, 1)
+    assert reads.stats.fallbacks == {"probe_failed": 0, "probe_timeout": 0, "cache_behind": 0}
+
+
+async def test_a_confirmed_cache_that_did_not_move_is_confirmed_without_a_probe(
+    time: FakeTime,
+) -> None:
+    reads, upstream, lister = consistent(time, confirm_after=0.1)
+    cache = Cache(time, rv=10, keys={"ns/a"})
+    first = asyncio.create_task(reads.ensure(cache))
+    await settle()
+    upstream.answer(50)
+    await time.advance(0.2)
+    lister.answer(51, {"ns/a"}, newest=10)
+    await settle()
+    assert first.result() is None
+    second = asyncio.create_task(reads.ensure(cache))
+    await time.advance(0.1)  # the listing's rate: 10/s
+    assert len(upstream.started) == 1 and len(lister.started) == 2
+    lister.answer(60, {"ns/a"}, newest=10)
+    await settle()
+    assert second.result() is None
+    # Once the cache moved, the next read probes again: it may reach the RV by its events.
+    cache.move(61, add="ns/b")
+    third = asyncio.create_task(reads.ensure(cache))
+    await time.advance(0.1)
+    assert len(upstream.started) == 2
+    upstream.answer(61)
+    await settle()
+    assert third.result() is None
+    assert len(lister.started) == 2
+
+
+@pytest.mark.parametrize(
+    ("listed", "newest", "change"),
+    [
+        ({"ns/a", "ns/new"}, 40, {"add": "ns/new"}),  # a creation on its way
+        ({"ns/a"}, 40, {}),  # an update on its way
+        (set(), 9, {"delete": "ns/a"}),  # a deletion on its way: one key fewer
+    ],
+)
+async def test_a_listing_with_changes_the_cache_has_not_seen_waits_for_them(
+    time: FakeTime, listed: set[str], newest: int, change: dict[str, str]
+) -> None:
+    reads, upstream, lister = consistent(time, confirm_after=0.1, timeout=3.0)
+    cache = Cache(time, rv=10, keys={"ns/a"})
+    task = asyncio.create_task(reads.ensure(cache))
+    await settle()
+    upstream.answer(50)
+    await time.advance(0.2)
+    lister.answer(51, listed, newest=newest)
+    await time.advance(1.0)
+    assert not task.done()
+    cache.move(40, **change)
+    await settle()
+    assert task.result() is None
+    assert reads.stats.confirmed == 1
+
+
+async def test_changes_that_never_come_fall_back_at_the_timeout(time: FakeTime) -> None:
+    reads, upstream, lister = consistent(time, confirm_after=0.1, timeout=3.0)
+    cache = Cache(time, rv=10, keys={"ns/a"})
+    task = asyncio.create_task(reads.ensure(cache))
+    await settle()
+    upstream.answer(50)
+    await time.advance(0.2)
+    lister.answer(51, {"ns/a", "ns/b"}, newest=30)
+    await time.advance(2.7)
+    assert not task.done()
+    await time.advance(0.2)
+    assert b"the cache is at resourceVersion 10, upstream at 51" in (task.result() or b"")
+    assert reads.stats.fallbacks["cache_behind"] == 1
+
+
+async def test_a_failed_listing_falls_back(time: FakeTime) -> None:
+    reads, upstream, lister = consistent(time, confirm_after=0.1)
+    task = asyncio.create_task(reads.ensure(Cache(time, rv=10)))
+    await settle()
+    upstream.answer(50)
+    await time.advance(0.2)
+    lister.fail(TransportError("connection reset"))
+    await settle()
+    assert b"upstream could not be asked (connection reset)" in (task.result() or b"")
+    assert reads.stats.probe_errors == 1
+
+
+async def test_without_a_listing_a_quiet_cache_waits_out_the_timeout(time: FakeTime) -> None:
+    upstream = Upstream(time)
+    reads = ConsistentReads(
+        upstream, ConsistencyOptions(timeout=1.0), clock=time.clock, sleep=time.sleep
+    )
+    task = asyncio.create_task(reads.ensure(Cache(time, rv=10)))
+    await settle()
+    upstream.answer(50)
+    await time.advance(0.9)
+    assert not task.done()
+    await time.advance(0.2)
+    assert task.result() is not None
+    assert reads.stats.listings == 0
