@@ -94,11 +94,12 @@ async def test_a_failing_probe_is_a_504_when_so_configured(
         assert probes(daemon) == 2
 
 
-async def test_the_cache_policy_the_default_reads_without_asking_upstream(
+async def test_the_cache_policy_reads_without_asking_upstream(
     sim_server: SimServer, sim: Simulator
 ) -> None:
+    resources = (ResourceConfig(rtype=CONFIGMAPS, consistent_reads="cache"),)
     async with (
-        daemon_for(sim_server.url, resources=(ResourceConfig(rtype=CONFIGMAPS),)) as daemon,
+        daemon_for(sim_server.url, resources=resources) as daemon,
         httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,
     ):
         for _ in range(20):
@@ -107,22 +108,44 @@ async def test_the_cache_policy_the_default_reads_without_asking_upstream(
         assert "cacheproxy_consistent_reads_total{" not in (await c.get("/metrics")).text
 
 
-async def test_a_quiet_resource_falls_back_while_another_one_changes(
+async def test_a_quiet_resource_is_confirmed_while_another_one_changes(
     sim_server: SimServer, sim: Simulator
 ) -> None:
-    # The documented cost: upstream's RV moves with every write, a resource's cache only with
-    # its own events and bookmarks; a quiet resource waits for them until the timeout.
-    limits = replace(ServerLimits(), consistent_read_timeout_seconds=0.3)
+    # Upstream's RV moves with every write, a resource's cache only with its own events and
+    # bookmarks: a quiet resource never gets there by itself, and a listing confirms it.
     resources = (
         *CONSISTENT,
         ResourceConfig(rtype=builtin("secrets"), consistent_reads="consistent"),
     )
     async with (
-        daemon_for(sim_server.url, resources=resources, limits=limits) as daemon,
+        daemon_for(sim_server.url, resources=resources) as daemon,
         httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,
     ):
-        sim.store.create(CONFIGMAPS, configmap("busy", "1"))
-        assert "warning" not in (await c.get(PATH)).headers
-        response = await c.get("/api/v1/namespaces/default/secrets")
-        assert response.status_code == 200
-        assert "the cache is at resourceVersion" in response.headers["warning"]
+        secrets = "/api/v1/namespaces/default/secrets"
+        for i in range(5):
+            sim.store.create(CONFIGMAPS, configmap(f"busy-{i}", "1"))
+            assert "warning" not in (await c.get(PATH)).headers
+            response = await c.get(secrets)
+            assert response.status_code == 200
+            assert "warning" not in response.headers
+        text = (await c.get("/metrics")).text
+        assert 'cacheproxy_consistent_confirmed_total{resource="secrets"} 5.0' in text
+        assert 'cacheproxy_consistent_confirmed_total{resource="configmaps"} 0.0' in text
+        # Both questions are upstream requests of the resource, beside its list and watch.
+        assert 'cacheproxy_upstream_requests_total{resource="secrets",verb="confirm"} 5.0' in text
+        assert 'cacheproxy_upstream_requests_total{resource="secrets",verb="probe"} 1.0' in text
+
+
+async def test_a_write_to_a_quiet_resource_is_seen_by_the_next_read(
+    sim_server: SimServer, sim: Simulator
+) -> None:
+    async with (
+        daemon_for(sim_server.url, resources=CONSISTENT) as daemon,
+        httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,
+    ):
+        for i in range(20):
+            sim.store.create(builtin("secrets"), {"metadata": {"name": f"s{i}"}})  # elsewhere
+            assert "warning" not in (await c.get(PATH)).headers  # confirmed: quiet
+            sim.store.create(CONFIGMAPS, configmap(f"new-{i}", "1"))
+            names = [item["metadata"]["name"] for item in (await c.get(PATH)).json()["items"]]
+            assert f"new-{i}" in names

@@ -42,10 +42,9 @@ _DNS_SUBDOMAIN: Final = re.compile(
 _VERSION: Final = re.compile(r"v[1-9][0-9]*((alpha|beta)[1-9][0-9]*)?")
 _KIND: Final = re.compile(r"[A-Z][A-Za-z0-9]*")
 ConsistentReadsPolicy = Literal["cache", "consistent"]
-DEFAULT_CONSISTENT_READS: Final = "cache"
-"""The default :data:`ConsistentReadsPolicy`: ``cache`` while a resource that changes rarely
-waits out the whole timeout of a consistent read whenever another resource changed (see
-:class:`ResourceEntry`), which makes every plain ``kubectl get`` of it seconds slower."""
+DEFAULT_CONSISTENT_READS: Final = "consistent"
+"""The default :data:`ConsistentReadsPolicy`: lists and gets with RV unset see every write
+acknowledged before them, as on the API server."""
 RESOURCE_GRAMMAR: Final = "NAME or GROUP/VERSION/PLURAL:Kind[:namespaced|cluster]"
 
 
@@ -129,17 +128,18 @@ class ResourceEntry:
     """Events kept for watch resume; a client resuming from an older resourceVersion gets 410
     Gone and relists."""
     consistent_reads: ConsistentReadsPolicy = DEFAULT_CONSISTENT_READS
-    """Lists and gets with `resourceVersion` unset. `cache`: from the cache as it is, at once,
-    with no upstream request (as `resourceVersion=0`): they may miss a write that upstream has
-    acknowledged. `consistent`: they see every write upstream had when they came, as on the API
-    server: the daemon asks upstream its current resourceVersion (a `limit=1` list,
-    shared by the reads that wait together: see `server.limits.consistentProbesPerSecond`) and
-    waits until the cache has reached it. That costs a probe round per read (up to
-    `1/consistentProbesPerSecond` s plus a round-trip to upstream) and, on a resource that
-    changes rarely while others change, the whole `consistentReadTimeoutSeconds`: upstream's
-    resourceVersion moves with every write to any resource, this resource's cache only with its
-    own events and bookmarks (kube-apiserver 1.28's bookmarks do not move past the resource's
-    last write); the read is then answered as `consistentReadFallback` says."""
+    """Lists, gets and watches with `resourceVersion` unset. `consistent`: they see every write
+    upstream had acknowledged when they came, as on the API server: the daemon asks upstream its
+    current resourceVersion (a `limit=1` list, shared by the reads that wait together: see
+    `server.limits.consistentProbesPerSecond`) and waits until the cache has reached it, usually
+    a round-trip to upstream. A resource nobody writes never gets there by its own events
+    (upstream's resourceVersion moves with every write to any resource): after
+    `consistentReadConfirmAfterSeconds` one metadata list of the resource confirms that the
+    cache holds what upstream holds, and until the resource changes later reads are confirmed
+    at once, by that list alone. A read not answered within `consistentReadTimeoutSeconds` is
+    answered as `consistentReadFallback` says. `cache`: from the cache as it is, at once, with no
+    upstream request (as `resourceVersion=0`): they may miss a write upstream has acknowledged;
+    for resources read far more often than their readers need to see their own writes."""
 
 
 ENTRY: Final = {s.path: s for s in settings_of(ResourceEntry)}

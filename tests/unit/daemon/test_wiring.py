@@ -162,14 +162,16 @@ def test_the_summarys_sentences_name_only_declared_settings() -> None:
 def test_consistent_reads_are_wired_per_resource_with_the_server_limits() -> None:
     config, wiring = outcome(
         {
-            "resources": "[{resource: pods, consistentReads: consistent}, {resource: configmaps}]",
+            "resources": "[{resource: pods}, {resource: configmaps, consistentReads: cache}]",
             "server.limits.consistentProbesPerSecond": "25",
             "server.limits.consistentReadTimeoutSeconds": "1.5",
+            "server.limits.consistentReadConfirmAfterSeconds": "0.25",
             "server.limits.consistentReadFallback": "error",
         }
     ) or pytest.fail("refused")
     pods, configmaps = wiring.resources
     assert (pods.consistent_reads, configmaps.consistent_reads) == (True, False)
     assert (pods.consistency.probes_per_second, pods.consistency.timeout) == (25, 1.5)
+    assert pods.consistency.confirm_after == 0.25
     assert pods.consistency.on_timeout == "error"
     assert [r.consistent_reads for r in config.resources] == ["consistent", "cache"]
