@@ -179,9 +179,9 @@ def write_queries_config(workdir: Path, cluster: Cluster) -> Path:
     """:func:`loadtest.realcluster.write_config`'s config with pods indexed by
     ``spec.nodeName`` (what the field list asks for; that config indexes nothing), read from the
     cache as it is (``consistentReads: cache``): these figures are the cache's serving cost.
-    Nothing writes to pods meanwhile, so a consistent read would wait for the pods' cache to
-    reach an RV that only other resources moved (the API server's lease), until its timeout;
-    consistent reads are measured by :mod:`loadtest.consistentbench`, under writes."""
+    A consistent read adds a probe round and, since nothing writes to pods meanwhile, a listing
+    that confirms the quiet cache; consistent reads are measured by
+    :mod:`loadtest.consistentbench`."""
     path = write_config(workdir, cluster, name="daemon-queries")
     doc = yaml.safe_load(path.read_text())
     doc["resources"] = [
