@@ -71,6 +71,7 @@ bench: $(TEST_STAMP)
 	$(BIN)/python -m loadtest.overload --seconds 15 --out $(BENCH_OUT)
 	$(BIN)/python -m loadtest.realserver --skip-without-assets --out $(BENCH_OUT)-real
 	$(BIN)/python -m loadtest.tiers --skip-without-assets --out $(BENCH_OUT)-tiers
+	$(BIN)/python -m loadtest.consistentbench --pods 10000 --skip-without-assets --out $(BENCH_OUT)-consistent
 
 .PHONY: bench-full
 bench-full: $(TEST_STAMP)

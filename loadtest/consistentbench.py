@@ -2,7 +2,7 @@
 what RV-unset label lists through the daemon give against the API server's own.
 
 ``python -m loadtest.consistentbench [--pods N] [--seconds S] [--clients C] [--writes W]
-[--probe-rate P]``:
+[--probe-rate P] [--out DIR] [--skip-without-assets]`` (``make bench``: 10 000 pods):
 
 1. starts etcd and kube-apiserver (envtest assets), creates N pods (:mod:`loadtest.realcluster`,
    ``app=app-0..19`` over ``ns-0..9``), starts ``cacheproxy serve`` caching ``pods`` with
@@ -13,13 +13,20 @@ what RV-unset label lists through the daemon give against the API server's own.
    match; the RV-unset label list itself, what passing the read through would cost): mean
    latency and bytes;
 3. **throughput** at C closed-loop clients for S seconds each, while a writer patches a pod W
-   times a second (``--writes 0``: none; then the pods' cache only moves with bookmarks, and
-   reads fall back once another resource was written, e.g. the API server's lease every 10 s):
-   the API server's RV-unset label list (``app=app-K``), the daemon's (a consistent read) and
-   the daemon's at ``resourceVersion=0`` (no probe); requests/s, the daemon's probes per second
-   and its waits and fallbacks (from ``/metrics``).
+   times a second: the API server's RV-unset label list (``app=app-K``), the daemon's (a
+   consistent read) and the daemon's at ``resourceVersion=0`` (no probe); requests/s, the
+   daemon's probes and listings per second and its waits, confirmations and fallbacks (from
+   ``/metrics``);
+4. **quiet**: the daemon's consistent reads again once the writer stopped: the pods' cache then
+   never reaches upstream's RV by its events (the API server's leases move it), and listings of
+   the pods' metadata confirm it.
 
-Prints one JSON document (and writes it with ``--out``).
+Judged against the budget (docs/design.md §6): consistent RV-unset label lists at C clients
+≥ 10 times the API server's, at most ``P`` probes per second.
+
+Prints one JSON document; with ``--out DIR`` writes it to ``DIR/consistentbench.json`` and a
+summary to ``DIR/consistentbench.md``. Without envtest assets it exits 2 with a hint, or 0 after
+saying it skipped with ``--skip-without-assets``.
 """
 
 from __future__ import annotations
@@ -93,6 +100,9 @@ class BenchResult:
     throughput: dict[str, Throughput]
     ratio_consistent_to_apiserver: float
     probes_per_second: float
+    listings_per_second: float
+    quiet_ratio_to_apiserver: float
+    quiet_listings_per_second: float
 
 
 async def _probe_cost(cluster: Cluster, target: str, accept: str, count: int) -> ProbeCost:
@@ -204,7 +214,72 @@ async def _measure(
     finally:
         writer.cancel()
         await asyncio.gather(writer, return_exceptions=True)
+    await asyncio.sleep(1.0)  # the last writes' events are in
+    before = await _daemon_counters(daemon_url)
+    run = await _closed_loop(daemon, labels(None), clients=args.clients, seconds=args.seconds)
+    after = await _daemon_counters(daemon_url)
+    run.daemon = {k: after[k] - before.get(k, 0.0) for k in after}
+    runs[QUIET] = run
+    print(f"{QUIET}: {run.per_second:.0f} requests/s", file=sys.stderr, flush=True)
     return costs, runs
+
+
+QUIET = "daemon, RV unset (consistent), no pod writes"
+
+
+def _report(result: BenchResult) -> str:
+    runs = result.throughput
+    rows = [
+        f"| {name} | {run.per_second:.0f} | {run.mean_ms:.1f} | {run.errors} | "
+        f"{run.daemon.get('probes', 0) / run.seconds:.1f} | "
+        f"{run.daemon.get('listings', 0) / run.seconds:.1f} | "
+        f"{run.daemon.get('confirmed', 0):.0f} | "
+        f"{sum(v for k, v in run.daemon.items() if k.startswith('fallbacks')):.0f} |"
+        for name, run in runs.items()
+    ]
+    met = (
+        result.ratio_consistent_to_apiserver >= 10
+        and result.probes_per_second <= result.probe_rate
+        and result.listings_per_second <= result.probe_rate
+    )
+    return "\n".join(
+        [
+            f"# Consistent reads against kube-apiserver ({result.pods} pods)",
+            "",
+            f"- command: `{result.command}`",
+            f"- {result.clients} closed-loop clients, RV-unset label lists "
+            f"(`labelSelector=app=app-K`), a writer patching pods {result.writes_per_second:g}/s "
+            f"(none in the quiet run); `consistentProbesPerSecond: {result.probe_rate}`",
+            "",
+            "| budget | measured | verdict |",
+            "|---|---:|---|",
+            f"| consistent label lists ÷ the API server's (≥ 10x) | "
+            f"{result.ratio_consistent_to_apiserver:.1f}x | "
+            f"{'met' if result.ratio_consistent_to_apiserver >= 10 else 'not met'} |",
+            f"| probes / s ≤ {result.probe_rate} (one at a time) | "
+            f"{result.probes_per_second:.1f} | "
+            f"{'met' if result.probes_per_second <= result.probe_rate else 'not met'} |",
+            f"| listings / s ≤ {result.probe_rate} | {result.listings_per_second:.1f} | "
+            f"{'met' if result.listings_per_second <= result.probe_rate else 'not met'} |",
+            "",
+            f"All met: {'yes' if met else 'no'}. Quiet pods (no writes): consistent reads "
+            f"{result.quiet_ratio_to_apiserver:.1f}x the API server's, "
+            f"{result.quiet_listings_per_second:.1f} listings/s.",
+            "",
+            "| run | requests/s | mean ms | errors | probes/s | listings/s | confirmed | "
+            "fallbacks |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+            *rows,
+            "",
+            "| learning upstream's RV | mean ms | p50 ms | bytes |",
+            "|---|---:|---:|---:|",
+            *(
+                f"| {name} | {cost.mean_ms:.2f} | {cost.p50_ms:.2f} | {cost.bytes} |"
+                for name, cost in result.probe_cost.items()
+            ),
+            "",
+        ]
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -217,10 +292,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--probe-rate", type=int, default=10, help="server.limits.consistentProbesPerSecond"
     )
-    parser.add_argument("--out", type=Path)
+    parser.add_argument("--out", type=Path, help="a directory for the JSON and the summary")
+    parser.add_argument(
+        "--skip-without-assets",
+        action="store_true",
+        help="without a kube-apiserver, say so and exit 0 (for make bench)",
+    )
     args = parser.parse_args(argv)
     assets = find_assets(DEFAULT_ASSETS)
     if assets is None:
+        if args.skip_without_assets:
+            print(f"loadtest.consistentbench skipped: {ASSETS_HINT}", flush=True)
+            return 0
         print(f"loadtest.consistentbench: {ASSETS_HINT}", file=sys.stderr)
         return 2
     workdir = Path(tempfile.mkdtemp(prefix="loadtest-consistent-"))
@@ -257,10 +340,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         ratio_consistent_to_apiserver=consistent.per_second
         / runs["apiserver, RV unset"].per_second,
         probes_per_second=consistent.daemon.get("probes", 0.0) / consistent.seconds,
+        listings_per_second=consistent.daemon.get("listings", 0.0) / consistent.seconds,
+        quiet_ratio_to_apiserver=runs[QUIET].per_second / runs["apiserver, RV unset"].per_second,
+        quiet_listings_per_second=runs[QUIET].daemon.get("listings", 0.0) / runs[QUIET].seconds,
     )
     text = json.dumps(asdict(result), indent=2)
     if args.out is not None:
-        args.out.write_text(text + "\n")
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "consistentbench.json").write_text(text + "\n")
+        (args.out / "consistentbench.md").write_text(_report(result))
     print(text)
     return 0
 

@@ -1,7 +1,8 @@
 """A resource's consistent reads as the daemon wires them: the server's
 :class:`~cacheproxy.server.consistent.ConsistentReads` over upstream's two questions (its current
-resourceVersion, and what the cached collection holds now), both counted in the upstream request
-metrics (``verb="probe"`` and ``verb="confirm"``) beside the informer's lists and watches."""
+resourceVersion, what the cached collection holds now, and for a get its object's
+resourceVersion), counted in the upstream request metrics (``verb="probe"``, ``"confirm"`` and
+``"confirm-get"``) beside the informer's lists and watches."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from cacheproxy.daemon.metrics import metered
 from cacheproxy.informer import Collection
 from cacheproxy.server.consistent import ConsistencyOptions, ConsistentReads
 from cacheproxy.server.metrics import ServerMetrics
-from cacheproxy.upstream import CollectionKeys, ResourceVersionProbe
+from cacheproxy.upstream import CollectionKeys, ObjectVersions, ResourceVersionProbe
 
 __all__ = ["consistent_reads"]
 
@@ -36,11 +37,16 @@ def consistent_reads(
         field_selector=collection.field_selector,
         seconds=options.timeout,
     )
+    versions = ObjectVersions(client, collection.rtype, seconds=options.timeout)
     if metrics is None:
-        return ConsistentReads(probe, options, list_keys=keys, name=collection.name)
+        return ConsistentReads(
+            probe, options, list_keys=keys, object_version=versions, name=collection.name
+        )
+    name = collection.name
     return ConsistentReads(
-        metered(probe, informer=collection.name, verb="probe", metrics=metrics),
+        metered(probe, informer=name, verb="probe", metrics=metrics),
         options,
-        list_keys=metered(keys, informer=collection.name, verb="confirm", metrics=metrics),
-        name=collection.name,
+        list_keys=metered(keys, informer=name, verb="confirm", metrics=metrics),
+        object_version=metered(versions, informer=name, verb="confirm-get", metrics=metrics),
+        name=name,
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
-from typing import TypeVar
+from typing import ParamSpec, TypeVar
 
 from cacheproxy.errors import ApiError, TransportError
 from cacheproxy.informer import (
@@ -29,6 +29,7 @@ from cacheproxy.server.metrics import ServerMetrics
 
 __all__ = ["MeteredListerWatcher", "metered"]
 
+P = ParamSpec("P")
 T = TypeVar("T")
 
 
@@ -70,15 +71,15 @@ class MeteredListerWatcher:
 
 
 def metered(
-    call: Callable[[], Awaitable[T]], *, informer: str, verb: str, metrics: ServerMetrics
-) -> Callable[[], Awaitable[T]]:
+    call: Callable[P, Awaitable[T]], *, informer: str, verb: str, metrics: ServerMetrics
+) -> Callable[P, Awaitable[T]]:
     """``call`` (another request of ``informer``'s to upstream, e.g. a consistent read's probe),
     counted in the upstream request and answer metrics under ``verb``."""
 
-    async def metered_call() -> T:
+    async def metered_call(*args: P.args, **kwargs: P.kwargs) -> T:
         metrics.request(informer, verb)
         with _answered(metrics, informer, verb):
-            return await call()
+            return await call(*args, **kwargs)
 
     return metered_call
 

@@ -40,17 +40,17 @@ a 504.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
-from dataclasses import dataclass, field
-from typing import Final, Generic, Literal, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Final, Literal, Protocol, TypeVar
 
 from cacheproxy.errors import ApiError, CacheProxyError
 from cacheproxy.kube import status
 from cacheproxy.kube.listoptions import ListOptions
 from cacheproxy.kube.rv import decode_continue
+from cacheproxy.server.probing import WAIT_BUCKETS, ConsistencyStats, SharedProbe, count_listing
 
 __all__ = [
     "SERVE_FROM_CACHE",
@@ -60,6 +60,8 @@ __all__ = [
     "ConsistentReads",
     "KeyListing",
     "ListKeys",
+    "ObjectKey",
+    "ObjectVersion",
     "OnTimeout",
     "ProbeRV",
     "SharedProbe",
@@ -99,12 +101,13 @@ ListKeys = Callable[[], Awaitable[KeyListing]]
 
 T = TypeVar("T")
 
+ObjectVersion = Callable[[str | None, str], Awaitable[int]]
+"""Upstream's resourceVersion of one object (namespace or None, name) now; a missing object
+raises the API server's 404 ApiError (other failures: CacheProxyError)."""
+
 OnTimeout = Literal["cache", "error"]
 SERVE_FROM_CACHE: Final = "cache"
 """The default :data:`OnTimeout`: the cache as it is, with a ``Warning``."""
-
-WAIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
-"""Upper bounds (seconds) of the wait-time histogram."""
 
 
 def is_consistent_list(opts: ListOptions) -> bool:
@@ -145,120 +148,6 @@ class ConsistencyOptions:
     an event in flight."""
 
 
-@dataclass
-class ConsistencyStats:
-    """What one resource's consistent reads did (read by the metrics at scrape time)."""
-
-    probes: int = 0
-    probe_errors: int = 0
-    reads: int = 0
-    waits: int = 0
-    """Reads that found the cache behind upstream and waited for it."""
-    wait_seconds: float = 0.0
-    wait_buckets: list[int] = field(default_factory=lambda: [0] * (len(WAIT_BUCKETS) + 1))
-    """Reads by the time they waited (for the probe, then the cache; those that fell back
-    included), per :data:`WAIT_BUCKETS` bound, then +Inf."""
-    listings: int = 0
-    """Lists of the collection's keys made to confirm the cache (one serves every read
-    waiting)."""
-    confirmed: int = 0
-    """Reads whose cache a listing confirmed (it had not reached the probed RV by its events)."""
-    fallbacks: dict[str, int] = field(
-        default_factory=lambda: {"probe_failed": 0, "probe_timeout": 0, "cache_behind": 0}
-    )
-
-    def waited(self, seconds: float) -> None:
-        self.wait_seconds += seconds
-        self.wait_buckets[bisect.bisect_left(WAIT_BUCKETS, seconds)] += 1
-
-
-class SharedProbe(Generic[T]):
-    """Upstream's answer about one resource (its current RV, or its listing), asked by one
-    request at a time, at most ``rate``
-    per second, each answer shared by every read that joined its round.
-
-    :meth:`current` answers with the RV of a probe that *started after* it was called. Rounds:
-    the reads waiting for the next probe share one future; when it starts (once the probe before
-    has ended and ``1/rate`` s have passed since that one started), the next reads form a new
-    round. ``clock`` and ``sleep`` are injectable (a fake clock in tests).
-    """
-
-    def __init__(
-        self,
-        probe: Callable[[], Awaitable[T]],
-        *,
-        rate: float = 10.0,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        stats: ConsistencyStats | None = None,
-        count: Callable[[ConsistencyStats], None] | None = None,
-        name: str = "probe",
-    ) -> None:
-        self._probe = probe
-        self._interval = 1.0 / rate if rate > 0 else 0.0
-        self._clock = clock
-        self._sleep = sleep
-        self._next: asyncio.Future[T] | None = None
-        self._runner: asyncio.Task[None] | None = None
-        self._last_start: float | None = None
-        self._in_flight: tuple[float, asyncio.Future[T]] | None = None
-        """The round in flight: when it started, and its answer."""
-        self.stats = stats or ConsistencyStats()
-        self._count = count or _count_probe
-        self.name = name
-
-    @property
-    def in_flight(self) -> bool:
-        return self._runner is not None and not self._runner.done()
-
-    def current(self, *, since: float | None = None) -> asyncio.Future[T]:
-        """The next round's answer (shared: await it through ``asyncio.shield``) or, given
-        ``since`` (a time on the clock), the answer of the round in flight if it started at or
-        after then."""
-        in_flight = self._in_flight
-        if since is not None and in_flight is not None and in_flight[0] >= since:
-            return in_flight[1]
-        if self._next is None:
-            self._next = asyncio.get_running_loop().create_future()
-        if not self.in_flight:
-            self._runner = asyncio.create_task(self._run(), name=f"consistent-{self.name}")
-        return self._next
-
-    async def _run(self) -> None:
-        """Start the waiting rounds one after the other, until none waits."""
-        while self._next is not None:
-            if self._last_start is not None:
-                delay = self._last_start + self._interval - self._clock()
-                if delay > 0:
-                    await self._sleep(delay)
-            round_, self._next = self._next, None
-            self._last_start = self._clock()
-            self._in_flight = (self._last_start, round_)
-            self._count(self.stats)
-            try:
-                answer = await self._probe()
-            except asyncio.CancelledError:
-                round_.cancel()
-                raise
-            except Exception as exc:  # every failure goes to the round's readers
-                self.stats.probe_errors += 1
-                if not round_.done():
-                    round_.set_exception(exc)
-                    round_.exception()  # retrieved here: a round nobody waits for is no error
-                continue
-            finally:
-                self._in_flight = None
-            if not round_.done():
-                round_.set_result(answer)
-
-    async def close(self) -> None:
-        if self._runner is not None:
-            self._runner.cancel()
-            await asyncio.gather(self._runner, return_exceptions=True)
-        if self._next is not None:
-            self._next.cancel()
-
-
 class FreshCache(Protocol):
     """What a consistent read waits on: a cache with an RV that can be awaited, and whose keys
     can be compared with a listing's."""
@@ -272,13 +161,19 @@ class FreshCache(Protocol):
         """Whether the cache's keys are ``keys``, no more, no fewer."""
         ...
 
+    def object_version(self, key: str) -> int | None:
+        """The resourceVersion of the object the cache holds at ``key`` (None: none)."""
+        ...
 
-def _count_probe(stats: ConsistencyStats) -> None:
-    stats.probes += 1
 
+@dataclass(frozen=True, slots=True)
+class ObjectKey:
+    """The object a get reads: its namespace (None: cluster-scoped) and name, and its key in
+    the cache."""
 
-def _count_listing(stats: ConsistencyStats) -> None:
-    stats.listings += 1
+    namespace: str | None
+    name: str
+    key: str
 
 
 class ConsistentReads:
@@ -293,6 +188,7 @@ class ConsistentReads:
         options: ConsistencyOptions | None = None,
         *,
         list_keys: ListKeys | None = None,
+        object_version: ObjectVersion | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         name: str = "probe",
@@ -317,27 +213,34 @@ class ConsistentReads:
                 clock=clock,
                 sleep=sleep,
                 stats=self.stats,
-                count=_count_listing,
+                count=count_listing,
                 name=f"{name} listing",
             )
-        self._confirmed_at: int | None = None
-        """The cache's RV when a listing last confirmed it: while the cache stays there (nothing
-        changed), the next read is confirmed at once, without a probe."""
+        self._object_version = object_version
+        self._quiet_at: int | None = None
+        """The cache's RV when a read last found that its events did not bring it to upstream's:
+        while the cache stays there (nothing changed), the next read is confirmed at once (a
+        listing, or a get's object), without a probe."""
 
-    async def ensure(self, cache: FreshCache) -> bytes | None:
-        """Wait until ``cache`` is as fresh as upstream now is. None when it is; a ``Warning``
-        header's value when it is served as it is (``on_timeout: cache``); raises a 504 ApiError
-        otherwise."""
+    async def ensure(self, cache: FreshCache, *, get: ObjectKey | None = None) -> bytes | None:
+        """Wait until ``cache`` is as fresh as upstream now is (for a ``get``: its object).
+        None when it is; a ``Warning`` header's value when it is served as it is
+        (``on_timeout: cache``); raises a 504 ApiError otherwise."""
         self.stats.reads += 1
         start = self._clock()
         try:
-            return await self._ensure(cache, start, start + self.options.timeout)
+            return await self._ensure(cache, get, start, start + self.options.timeout)
         finally:
             self.stats.waited(self._clock() - start)
 
-    async def _ensure(self, cache: FreshCache, start: float, deadline: float) -> bytes | None:
-        if self.listing is not None and self._confirmed_at == cache.resource_version:
+    async def _ensure(
+        self, cache: FreshCache, get: ObjectKey | None, start: float, deadline: float
+    ) -> bytes | None:
+        by_object = get is not None and self._object_version is not None
+        if self._quiet_at == cache.resource_version and (by_object or self.listing is not None):
             self.stats.waits += 1
+            if get is not None and by_object:
+                return await self._confirm_object(cache, get, deadline)
             return await self._confirm(cache, start, deadline, target=0)
         try:
             target = await self._within(self.probe.current(), self._left(deadline))
@@ -350,15 +253,52 @@ class ConsistentReads:
             return None
         self.stats.waits += 1
         wait = self._left(deadline)
-        if self.listing is not None:
+        if by_object or self.listing is not None:
             wait = min(wait, self.options.confirm_after)
         try:
             await cache.wait_for(target, within=wait)
             return None
         except ApiError:
-            if self.listing is None or self._left(deadline) <= 0:
+            if not (by_object or self.listing is not None) or self._left(deadline) <= 0:
                 return self._behind(cache, target)
+        self._quiet_at = cache.resource_version
+        if get is not None and by_object:
+            return await self._confirm_object(cache, get, deadline)
         return await self._confirm(cache, start, deadline, target)
+
+    async def _confirm_object(
+        self, cache: FreshCache, get: ObjectKey, deadline: float
+    ) -> bytes | None:
+        """Serve a get once the cache holds its object as upstream has it now, or newer (upstream
+        has it at ``u``: nothing wrote it between ``u`` and upstream's revision, so a newer one
+        in the cache is newer than that revision too), or neither has it."""
+        assert self._object_version is not None
+        self.stats.object_checks += 1
+        asked = asyncio.ensure_future(self._object_version(get.namespace, get.name))
+        upstream: int | None
+        try:
+            upstream = await self._within(asked, self._left(deadline))
+        except TimeoutError:
+            asked.cancel()
+            return self._fallback("probe_timeout", "upstream did not tell the object's version")
+        except CacheProxyError as exc:
+            if isinstance(exc, ApiError) and exc.code == 404:
+                upstream = None
+            else:
+                log.debug("%s: consistent get: upstream failed: %s", self.probe.name, exc)
+                return self._fallback("probe_failed", f"upstream could not be asked ({exc})")
+        while True:
+            mine = cache.object_version(get.key)
+            if mine == upstream or (mine is not None and upstream is not None and mine > upstream):
+                self.stats.confirmed += 1
+                return None
+            try:
+                await cache.wait_for(cache.resource_version + 1, within=self._left(deadline))
+            except ApiError:
+                return self._fallback(
+                    "cache_behind",
+                    f"the cache has {get.key} at resourceVersion {mine}, upstream at {upstream}",
+                )
 
     async def _confirm(
         self, cache: FreshCache, start: float, deadline: float, target: int
@@ -381,7 +321,7 @@ class ConsistentReads:
             if rv >= target:
                 return None
             if listing.newest <= rv and cache.holds_exactly(listing.keys):
-                self._confirmed_at = rv
+                self._quiet_at = rv
                 self.stats.confirmed += 1
                 return None
             # Changes the cache has not seen yet: wait for the newest listed object, then for

@@ -190,7 +190,7 @@ class ServerMetrics:
         self.upstream_requests = Counter(
             "cacheproxy_upstream_requests_total",
             "Requests made to the upstream API server: list pages and watches, and consistent "
-            "reads' probes and confirming listings (verb probe, confirm).",
+            "reads' probes and confirmations (verb probe, confirm, confirm-get).",
             ["resource", "verb"],
             registry=registry,
         )
@@ -465,10 +465,16 @@ def _consistency_families(tracked: list[TrackedResource]) -> Iterator[Metric]:
             "to upstream's resourceVersion (one serves every read waiting).",
             labels=["resource"],
         ),
+        "object_checks": CounterMetricFamily(
+            "cacheproxy_consistent_object_checks",
+            "Gets that asked upstream for their object's resourceVersion to confirm a cache "
+            "its events had not brought to upstream's resourceVersion.",
+            labels=["resource"],
+        ),
         "confirmed": CounterMetricFamily(
             "cacheproxy_consistent_confirmed",
-            "Consistent reads served because a listing showed the cache holds what upstream "
-            "holds (a resource nobody wrote since).",
+            "Consistent reads served because a listing (a get: its object's resourceVersion) "
+            "showed the cache holds what upstream holds (a resource nobody wrote since).",
             labels=["resource"],
         ),
     }

@@ -146,6 +146,15 @@ class ServedResource:
         store = self.informer.store
         return len(store) == len(keys) and all(key in store for key in keys)
 
+    def key_of(self, namespace: str | None, name: str) -> str:
+        """The cache's key of object ``name`` (in ``namespace`` if the resource is namespaced)."""
+        return f"{namespace}/{name}" if namespace and self.rtype.namespaced else name
+
+    def object_version(self, key: str) -> int | None:
+        """The resourceVersion of the object at ``key`` in the cache (None: none)."""
+        entry = self.informer.store.get(key)
+        return None if entry is None else entry.rv
+
     # ------------------------------------------------------------------ RVs
 
     async def wait_for(self, rv: int, *, within: float | None = None) -> None:
@@ -192,7 +201,7 @@ class ServedResource:
     # ------------------------------------------------------------------ reads
 
     def get(self, namespace: str | None, name: str) -> Entry:
-        key = f"{namespace}/{name}" if namespace and self.rtype.namespaced else name
+        key = self.key_of(namespace, name)
         entry = self.informer.store.get(key)
         if entry is None:
             raise status.not_found(resource=self.rtype.resource, name=name, group=self.rtype.group)

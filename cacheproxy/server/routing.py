@@ -23,6 +23,7 @@ from cacheproxy.kube.table import WatchTables
 from cacheproxy.server.admission import ServedRequest
 from cacheproxy.server.consistent import (
     ConsistentReads,
+    ObjectKey,
     is_consistent_get,
     is_consistent_list,
     is_consistent_watch,
@@ -111,7 +112,8 @@ async def route(
     if verb == "get":
         assert path.name is not None
         if res.consistency is not None and is_consistent_get(req.param("resourceVersion")):
-            send = await _consistent(res, res.consistency, send)
+            get = ObjectKey(path.namespace, path.name, res.key_of(path.namespace, path.name))
+            send = await _consistent(res, res.consistency, send, get=get)
         await serve_get(req, send, res, namespace=path.namespace, name=path.name, form=form)
         return
     opts = parse_list_options(
@@ -136,10 +138,13 @@ async def route(
     await _watch(server, req, send, res, query, opts, form)
 
 
-async def _consistent(res: ServedResource, reads: ConsistentReads, send: Send) -> Send:
-    """Once ``res``'s cache is as fresh as upstream (a consistent read, :mod:`.consistent`):
-    ``send``, with a ``Warning`` header when the read is served from the cache as it is."""
-    warning = await reads.ensure(res)
+async def _consistent(
+    res: ServedResource, reads: ConsistentReads, send: Send, *, get: ObjectKey | None = None
+) -> Send:
+    """Once ``res``'s cache is as fresh as upstream (a consistent read, :mod:`.consistent`; for
+    a ``get``, its object): ``send``, with a ``Warning`` header when the read is served from the
+    cache as it is."""
+    warning = await reads.ensure(res, get=get)
     return send if warning is None else with_header(send, b"warning", warning)
 
 

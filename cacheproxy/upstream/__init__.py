@@ -8,8 +8,8 @@
   ``ListerWatcher`` protocol over HTTP, plus client-go's pager (:func:`list_all`) and
   :func:`get_version`;
 - :mod:`~cacheproxy.upstream.probe`: :class:`ResourceVersionProbe`, upstream's current
-  resourceVersion of a resource, and :class:`CollectionKeys`, what a collection holds now (for
-  consistent reads from the cache);
+  resourceVersion of a resource, :class:`CollectionKeys`, what a collection holds now, and
+  :class:`ObjectVersions`, one object's resourceVersion (for consistent reads from the cache);
 - :mod:`~cacheproxy.upstream.reviews`: :class:`UpstreamReviews`, TokenReviews and
   SubjectAccessReviews asked of the API server (delegated authentication and authorization);
 - :mod:`~cacheproxy.upstream.errors`: the one place where HTTP error responses, watch ``ERROR``
@@ -28,7 +28,12 @@ from cacheproxy.upstream.config import (
     load_upstream,
 )
 from cacheproxy.upstream.listwatch import ApiListerWatcher, VersionInfo, get_version, list_all
-from cacheproxy.upstream.probe import CollectionKeys, KeysListed, ResourceVersionProbe
+from cacheproxy.upstream.probe import (
+    CollectionKeys,
+    KeysListed,
+    ObjectVersions,
+    ResourceVersionProbe,
+)
 from cacheproxy.upstream.reviews import UpstreamReviews
 
 __all__ = [
@@ -36,6 +41,7 @@ __all__ = [
     "BearerTokenAuth",
     "CollectionKeys",
     "KeysListed",
+    "ObjectVersions",
     "ResourceVersionProbe",
     "TokenSource",
     "UpstreamConfig",

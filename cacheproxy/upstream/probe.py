@@ -19,7 +19,8 @@ probe is ``GET <collection>?limit=1`` with RV unset:
 resource's events never bring to the probed RV): what the cached collection holds now. It lists
 the collection as the informer does (its namespace and selectors) at RV unset, asked as a
 ``PartialObjectMetadataList`` (the metadata is all it needs: a pod's is 4 KB of its 7 KB), and
-keeps each object's key and the newest resourceVersion.
+keeps each object's key and the newest resourceVersion. :class:`ObjectVersions` is a get's:
+one object's resourceVersion now, from a get of its metadata.
 """
 
 from __future__ import annotations
@@ -34,9 +35,10 @@ from cacheproxy.upstream.client import LIST_TIMEOUT
 from cacheproxy.upstream.errors import describe_request
 from cacheproxy.upstream.listwatch import send_for_json
 
-__all__ = ["CollectionKeys", "KeysListed", "ResourceVersionProbe"]
+__all__ = ["CollectionKeys", "KeysListed", "ObjectVersions", "ResourceVersionProbe"]
 
 _METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 
 
 class ResourceVersionProbe:
@@ -145,3 +147,31 @@ class CollectionKeys:
                 f"resourceVersions ({type(exc).__name__}: {exc})"
             ) from exc
         return KeysListed(rv, frozenset(keys), newest)
+
+
+class ObjectVersions:
+    """``await versions(namespace, name)``: the resourceVersion of ``rtype``'s object now (a get
+    of its metadata at RV unset: etcd's, as the API server answers a get). A missing object is
+    the API server's 404 ApiError; other errors as the probe's."""
+
+    def __init__(
+        self, client: httpx.AsyncClient, rtype: ResourceType, *, seconds: float | None = None
+    ) -> None:
+        self.client = client
+        self.rtype = rtype
+        self.timeout = LIST_TIMEOUT if seconds is None else httpx.Timeout(seconds)
+
+    def __repr__(self) -> str:
+        return f"ObjectVersions({self.rtype.collection_path(None)})"
+
+    async def __call__(self, namespace: str | None, name: str) -> int:
+        path = self.rtype.object_path(name, namespace if self.rtype.namespaced else None)
+        request = self.client.build_request(
+            "GET", path, headers={"Accept": f"{_METADATA}, application/json"}, timeout=self.timeout
+        )
+        body = await send_for_json(self.client, request)
+        metadata = body.get("metadata") if isinstance(body, dict) else None
+        rv = metadata.get("resourceVersion") if isinstance(metadata, dict) else None
+        if not isinstance(rv, str) or not rv.isdigit():
+            raise TransportError(f"{describe_request(request)}: the object has no resourceVersion")
+        return int(rv)

@@ -156,9 +156,12 @@ async def test_a_resource_nobody_writes_is_read_consistently_without_waiting_out
         )
         listings = counted(daemon, "cacheproxy_consistent_listings_total")
         requests = counted(daemon, "cacheproxy_upstream_requests_total", verb="confirm")
+        gets = counted(daemon, "cacheproxy_upstream_requests_total", verb="confirm-get")
+        checks = counted(daemon, "cacheproxy_consistent_object_checks_total")
     assert fallbacks == 0
     assert confirmed > 0
-    assert requests == listings > 0
+    assert requests == listings > 0  # the lists, by a listing of the collection
+    assert gets == checks > 0  # the gets, by their object
 
 
 async def test_reads_from_the_cache_as_it_is_miss_writes_when_upstream_is_slow(

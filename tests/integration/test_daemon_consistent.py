@@ -122,18 +122,22 @@ async def test_a_quiet_resource_is_confirmed_while_another_one_changes(
         httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,
     ):
         secrets = "/api/v1/namespaces/default/secrets"
+        sim.store.create(builtin("secrets"), {"metadata": {"name": "s", "namespace": "default"}})
         for i in range(5):
             sim.store.create(CONFIGMAPS, configmap(f"busy-{i}", "1"))
             assert "warning" not in (await c.get(PATH)).headers
-            response = await c.get(secrets)
-            assert response.status_code == 200
-            assert "warning" not in response.headers
+            for response in (await c.get(secrets), await c.get(f"{secrets}/s")):
+                assert response.status_code == 200
+                assert "warning" not in response.headers
         text = (await c.get("/metrics")).text
-        assert 'cacheproxy_consistent_confirmed_total{resource="secrets"} 5.0' in text
+        assert 'cacheproxy_consistent_confirmed_total{resource="secrets"} 10.0' in text
         assert 'cacheproxy_consistent_confirmed_total{resource="configmaps"} 0.0' in text
-        # Both questions are upstream requests of the resource, beside its list and watch.
-        assert 'cacheproxy_upstream_requests_total{resource="secrets",verb="confirm"} 5.0' in text
-        assert 'cacheproxy_upstream_requests_total{resource="secrets",verb="probe"} 1.0' in text
+        # The questions are upstream requests of the resource, beside its list and watch: a
+        # probe, then (found quiet) a listing per list and the object per get.
+        requests = 'cacheproxy_upstream_requests_total{resource="secrets",verb="%s"} %s'
+        assert requests % ("probe", "1.0") in text
+        assert requests % ("confirm", "5.0") in text
+        assert requests % ("confirm-get", "5.0") in text
 
 
 async def test_a_write_to_a_quiet_resource_is_seen_by_the_next_read(

@@ -89,15 +89,23 @@ class Cache:
         self.time = time
         self.resource_version = rv
         self.keys = set(keys)
+        self.objects: dict[str, int] = {}
+        """Each object's resourceVersion, for gets (the test sets those it reads)."""
         self._moved = asyncio.Event()
 
     def move(self, rv: int, *, add: str = "", delete: str = "") -> None:
         self.resource_version = rv
         self.keys = (self.keys | {add} if add else self.keys) - {delete}
+        if add:
+            self.objects[add] = rv
+        self.objects.pop(delete, None)
         self._moved.set()
 
     def holds_exactly(self, keys: Collection[str]) -> bool:
         return self.keys == set(keys)
+
+    def object_version(self, key: str) -> int | None:
+        return self.objects.get(key)
 
     async def wait_for(self, rv: int, *, within: float | None = None) -> None:
         deadline = self.time.now + (within or 0.0)

@@ -1,8 +1,8 @@
 """Consistent reads of a resource nobody writes: its cache never reaches upstream's RV by its own
 events, so a listing of the collection confirms it (the cache holds exactly the listed keys, no
-listed object newer than the cache), on a fake clock. A listing that shows what the cache has not
-seen yet makes the read wait for it; a resource once confirmed is confirmed at once while it does
-not move."""
+listed object newer than the cache), or for a get its object's resourceVersion upstream, on a
+fake clock. A listing or an object that shows what the cache has not seen yet makes the read wait
+for it; a resource once found quiet is confirmed at once while it does not move."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import pytest
 
 from cacheproxy.errors import TransportError
-from cacheproxy.server.consistent import ConsistencyOptions, ConsistentReads
+from cacheproxy.kube import status
+from cacheproxy.server.consistent import ConsistencyOptions, ConsistentReads, ObjectKey
 from tests.unit.server.test_consistent import Cache, FakeTime, Upstream, settle
 
 
@@ -50,16 +51,37 @@ def time() -> FakeTime:
     return FakeTime()
 
 
+class Objects:
+    """Upstream's objects' resourceVersions, as the test sets them (missing: a 404)."""
+
+    def __init__(self) -> None:
+        self.versions: dict[str, int] = {}
+        self.asked: list[tuple[str | None, str]] = []
+
+    async def __call__(self, namespace: str | None, name: str) -> int:
+        self.asked.append((namespace, name))
+        await asyncio.sleep(0)
+        key = f"{namespace}/{name}"
+        if key not in self.versions:
+            raise status.not_found(resource="pods", name=name)
+        return self.versions[key]
+
+
 def consistent(time: FakeTime, **options: object) -> tuple[ConsistentReads, Upstream, Lister]:
     upstream, lister = Upstream(time), Lister(time)
     reads = ConsistentReads(
         upstream,
         ConsistencyOptions(**options),  # type: ignore[arg-type]
         list_keys=lister,
+        object_version=OBJECTS,
         clock=time.clock,
         sleep=time.sleep,
     )
     return reads, upstream, lister
+
+
+OBJECTS = Objects()
+A = ObjectKey("ns", "a", "ns/a")
 
 
 async def test_a_quiet_cache_is_confirmed_by_a_listing_after_the_grace(time: FakeTime) -> None:
@@ -174,3 +196,73 @@ async def test_without_a_listing_a_quiet_cache_waits_out_the_timeout(time: FakeT
     await time.advance(0.2)
     assert task.result() is not None
     assert reads.stats.listings == 0
+
+
+@pytest.fixture(autouse=True)
+def objects() -> Objects:
+    OBJECTS.versions.clear()
+    OBJECTS.asked.clear()
+    return OBJECTS
+
+
+@pytest.mark.parametrize(("mine", "theirs"), [(9, 9), (12, 9), (None, None)])
+async def test_a_get_is_confirmed_by_its_object_not_by_a_listing(
+    time: FakeTime, objects: Objects, mine: int | None, theirs: int | None
+) -> None:
+    reads, upstream, lister = consistent(time, confirm_after=0.1)
+    cache = Cache(time, rv=12, keys={"ns/a"} if mine else ())
+    if mine is not None:
+        cache.objects["ns/a"] = mine
+    if theirs is not None:
+        objects.versions["ns/a"] = theirs
+    task = asyncio.create_task(reads.ensure(cache, get=A))
+    await settle()
+    upstream.answer(50)
+    await time.advance(0.2)
+    assert task.result() is None
+    assert objects.asked == [("ns", "a")] and not lister.started
+    assert (reads.stats.object_checks, reads.stats.confirmed) == (1, 1)
+    # Found quiet: the next get asks for its object at once, without a probe.
+    again = asyncio.create_task(reads.ensure(cache, get=A))
+    await settle()
+    assert again.result() is None
+    assert len(upstream.started) == 1 and len(objects.asked) == 2
+
+
+@pytest.mark.parametrize(
+    ("theirs", "change"),
+    [
+        (40, {"add": "ns/a"}),  # upstream has a newer version: its event is on its way
+        (None, {"delete": "ns/a"}),  # upstream deleted it: the deletion is on its way
+    ],
+)
+async def test_a_get_whose_object_changed_upstream_waits_for_the_change(
+    time: FakeTime, objects: Objects, theirs: int | None, change: dict[str, str]
+) -> None:
+    reads, upstream, _ = consistent(time, confirm_after=0.1, timeout=3.0)
+    cache = Cache(time, rv=12, keys={"ns/a"})
+    cache.objects["ns/a"] = 9
+    if theirs is not None:
+        objects.versions["ns/a"] = theirs
+    task = asyncio.create_task(reads.ensure(cache, get=A))
+    await settle()
+    upstream.answer(50)
+    await time.advance(0.2)
+    cache.move(20, add="ns/b")  # another object's event: not the one the get waits for
+    await time.advance(1.0)
+    assert not task.done()
+    cache.move(40, **change)
+    await settle()
+    assert task.result() is None
+
+
+async def test_a_get_whose_object_never_comes_falls_back_naming_it(
+    time: FakeTime, objects: Objects
+) -> None:
+    reads, upstream, _ = consistent(time, confirm_after=0.1, timeout=1.0)
+    objects.versions["ns/a"] = 40
+    task = asyncio.create_task(reads.ensure(Cache(time, rv=12), get=A))
+    await settle()
+    upstream.answer(50)
+    await time.advance(1.1)
+    assert b"the cache has ns/a at resourceVersion None, upstream at 40" in (task.result() or b"")

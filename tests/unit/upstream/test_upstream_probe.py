@@ -11,7 +11,7 @@ import pytest
 from cacheproxy.errors import ApiError, TransportError
 from cacheproxy.kube import status
 from cacheproxy.kube.resources import builtin
-from cacheproxy.upstream import CollectionKeys, KeysListed, ResourceVersionProbe
+from cacheproxy.upstream import CollectionKeys, KeysListed, ObjectVersions, ResourceVersionProbe
 
 
 def client(answer: httpx.Response, seen: list[httpx.Request]) -> httpx.AsyncClient:
@@ -114,3 +114,29 @@ async def test_a_listing_that_is_no_list_of_named_versioned_objects_is_a_transpo
     async with client(httpx.Response(200, content=orjson.dumps(body)), []) as c:
         with pytest.raises(TransportError, match="not a list of objects"):
             await CollectionKeys(c, builtin("pods"))()
+
+
+async def test_an_objects_version_is_a_get_of_its_metadata() -> None:
+    seen: list[httpx.Request] = []
+    answer = httpx.Response(200, content=orjson.dumps(metadata("team", "web", "77")))
+    async with client(answer, seen) as c:
+        assert await ObjectVersions(c, builtin("pods"))("team", "web") == 77
+        assert await ObjectVersions(c, builtin("namespaces"))(None, "team") == 77
+    assert [r.url.path for r in seen] == [
+        "/api/v1/namespaces/team/pods/web",
+        "/api/v1/namespaces/team",
+    ]
+    assert (
+        seen[0]
+        .headers["accept"]
+        .startswith("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1")
+    )
+
+
+async def test_a_missing_object_is_the_api_servers_404() -> None:
+    missing = status.not_found(resource="pods", name="gone")
+    answer = httpx.Response(404, content=orjson.dumps(missing.status))
+    async with client(answer, []) as c:
+        with pytest.raises(ApiError) as caught:
+            await ObjectVersions(c, builtin("pods"))("team", "gone")
+    assert caught.value.code == 404
