@@ -134,9 +134,9 @@ class ResourceEntry:
     `server.limits.consistentProbesPerSecond`) and waits until the cache has reached it, usually
     a round-trip to upstream. A resource nobody writes never gets there by its own events
     (upstream's resourceVersion moves with every write to any resource): after
-    `consistentReadConfirmAfterSeconds` one metadata list of the resource confirms that the
-    cache holds what upstream holds, and until the resource changes later reads are confirmed
-    at once, by that list alone. A read not answered within `consistentReadTimeoutSeconds` is
+    `consistentReadConfirmAfterSeconds` one metadata list of the resource (a get: one metadata
+    get of its object) confirms that the cache holds what upstream holds, and until the resource
+    changes later reads are confirmed at once, by that alone. A read not answered within `consistentReadTimeoutSeconds` is
     answered as `consistentReadFallback` says. `cache`: from the cache as it is, at once, with no
     upstream request (as `resourceVersion=0`): they may miss a write upstream has acknowledged;
     for resources read far more often than their readers need to see their own writes."""

@@ -311,9 +311,9 @@ class ServerLimits:
         _CONSISTENCY, "confirm_after"
     )
     """How long a consistent read waits for the cache to reach upstream's resourceVersion by its
-    events before one metadata list of the resource (shared by the reads waiting) confirms that
-    the cache holds what upstream holds: a resource nobody writes never gets there by its
-    events. `0`: confirm at once (a list per probe round); at least
+    events before one metadata list of the resource (shared by the reads waiting; a get: one
+    metadata get of its object) confirms that the cache holds what upstream holds: a resource
+    nobody writes never gets there by its events. `0`: confirm at once; at least
     `consistentReadTimeoutSeconds`: never (such reads wait, then fall back)."""
     consistent_read_fallback: OnTimeout = SERVE_FROM_CACHE
     """What a consistent read that timed out answers: `cache`: the cache as it is, with a
