@@ -117,13 +117,16 @@ async def test_every_read_with_rv_unset_contains_the_write_before_it(
         httpx.AsyncClient(base_url=daemon.url, timeout=30) as proxy,
     ):
         outcome = await write_then_read(upstream, proxy, ns, ITERATIONS)
-        asked = probes(daemon) + counted(daemon, "cacheproxy_consistent_listings_total")
+        asked = probes(daemon) + sum(
+            counted(daemon, f"cacheproxy_consistent_{name}_total")
+            for name in ("listings", "object_checks")
+        )
     assert outcome.violations == []
-    # Each read asked upstream at least once (a probe, or a listing that confirmed a cache
-    # that had not moved), at most twice (a probe, then a listing).
+    # Each read asked upstream at least once (a probe, or the confirmation of a cache that had
+    # not moved: a listing, or a get's object), at most twice (a probe, then a confirmation).
     assert 2 * ITERATIONS <= asked <= 4 * ITERATIONS
-    # None fell back: a get after the list finds the cache behind upstream's RV whenever another
-    # resource was written meanwhile (the API server's leases), and a listing confirms it.
+    # None fell back: a read finds the cache behind upstream's RV whenever another resource was
+    # written meanwhile (the API server's leases), and a listing or the object confirms it.
     assert outcome.warnings == 0
 
 
