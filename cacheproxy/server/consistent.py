@@ -48,7 +48,7 @@ from typing import Final, Literal, Protocol, TypeVar
 
 from cacheproxy.errors import ApiError, CacheProxyError
 from cacheproxy.kube import status
-from cacheproxy.kube.listoptions import ListOptions
+from cacheproxy.kube.listoptions import EXACT, ListOptions
 from cacheproxy.kube.rv import decode_continue
 from cacheproxy.server.probing import WAIT_BUCKETS, ConsistencyStats, SharedProbe, count_listing
 
@@ -58,6 +58,7 @@ __all__ = [
     "ConsistencyOptions",
     "ConsistencyStats",
     "ConsistentReads",
+    "Fresh",
     "KeyListing",
     "ListKeys",
     "ObjectKey",
@@ -68,6 +69,7 @@ __all__ = [
     "is_consistent_get",
     "is_consistent_list",
     "is_consistent_watch",
+    "not_older_than",
 ]
 
 log = logging.getLogger(__name__)
@@ -127,6 +129,17 @@ def is_consistent_watch(opts: ListOptions) -> bool:
     return not opts.resource_version
 
 
+def not_older_than(opts: ListOptions) -> int:
+    """N for a list or get at ``resourceVersion=N`` not older than (the cache's state once it
+    reached N): what another replica's RV asks; 0 for any other read (an ``Exact`` one, or a
+    ``limit`` with RV=N, which the API server answers at exactly N, or a continue)."""
+    if opts.rv <= 0 or opts.continue_token or opts.resource_version_match == EXACT:
+        return 0
+    if opts.limit > 0 and not opts.resource_version_match:
+        return 0
+    return opts.rv
+
+
 def is_consistent_get(resource_version: str) -> bool:
     """A get with RV unset is "Most Recent" (the API server reads etcd for it)."""
     return not resource_version
@@ -176,6 +189,23 @@ class ObjectKey:
     key: str
 
 
+@dataclass(frozen=True, slots=True)
+class Fresh:
+    """How a consistent read may be served (:meth:`ConsistentReads.read`)."""
+
+    warning: bytes | None = None
+    """A ``Warning`` header's value: the cache could not be confirmed in time and is served as
+    it is (``on_timeout: cache``)."""
+    confirmed_at: int | None = None
+    """Set when a listing confirmed the cache: the listing's RV. The cache's state is upstream's
+    there, so a whole list may carry that RV (the cache's own is older: nothing changed since
+    but what a later event undoes; a watch from it skips those)."""
+
+
+FRESH: Final = Fresh()
+"""The cache reached upstream's RV by its events (or a get's object was confirmed)."""
+
+
 class ConsistentReads:
     """One resource's consistent reads (see the module): :meth:`ensure` returns once the cache
     holds every write upstream had when the read came, or as ``on_timeout`` says. Without
@@ -223,20 +253,48 @@ class ConsistentReads:
         listing, or a get's object), without a probe."""
 
     async def ensure(self, cache: FreshCache, *, get: ObjectKey | None = None) -> bytes | None:
-        """Wait until ``cache`` is as fresh as upstream now is (for a ``get``: its object).
-        None when it is; a ``Warning`` header's value when it is served as it is
-        (``on_timeout: cache``); raises a 504 ApiError otherwise."""
+        """:meth:`read`'s ``Warning`` (None: fresh)."""
+        return (await self.read(cache, get=get)).warning
+
+    async def read(
+        self,
+        cache: FreshCache,
+        *,
+        get: ObjectKey | None = None,
+        at_least: int | None = None,
+        within: float | None = None,
+    ) -> Fresh:
+        """Wait until ``cache`` is as fresh as upstream now is (for a ``get``: its object): how
+        the read may be served. A ``Warning`` when it is served as it is (``on_timeout:
+        cache``); raises a 504 ApiError otherwise.
+
+        ``at_least``: a read at ``resourceVersion=N`` (not older than) the cache has not reached
+        (an RV from another replica): no probe (N is the target), confirmed as a quiet cache
+        would be, and never served older: the API server's 504 "too large resource version"
+        when the cache is not confirmed ``within`` s (by default the consistent reads'
+        timeout)."""
         self.stats.reads += 1
         start = self._clock()
+        deadline = start + (self.options.timeout if within is None else within)
         try:
-            return await self._ensure(cache, get, start, start + self.options.timeout)
+            fresh = await self._ensure(cache, get, at_least, start, deadline)
         finally:
             self.stats.waited(self._clock() - start)
+        if at_least is not None and fresh.warning is not None:
+            raise status.too_large_resource_version(at_least, cache.resource_version)
+        return fresh
 
     async def _ensure(
-        self, cache: FreshCache, get: ObjectKey | None, start: float, deadline: float
-    ) -> bytes | None:
+        self,
+        cache: FreshCache,
+        get: ObjectKey | None,
+        at_least: int | None,
+        start: float,
+        deadline: float,
+    ) -> Fresh:
         by_object = get is not None and self._object_version is not None
+        if at_least is not None:
+            return await self._ensure_at(cache, get, at_least, start, deadline)
         if self._quiet_at == cache.resource_version and (by_object or self.listing is not None):
             self.stats.waits += 1
             if get is not None and by_object:
@@ -250,14 +308,14 @@ class ConsistentReads:
             log.debug("%s: consistent read: the probe failed: %s", self.probe.name, exc)
             return self._fallback("probe_failed", f"upstream could not be asked ({exc})")
         if cache.resource_version >= target:
-            return None
+            return FRESH
         self.stats.waits += 1
         wait = self._left(deadline)
         if by_object or self.listing is not None:
             wait = min(wait, self.options.confirm_after)
         try:
             await cache.wait_for(target, within=wait)
-            return None
+            return FRESH
         except ApiError:
             if not (by_object or self.listing is not None) or self._left(deadline) <= 0:
                 return self._behind(cache, target)
@@ -266,9 +324,37 @@ class ConsistentReads:
             return await self._confirm_object(cache, get, deadline)
         return await self._confirm(cache, start, deadline, target)
 
-    async def _confirm_object(
-        self, cache: FreshCache, get: ObjectKey, deadline: float
-    ) -> bytes | None:
+    async def _ensure_at(
+        self, cache: FreshCache, get: ObjectKey | None, at_least: int, start: float, deadline: float
+    ) -> Fresh:
+        """A read at RV=``at_least`` the cache has not reached: its events may bring it there;
+        else a listing confirms a list (if its RV is past ``at_least``); a get, once a probe
+        says upstream is past ``at_least`` (an object says nothing of the revision), its
+        object."""
+        try:
+            await cache.wait_for(
+                at_least, within=min(self.options.confirm_after, self._left(deadline))
+            )
+            return FRESH
+        except ApiError:
+            pass
+        self.stats.waits += 1
+        if get is not None and self._object_version is not None:
+            try:
+                upstream = await self._within(self.probe.current(), self._left(deadline))
+            except (TimeoutError, CacheProxyError):
+                return self._behind(cache, at_least)
+            if upstream >= at_least:
+                return await self._confirm_object(cache, get, deadline)
+        elif self.listing is not None:
+            return await self._confirm(cache, start, deadline, target=at_least)
+        try:
+            await cache.wait_for(at_least, within=self._left(deadline))
+            return FRESH
+        except ApiError:
+            return self._behind(cache, at_least)
+
+    async def _confirm_object(self, cache: FreshCache, get: ObjectKey, deadline: float) -> Fresh:
         """Serve a get once the cache holds its object as upstream has it now, or newer (upstream
         has it at ``u``: nothing wrote it between ``u`` and upstream's revision, so a newer one
         in the cache is newer than that revision too), or neither has it."""
@@ -291,7 +377,7 @@ class ConsistentReads:
             mine = cache.object_version(get.key)
             if mine == upstream or (mine is not None and upstream is not None and mine > upstream):
                 self.stats.confirmed += 1
-                return None
+                return FRESH
             try:
                 await cache.wait_for(cache.resource_version + 1, within=self._left(deadline))
             except ApiError:
@@ -302,10 +388,11 @@ class ConsistentReads:
 
     async def _confirm(
         self, cache: FreshCache, start: float, deadline: float, target: int
-    ) -> bytes | None:
+    ) -> Fresh:
         """Serve once the cache is upstream's state as a listing that started after the read
-        came (``start``) shows it: it holds the listing's keys and no listed object is newer,
-        or it reached the listing's RV (see the module)."""
+        came (``start``) shows it: it holds the listing's keys and no listed object is newer
+        (then it is upstream's state at the listing's RV), or it reached the listing's RV (see
+        the module)."""
         assert self.listing is not None
         try:
             answer = self.listing.current(since=start)
@@ -315,15 +402,18 @@ class ConsistentReads:
         except CacheProxyError as exc:
             log.debug("%s: consistent read: the listing failed: %s", self.listing.name, exc)
             return self._fallback("probe_failed", f"upstream could not be asked ({exc})")
+        # A listing older than the target (an RV upstream has not reached: no replica gave it)
+        # confirms nothing.
+        current = listing.resource_version >= target
         target = max(target, listing.resource_version)
         while True:
             rv = cache.resource_version
             if rv >= target:
-                return None
-            if listing.newest <= rv and cache.holds_exactly(listing.keys):
+                return FRESH
+            if current and listing.newest <= rv and cache.holds_exactly(listing.keys):
                 self._quiet_at = rv
                 self.stats.confirmed += 1
-                return None
+                return Fresh(confirmed_at=listing.resource_version)
             # Changes the cache has not seen yet: wait for the newest listed object, then for
             # each further move (a deletion shows only as one key fewer).
             try:
@@ -334,7 +424,7 @@ class ConsistentReads:
     def _left(self, deadline: float) -> float:
         return max(0.0, deadline - self._clock())
 
-    def _behind(self, cache: FreshCache, target: int) -> bytes:
+    def _behind(self, cache: FreshCache, target: int) -> Fresh:
         return self._fallback(
             "cache_behind",
             f"the cache is at resourceVersion {cache.resource_version}, upstream at {target}",
@@ -353,7 +443,7 @@ class ConsistentReads:
             raise TimeoutError
         return answer.result()
 
-    def _fallback(self, reason: str, why: str) -> bytes:
+    def _fallback(self, reason: str, why: str) -> Fresh:
         self.stats.fallbacks[reason] += 1
         message = f"not a consistent read: {why} within {self.options.timeout:g}s"
         if self.options.on_timeout == "error":
@@ -367,7 +457,7 @@ class ConsistentReads:
             )
         # RFC 7234 warn-code 299 ("miscellaneous persistent warning"), as the API server writes
         # its warnings; clients (kubectl, client-go) show or log them.
-        return f'299 - "{message}; served from the cache as it is"'.encode()
+        return Fresh(warning=f'299 - "{message}; served from the cache as it is"'.encode())
 
     async def close(self) -> None:
         await self.probe.close()

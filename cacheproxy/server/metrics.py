@@ -26,6 +26,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import (
@@ -435,48 +436,27 @@ class _CacheCollector:
         )
 
 
+_CONSISTENCY_COUNTERS: Final = {
+    "probes": "Requests for upstream's current resourceVersion (one serves every read waiting).",
+    "probe_errors": "Probes and confirmations upstream did not answer.",
+    "reads": "Lists, gets and watches with resourceVersion unset answered as consistent reads.",
+    "waits": "Consistent reads that found the cache behind upstream and waited for it.",
+    "listings": "Metadata lists of the resource made to confirm a cache its events had not "
+    "brought to upstream's resourceVersion (one serves every read waiting).",
+    "object_checks": "Gets that asked upstream for their object's resourceVersion to confirm a "
+    "cache its events had not brought to upstream's resourceVersion.",
+    "confirmed": "Consistent reads served because a listing (a get: its object's "
+    "resourceVersion) showed the cache holds what upstream holds (nothing written since).",
+}
+"""The consistent reads' counters (``cacheproxy_consistent_<name>``): ConsistencyStats fields."""
+
+
 def _consistency_families(tracked: list[TrackedResource]) -> Iterator[Metric]:
     """Consistent reads (:mod:`.consistent`), for the resources that read consistently."""
     stats = [(t.name, t.resource.consistency.stats) for t in tracked if t.resource.consistency]
     families = {
-        "probes": CounterMetricFamily(
-            "cacheproxy_consistent_probes",
-            "Requests for upstream's current resourceVersion (one serves every read waiting).",
-            labels=["resource"],
-        ),
-        "probe_errors": CounterMetricFamily(
-            "cacheproxy_consistent_probe_errors",
-            "Probes upstream did not answer with a resourceVersion.",
-            labels=["resource"],
-        ),
-        "reads": CounterMetricFamily(
-            "cacheproxy_consistent_reads",
-            "Lists and gets with resourceVersion unset answered as consistent reads.",
-            labels=["resource"],
-        ),
-        "waits": CounterMetricFamily(
-            "cacheproxy_consistent_waits",
-            "Consistent reads that found the cache behind upstream and waited for it.",
-            labels=["resource"],
-        ),
-        "listings": CounterMetricFamily(
-            "cacheproxy_consistent_listings",
-            "Metadata lists of the resource made to confirm a cache its events had not brought "
-            "to upstream's resourceVersion (one serves every read waiting).",
-            labels=["resource"],
-        ),
-        "object_checks": CounterMetricFamily(
-            "cacheproxy_consistent_object_checks",
-            "Gets that asked upstream for their object's resourceVersion to confirm a cache "
-            "its events had not brought to upstream's resourceVersion.",
-            labels=["resource"],
-        ),
-        "confirmed": CounterMetricFamily(
-            "cacheproxy_consistent_confirmed",
-            "Consistent reads served because a listing (a get: its object's resourceVersion) "
-            "showed the cache holds what upstream holds (a resource nobody wrote since).",
-            labels=["resource"],
-        ),
+        attr: CounterMetricFamily(f"cacheproxy_consistent_{attr}", doc, labels=["resource"])
+        for attr, doc in _CONSISTENCY_COUNTERS.items()
     }
     fallbacks = CounterMetricFamily(
         "cacheproxy_consistent_fallbacks",

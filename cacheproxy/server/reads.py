@@ -104,10 +104,13 @@ async def serve_get(
     namespace: str | None,
     name: str,
     form: Form,
+    confirmed: bool = False,
 ) -> None:
+    """``confirmed``: a consistent read confirmed the object as upstream has it now (its
+    ``resourceVersion``, if any, needs no wait)."""
     rv = req.param("resourceVersion")
     opts = parse_list_options({"resourceVersion": [rv]} if rv else {})
-    if opts.rv:
+    if opts.rv and not confirmed:
         await res.wait_for(opts.rv)
     entry = res.get(namespace, name)
     if form.table:
@@ -136,10 +139,12 @@ async def serve_list(
     opts: ListOptions,
     form: Form,
     max_page_size: int,
+    confirmed_at: int | None = None,
 ) -> None:
+    """``confirmed_at``: see :meth:`ServedResource.list`."""
     if opts.limit > max_page_size:
         opts = dataclasses.replace(opts, limit=max_page_size)
-    page = await res.list(query, opts)
+    page = await res.list(query, opts, confirmed_at=confirmed_at)
     if form.table:
         doc = table(
             res.table_printer(),

@@ -239,8 +239,20 @@ class ServedResource:
                 out.append(key)
         return out
 
-    async def list(self, query: Query, opts: ListOptions) -> ServedList:
-        rv, older = await self._list_source(query, opts)
+    async def list(
+        self, query: Query, opts: ListOptions, *, confirmed_at: int | None = None
+    ) -> ServedList:
+        """One page of ``query`` as ``opts`` say (see the module). ``confirmed_at``: a
+        consistent read confirmed the cache's state as upstream's at that RV (newer than the
+        cache's own: nothing changed since), so a whole list carries it, and a
+        ``resourceVersion`` up to it needs no wait."""
+        page = await self._list(query, opts, confirmed_at)
+        if confirmed_at is not None and not page.continue_token:
+            page.resource_version = max(page.resource_version, confirmed_at)
+        return page
+
+    async def _list(self, query: Query, opts: ListOptions, confirmed_at: int | None) -> ServedList:
+        rv, older = await self._list_source(query, opts, confirmed_at)
         if older is not None:
             entries = older.entries
             start, end = _bounds(entries, query, opts, key=KEY)
@@ -274,7 +286,9 @@ class ServedResource:
             page.remaining = store.count_keys(namespace=query.namespace, start=last + "\x00")
         return page
 
-    async def _list_source(self, query: Query, opts: ListOptions) -> tuple[int, Snapshot | None]:
+    async def _list_source(
+        self, query: Query, opts: ListOptions, confirmed_at: int | None = None
+    ) -> tuple[int, Snapshot | None]:
         """(list RV, what ``query`` selects of the snapshot at that RV, or None for the current
         state)."""
         if opts.continue_token:
@@ -294,7 +308,7 @@ class ServedResource:
                 ) from None
             return token.resource_version, snapshot
         requested = opts.rv
-        if requested > 0:
+        if requested > 0 and requested > (confirmed_at or 0):
             await self.wait_for(requested)
         exact = opts.resource_version_match == EXACT or (
             opts.limit > 0 and requested > 0 and not opts.resource_version_match

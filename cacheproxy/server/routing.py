@@ -22,11 +22,12 @@ from cacheproxy.kube.request import ApiPath
 from cacheproxy.kube.table import WatchTables
 from cacheproxy.server.admission import ServedRequest
 from cacheproxy.server.consistent import (
-    ConsistentReads,
+    Fresh,
     ObjectKey,
     is_consistent_get,
     is_consistent_list,
     is_consistent_watch,
+    not_older_than,
 )
 from cacheproxy.server.homepage import HTML, wants_html
 from cacheproxy.server.homepage import render as render_home
@@ -109,20 +110,38 @@ async def route(
     if server.options.staleness_header:
         staleness = f"{server.staleness(res.rtype):.3f}".encode()
         send = with_header(send, STALENESS_HEADER, staleness)
+    reads = res.consistency
     if verb == "get":
         assert path.name is not None
-        if res.consistency is not None and is_consistent_get(req.param("resourceVersion")):
+        rv = req.param("resourceVersion")
+        ahead = not_older_than(parse_list_options({"resourceVersion": [rv]} if rv else {}))
+        fresh = None
+        if reads is not None and (is_consistent_get(rv) or ahead > res.resource_version):
             get = ObjectKey(path.namespace, path.name, res.key_of(path.namespace, path.name))
-            send = await _consistent(res, res.consistency, send, get=get)
-        await serve_get(req, send, res, namespace=path.namespace, name=path.name, form=form)
+            at_least, within = (ahead, res.rv_wait) if ahead else (None, None)
+            fresh = await reads.read(res, get=get, at_least=at_least, within=within)
+            send = _warned(send, fresh)
+        await serve_get(
+            req,
+            send,
+            res,
+            namespace=path.namespace,
+            name=path.name,
+            form=form,
+            confirmed=fresh is not None,
+        )
         return
     opts = parse_list_options(
         req.query, watch=verb == "watch", name=path.name if verb == "watch" else None
     )
     query = build_query(req, res, path.namespace, opts)
     if verb == "list":
-        if res.consistency is not None and is_consistent_list(opts):
-            send = await _consistent(res, res.consistency, send)
+        ahead = not_older_than(opts)
+        fresh = None
+        if reads is not None and (is_consistent_list(opts) or ahead > res.resource_version):
+            at_least, within = (ahead, res.rv_wait) if ahead else (None, None)
+            fresh = await reads.read(res, at_least=at_least, within=within)
+            send = _warned(send, fresh)
         await serve_list(
             req,
             send,
@@ -131,21 +150,18 @@ async def route(
             opts=opts,
             form=form,
             max_page_size=server.options.max_page_size,
+            confirmed_at=fresh.confirmed_at if fresh is not None else None,
         )
         return
-    if res.consistency is not None and is_consistent_watch(opts):
-        send = await _consistent(res, res.consistency, send)
+    if reads is not None and is_consistent_watch(opts):
+        send = _warned(send, await reads.read(res))
     await _watch(server, req, send, res, query, opts, form)
 
 
-async def _consistent(
-    res: ServedResource, reads: ConsistentReads, send: Send, *, get: ObjectKey | None = None
-) -> Send:
-    """Once ``res``'s cache is as fresh as upstream (a consistent read, :mod:`.consistent`; for
-    a ``get``, its object): ``send``, with a ``Warning`` header when the read is served from the
-    cache as it is."""
-    warning = await reads.ensure(res, get=get)
-    return send if warning is None else with_header(send, b"warning", warning)
+def _warned(send: Send, fresh: Fresh) -> Send:
+    """``send``, with a ``Warning`` header when a consistent read (:mod:`.consistent`) is
+    served from the cache as it is."""
+    return send if fresh.warning is None else with_header(send, b"warning", fresh.warning)
 
 
 async def _own_api(server: CacheServer, req: ServedRequest, send: Send) -> None:

@@ -144,8 +144,27 @@ async def test_a_quiet_resource_is_confirmed_by_a_listing_and_then_without_a_pro
             assert response.status_code == 200
             assert "warning" not in response.headers
             assert [i["metadata"]["name"] for i in response.json()["items"]] == ["a"]
+            # Upstream's state at the listing's RV: the list carries it (the cache's is older).
+            assert response.json()["metadata"]["resourceVersion"] == str(rig.lw.rv + 40)
         assert (rig.probes, rig.listings) == (1, 3)
         assert rig.reads.stats.confirmed == 3
+
+
+async def test_an_rv_from_a_replica_ahead_is_answered_once_a_listing_confirms_the_cache() -> None:
+    async with served(listing=True, timeout=10.0, confirm_after=0.05) as (rig, client):
+        rig.ahead = 40  # another replica's bookmark said so; this one's cache never got there
+        ahead = str(rig.lw.rv + 20)
+        listed = await client.get(PODS, params={"resourceVersion": ahead})
+        assert listed.status_code == 200
+        assert int(listed.json()["metadata"]["resourceVersion"]) >= int(ahead)
+        got = await client.get(f"{PODS}/a", params={"resourceVersion": ahead})
+        assert got.status_code == 200
+        assert got.json()["metadata"]["name"] == "a"
+        # An RV beyond upstream's own cannot be confirmed: the API server's 504.
+        rig.ahead = 0
+        beyond = await client.get(PODS, params={"resourceVersion": str(rig.lw.rv + 100)})
+        assert beyond.status_code == 504
+        assert beyond.json()["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge"
 
 
 async def test_a_listing_that_shows_a_write_makes_the_read_wait_for_it() -> None:
