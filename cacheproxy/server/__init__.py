@@ -21,5 +21,6 @@ Where things are, in the order a request meets them:
   the page at ``/`` for browsers;
 - :mod:`.openapi` — ``/openapi/v2`` and ``/openapi/v3``, upstream's documents kept;
 - :mod:`.ownapi` — cacheproxy's own API under ``/cacheproxy/`` (FastAPI, the only place it is
-  used), with :mod:`.indexquery` — the questions asked of a resource's indexes.
+  used, imported on the first request there), with :mod:`.indexquery` — the questions asked of a
+  resource's indexes.
 """

@@ -30,7 +30,7 @@ from cacheproxy.server.admission import Admission, ServedRequest
 from cacheproxy.server.metrics import ResourceStats, ServerMetrics
 from cacheproxy.server.openapi import OpenApiDocuments, OpenApiSource
 from cacheproxy.server.options import ANSWERS, ServerOptions, read_verbs
-from cacheproxy.server.ownapi import build_api
+from cacheproxy.server.ownapi import LazyApi
 from cacheproxy.server.refusals import refusal, websocket_refusal
 from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.routing import HEALTH_CHECKS, health, route
@@ -95,8 +95,9 @@ class CacheServer:
             OpenApiDocuments(openapi, served=self.registry.group_versions) if openapi else None
         )
         """Upstream's OpenAPI documents, served at ``/openapi/…`` (None: not served)."""
-        self.api: ASGIApp = build_api(self, configuration=configuration)
-        """cacheproxy's own API (:mod:`.ownapi`): handed only paths under ``/cacheproxy/``."""
+        self.api: ASGIApp = LazyApi(self, configuration=configuration)
+        """cacheproxy's own API (:mod:`.ownapi`): handed only paths under ``/cacheproxy/``; built
+        on its first request (FastAPI is not imported before: a start reaches ready sooner)."""
         self.draining = False
         self.watches_closed = False
         """Set by :meth:`close_watches`: new watches are refused (503) from then on."""

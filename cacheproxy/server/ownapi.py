@@ -5,10 +5,12 @@ plain JSON, described by OpenAPI at ``/cacheproxy/openapi.json`` and ``/cachepro
 
 FastAPI earns its place here and only here: these are low-rate endpoints for people and tools,
 and it gives typed parameters, their validation and the OpenAPI description for free. It costs
-about a quarter of a second at start and ~8 MiB of memory, and ~0.2 ms a request (several times
+about a quarter of a second to import and ~8 MiB of memory, and ~0.2 ms a request (several times
 a raw handler's): so the Kubernetes paths never reach it (:class:`~.app.CacheServer` hands it
 only paths under :data:`PREFIX`, after the same bounds, authentication, authorization and
-in-flight limit as every request).
+in-flight limit as every request), and this module imports FastAPI only inside
+:func:`build_api`, which the server calls on the first request here (:class:`LazyApi`): a
+restart reaches ready without paying for it (docs/operations.md, "Warm restarts").
 
 Access: every path here is authorized as a non-resource URL (``get`` on
 ``/cacheproxy/v1/…``, as the API server authorizes ``/metrics``). What names objects or index
@@ -19,14 +21,11 @@ that resource across all namespaces: it shows what such a list would show. Error
 No ``from __future__ import annotations`` here: FastAPI reads the endpoints' annotations.
 """
 
-from collections.abc import Callable, Mapping
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import Depends, FastAPI, Path, Query, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
-from starlette.exceptions import HTTPException
 
 from cacheproxy import __version__
 from cacheproxy.errors import ApiError
@@ -44,9 +43,12 @@ from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.statuspage import cache_status
 
 if TYPE_CHECKING:
+    from fastapi import FastAPI
+    from fastapi.responses import JSONResponse
+
     from cacheproxy.server.app import CacheServer
 
-__all__ = ["PREFIX", "USER", "build_api"]
+__all__ = ["PREFIX", "USER", "LazyApi", "build_api"]
 
 PREFIX = "/cacheproxy"
 USER = "cacheproxy.user"
@@ -103,21 +105,28 @@ class IndexObjects(BaseModel):
     objects: list[ObjectRef] = Field(description="In key order (namespace, then name).")
 
 
-def _status_response(err: ApiError) -> JSONResponse:
+def _status_response(err: ApiError) -> "JSONResponse":
+    from fastapi.responses import JSONResponse
+
     headers = {"Retry-After": str(err.retry_after)} if err.retry_after else None
     return JSONResponse(dict(err.status), status_code=err.code, headers=headers)
 
 
-def _error(code: int, message: str) -> JSONResponse:
+def _error(code: int, message: str) -> "JSONResponse":
     body = status.status_body(code=code, reason=_REASONS.get(code), message=message, details={})
     return _status_response(ApiError(body))
 
 
 def build_api(
     server: "CacheServer", *, configuration: Callable[[], Mapping[str, Any]] | None = None
-) -> FastAPI:
+) -> "FastAPI":
     """The API of ``server``; ``configuration`` gives the configuration in effect (already
     without secrets), or None when the server has none to show."""
+    from fastapi import Depends, FastAPI, Path, Query, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+    from starlette.exceptions import HTTPException
+
     api = FastAPI(
         title="cacheproxy",
         version=__version__,
@@ -291,3 +300,36 @@ def build_api(
         )
 
     return api
+
+
+class LazyApi:
+    """The ASGI app of :func:`build_api`, built on its first request (in a worker thread: the
+    imports take a quarter of a second, during which the event loop keeps serving); requests
+    arriving meanwhile wait for the same build."""
+
+    def __init__(
+        self, server: "CacheServer", *, configuration: Callable[[], Mapping[str, Any]] | None
+    ) -> None:
+        self._server = server
+        self._configuration = configuration
+        self._app: Callable[..., Awaitable[None]] | None = None
+        self._building: asyncio.Future[Any] | None = None
+
+    async def app(self) -> Callable[..., Awaitable[None]]:
+        """The built app (building it on the first call)."""
+        if self._app is None:
+            if self._building is None:
+                self._building = asyncio.ensure_future(
+                    asyncio.to_thread(build_api, self._server, configuration=self._configuration)
+                )
+            try:
+                built = await asyncio.shield(self._building)
+            except BaseException:
+                if self._building.done():
+                    self._building = None  # a failed build is tried again by the next request
+                raise
+            self._app = built
+        return self._app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await (await self.app())(scope, receive, send)
