@@ -28,11 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import kubernetes.client
-import kubernetes.config
 import yaml
-from kubernetes.config.config_exception import ConfigException
-from kubernetes.config.incluster_config import InClusterConfigLoader
 
 from cacheproxy.errors import ConfigError
 
@@ -50,16 +46,24 @@ __all__ = [
 SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 SERVICE_ACCOUNT_CA = Path("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
 _DEFAULT_KUBECONFIG = "~/.kube/config"
-_LOADER_ERRORS = (
-    ConfigException,
-    OSError,
-    yaml.YAMLError,
-    KeyError,
-    TypeError,
-    ValueError,
-    AttributeError,
-)
-"""What the kubernetes loaders raise on a missing, malformed or incomplete kubeconfig."""
+
+
+def _loader_errors() -> tuple[type[BaseException], ...]:
+    """What the kubernetes loaders raise on a missing, malformed or incomplete kubeconfig.
+
+    The ``kubernetes`` package is imported only when a loader runs (here and below): importing
+    it costs ~0.15 s, which every command and test importing this module would otherwise pay."""
+    from kubernetes.config.config_exception import ConfigException
+
+    return (
+        ConfigException,
+        OSError,
+        yaml.YAMLError,
+        KeyError,
+        TypeError,
+        ValueError,
+        AttributeError,
+    )
 
 
 class TokenSource:
@@ -99,7 +103,7 @@ class TokenSource:
     def _refresh(self) -> str | None:
         try:
             self._configuration.refresh_api_key_hook(self._configuration)
-        except _LOADER_ERRORS as exc:
+        except _loader_errors() as exc:
             raise ConfigError(f"cannot refresh the upstream credentials: {exc}") from exc
         return _bearer(self._configuration.api_key.get("BearerToken"))
 
@@ -187,13 +191,15 @@ def load_kubeconfig(path: Path | None = None, context: str | None = None) -> Ups
             )
     if context is not None:
         where += f" (context {context!r})"
+    import kubernetes.config
+
     cfg = _fresh_configuration()
     try:
         with _logged_loader_errors() as logged:
             kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
                 config_file=files, context=context, client_configuration=cfg, persist_config=False
             )
-    except _LOADER_ERRORS as exc:
+    except _loader_errors() as exc:
         raise ConfigError(f"{where}: {_loader_message(exc, files, context)}") from exc
     if logged:
         raise ConfigError(f"{where}: {'; '.join(logged)}")
@@ -206,13 +212,15 @@ def load_incluster(
     """The pod's service account: ``https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT``,
     its CA and its token, re-read every minute (``kubernetes.config.load_incluster_config``; the
     files are the standard mount unless given)."""
+    from kubernetes.config.incluster_config import InClusterConfigLoader
+
     cfg = _fresh_configuration()
     loader = InClusterConfigLoader(  # type: ignore[no-untyped-call]
         token_filename=str(token_file), cert_filename=str(ca_file), try_refresh_token=True
     )
     try:
         loader.load_and_set(cfg)  # type: ignore[no-untyped-call]
-    except _LOADER_ERRORS as exc:
+    except _loader_errors() as exc:
         raise ConfigError(
             f"in-cluster config (token {token_file}, CA {ca_file}): {_loader_message(exc)}"
         ) from exc
@@ -229,6 +237,8 @@ def _fresh_configuration() -> Any:
     """A new ``Configuration``, never the package's global default. ``host`` and ``proxy`` are
     cleared so we see exactly what the kubeconfig set (recent packages pre-fill the proxy from the
     environment; we resolve that ourselves, with ``NO_PROXY``)."""
+    import kubernetes.client
+
     cfg = kubernetes.client.Configuration()
     cfg.proxy = None
     cfg.host = ""
@@ -264,11 +274,13 @@ def _loader_message(exc: BaseException, files: str = "", context: str | None = N
         # The loader assumes the document's shape; these mean it is not a kubeconfig.
         return f"not a valid kubeconfig (a mapping of clusters, contexts and users): {text}"
     if context is not None and "contexts" in text:
+        import kubernetes.config
+
         try:
             contexts, _ = kubernetes.config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
                 config_file=files
             )
-        except _LOADER_ERRORS:
+        except _loader_errors():
             return text
         names = ", ".join(str(c.get("name")) for c in contexts) or "none"
         return f"no context named {context!r} (contexts: {names})"
