@@ -22,6 +22,8 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ from typing import Any
 from cacheproxy.informer import Collection, SharedInformer, Transform
 from cacheproxy.informer.informer import CacheState
 from cacheproxy.informer.persistence import (
+    SnapshotFile,
     SnapshotRejected,
     SnapshotView,
     read_snapshot,
@@ -36,8 +39,9 @@ from cacheproxy.informer.persistence import (
     snapshot_path,
     write_snapshot,
 )
+from cacheproxy.informer.reflector import RESUME_CONFIRMATION
 
-__all__ = ["CachePersister", "PersistenceOptions", "identity_of"]
+__all__ = ["CachePersister", "PersistenceOptions", "identity_of", "prefetch_snapshots"]
 
 log = logging.getLogger("cacheproxy.daemon.persistence")
 
@@ -70,6 +74,47 @@ def identity_of(server: str, collection: Collection, transform: Transform) -> di
     }
 
 
+_prefetched: dict[Path, Future[SnapshotFile]] = {}
+
+
+def prefetch_snapshots(options: PersistenceOptions, names: Iterable[str]) -> None:
+    """Start reading the snapshots of resources ``names`` in ``options.directory`` (and hashing
+    them) in a thread, for the restores to come: ``cacheproxy serve`` calls it before it loads the upstream's credentials, so
+    the reading — 41 MB and its SHA-256 for 10 000 pods, ~50 ms without the GIL — runs beside that
+    (the ``kubernetes`` package's import, ~0.1 s) instead of after it. A restore uses what was
+    read only if the file is still the one read; anything else is read again, as without it."""
+    directory = options.directory
+    if directory is None:
+        return
+    paths = sorted((snapshot_path(directory, n) for n in names), key=_size, reverse=True)
+    paths = [p for p in paths if _size(p)]
+    if not paths:
+        return
+    reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-prefetch")
+    for path in paths:
+        _prefetched[path] = reader.submit(SnapshotFile.read, path)
+    reader.shutdown(wait=False)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _take_prefetched(path: Path) -> SnapshotFile | None:
+    """What :func:`prefetch_snapshots` read of ``path``, if it is still that file (else None)."""
+    future = _prefetched.pop(path, None)
+    if future is None:
+        return None
+    try:
+        read = future.result()
+    except OSError:
+        return None  # read again, and reported as any other failure
+    return read if read.current(path) else None
+
+
 @dataclass(slots=True)
 class _Persisted:
     informer: SharedInformer
@@ -89,6 +134,7 @@ class CachePersister:
         self.directory = options.directory
         self.server = server
         self._kept: dict[str, _Persisted] = {}
+        self._restored: list[SharedInformer] = []
         self._task: asyncio.Task[None] | None = None
         self._writing = asyncio.Lock()
         self._stopping = asyncio.Event()
@@ -104,7 +150,9 @@ class CachePersister:
         self._kept[name] = _Persisted(informer, path, identity, saved)
 
     def forget(self, name: str) -> None:
-        self._kept.pop(name, None)
+        kept = self._kept.pop(name, None)
+        if kept is not None and kept.informer in self._restored:
+            self._restored.remove(kept.informer)
 
     def _restore(
         self, name: str, informer: SharedInformer, path: Path, identity: dict[str, Any]
@@ -113,7 +161,9 @@ class CachePersister:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             remove_temporaries(path)
-            entries, rv = read_snapshot(path, identity=identity, store=informer.store)
+            entries, rv = read_snapshot(
+                path, identity=identity, store=informer.store, read=_take_prefetched(path)
+            )
         except FileNotFoundError:
             log.info("%s: no snapshot at %s; syncing from upstream", name, path)
             return None
@@ -125,7 +175,10 @@ class CachePersister:
                 "%s: cannot read the snapshot %s (%s); syncing from upstream", name, path, err
             )
             return None
-        informer.restore(entries, rv, serve_stale=self.options.serve_stale)
+        informer.restore(
+            entries, rv, serve_stale=self.options.serve_stale, apply_after=self._watches_answered
+        )
+        self._restored.append(informer)
         log.info(
             "%s: restored %d objects at resourceVersion %d from %s in %.0f ms; resuming the watch",
             name,
@@ -136,8 +189,19 @@ class CachePersister:
         )
         return rv
 
+    async def _watches_answered(self) -> None:
+        """Until every restored informer's resumed watch answered (at most the confirmation's
+        moment): a restored state is applied then, not while other watches are still being
+        opened (:meth:`SharedInformer.restore`)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(RESUME_CONFIRMATION):
+                for informer in self._restored:
+                    await informer.reflector.watch_answered.wait()
+
     def start(self) -> None:
-        """Write the snapshots every interval from now on."""
+        """Write the snapshots every interval from now on (the restores are done: what was
+        prefetched and not used is dropped)."""
+        _prefetched.clear()
         self._task = asyncio.create_task(self._every_interval(), name="persistence")
 
     async def _every_interval(self) -> None:

@@ -31,6 +31,7 @@ A relist instead (upstream no longer has its RV) delivers its difference as any 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import gc
 import time
@@ -50,7 +51,7 @@ from cacheproxy.informer.handlers import (
 from cacheproxy.informer.listwatch import ListerWatcher
 from cacheproxy.informer.metrics import InformerMetrics
 from cacheproxy.informer.queue import Bookmark, Delta, EventQueue, InOrderQueue, QueueItem, Replaced
-from cacheproxy.informer.reflector import Confirmed, Reflector, Restored
+from cacheproxy.informer.reflector import RESUME_CONFIRMATION, Confirmed, Reflector, Restored
 from cacheproxy.informer.reflectoroptions import ReflectorOptions
 from cacheproxy.informer.store import Entry, Store
 
@@ -144,6 +145,7 @@ class SharedInformer:
         self.state = CacheState.SYNCING
         self.serve_stale = False
         """A restored state counts as synced (is served) before upstream confirmed it."""
+        self._apply_after: Callable[[], Awaitable[object]] | None = None
         self.events_processed = 0
         self.last_event_at: float | None = None
         self._clock = clock
@@ -157,15 +159,30 @@ class SharedInformer:
     async def wait_for_sync(self) -> None:
         await self._synced.wait()
 
-    def restore(self, entries: list[Entry], rv: int, *, serve_stale: bool = False) -> None:
+    def restore(
+        self,
+        entries: list[Entry],
+        rv: int,
+        *,
+        serve_stale: bool = False,
+        apply_after: Callable[[], Awaitable[object]] | None = None,
+    ) -> None:
         """Start from ``entries`` at ``rv`` (a snapshot, :mod:`.persistence`) instead of a first
         sync: call before :meth:`run`. Synced once upstream confirms it (see the module), or at
-        once with ``serve_stale``."""
+        once with ``serve_stale``.
+
+        Without ``serve_stale`` the state is applied once the resumed watch answered (at most
+        the confirmation's moment later), or once ``apply_after()`` returns: applying it — every
+        object indexed, then a collection — holds the event loop for tens of ms (10 000 pods),
+        which the watches being opened (this one's, or all of a daemon's: ``apply_after``) would
+        otherwise wait for; after their answers it runs while the confirmation waits its moment
+        (docs/operations.md, "Warm restarts")."""
         if self._running or self.has_synced:
             raise RuntimeError(f"informer {self.name}: restore before it runs")
         if isinstance(self.queue, coalescing.CoalescingQueue):
             raise TypeError(f"informer {self.name}: a coalescing informer cannot be restored")
         self.serve_stale = serve_stale
+        self._apply_after = apply_after
         self.reflector.resume(Restored(entries, rv))
 
     # ------------------------------------------------------------------ consumers
@@ -304,6 +321,11 @@ class SharedInformer:
             await self._handlers.notify(("update", prev, entry))
 
     async def _apply_replaced(self, item: Replaced) -> None:
+        if isinstance(item, Restored) and not self.serve_stale:
+            await (self._apply_after or self.watch_answered)()
+            # A turn first for what the last answer scheduled: its confirmation's timer starts
+            # now, not once the loop is free again.
+            await asyncio.sleep(0)
         store = self.store
         first = not self.has_synced
         entries = [self._entry(o) for o in item.objects]
@@ -338,6 +360,13 @@ class SharedInformer:
         if first and self.freeze_gc_after_sync:
             gc.collect()
             gc.freeze()
+
+    async def watch_answered(self) -> None:
+        """Until the first watch got its answer (its stream or an error), at most the
+        confirmation's moment: when a restored state is applied (:meth:`restore`)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(RESUME_CONFIRMATION):
+                await self.reflector.watch_answered.wait()
 
     async def _apply_coalesced(self, item: coalescing.Deltas) -> None:
         """Coalescing mode: apply each recorded delta of one key (client-go's processDeltas)."""

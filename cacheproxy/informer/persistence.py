@@ -40,6 +40,7 @@ from cacheproxy.informer.store import Entry, Store, type_prefix
 
 __all__ = [
     "FORMAT_VERSION",
+    "SnapshotFile",
     "SnapshotRejected",
     "SnapshotView",
     "read_snapshot",
@@ -85,6 +86,34 @@ class SnapshotView:
             tuple(store.index_names),
             type_prefix(store.kind, store.api_version),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotFile:
+    """A snapshot file's bytes as read, and the SHA-256 of all but its last 32 bytes (what its
+    checksum covers when it is whole): :meth:`read` does the work that needs no store — reading,
+    hashing, both without the GIL — so it can run in a thread beside other work."""
+
+    data: bytes
+    digest: bytes
+    stamp: tuple[int, int, int]
+    """The file's (inode, size, mtime) when read: :meth:`current` tells whether it is still that."""
+
+    @classmethod
+    def read(cls, path: Path) -> SnapshotFile:
+        with path.open("rb") as f:
+            stat = os.fstat(f.fileno())
+            data = f.read()
+        digest = hashlib.sha256(memoryview(data)[: max(len(data) - _DIGEST, 0)]).digest()
+        return cls(data, digest, (stat.st_ino, stat.st_size, stat.st_mtime_ns))
+
+    def current(self, path: Path) -> bool:
+        """Whether ``path`` is still the file that was read (not replaced or rewritten since)."""
+        try:
+            stat = path.stat()
+        except OSError:
+            return False
+        return (stat.st_ino, stat.st_size, stat.st_mtime_ns) == self.stamp
 
 
 def snapshot_path(directory: Path, name: str) -> Path:
@@ -173,12 +202,15 @@ def remove_temporaries(path: Path) -> int:
 
 
 def read_snapshot(
-    path: Path, *, identity: Mapping[str, Any], store: Store
+    path: Path, *, identity: Mapping[str, Any], store: Store, read: SnapshotFile | None = None
 ) -> tuple[list[Entry], int]:
     """The entries and RV of the snapshot at ``path``, as ``store`` keeps them (re-indexed if it
     was written with other index paths). Raises :class:`SnapshotRejected` for anything but a
-    whole, valid snapshot of this ``identity``; FileNotFoundError when there is none."""
-    data = path.read_bytes()
+    whole, valid snapshot of this ``identity``; FileNotFoundError when there is none. ``read``:
+    the file as already read (:meth:`SnapshotFile.read`), else it is read now."""
+    if read is None:
+        read = SnapshotFile.read(path)
+    data = read.data
     if not data.startswith(MAGIC):
         raise SnapshotRejected("not a cacheproxy snapshot (no magic line)")
     end = data.find(b"\n", len(MAGIC))
@@ -207,7 +239,7 @@ def read_snapshot(
         raise SnapshotRejected(f"truncated: {len(data)} bytes of {expected}")
     if len(data) > expected:
         raise SnapshotRejected(f"corrupt: {len(data) - expected} bytes after the checksum")
-    if hashlib.sha256(memoryview(data)[: start + payload]).digest() != data[start + payload :]:
+    if read.digest != data[start + payload :]:  # the SHA-256 of data[: start + payload]
         raise SnapshotRejected("corrupt: the checksum does not match")
     if theirs != orjson.loads(orjson.dumps(identity)):
         differs = sorted(k for k in {*theirs, *identity} if theirs.get(k) != identity.get(k))
@@ -234,8 +266,8 @@ def _entries(data: bytes, pos: int, end: int, count: int, store: Store) -> list[
         pos = line_end + 1 + length
         if pos > end:
             raise ValueError("a body runs past the end")
-        labels = _share(shared, tuple(_intern(x) for x in labels))
-        values = _share(shared, tuple(_share(shared, tuple(map(_intern, v))) for v in values))
+        labels = _shared(shared, labels)
+        values = _shared(shared, [_shared(shared, v) for v in values]) if values else ()
         entry_prefix = prefix if own_prefix is None else own_prefix.encode()
         out.append(Entry(key, labels, values, data[line_end + 1 : pos], entry_prefix))
     if pos != end:
@@ -243,6 +275,12 @@ def _entries(data: bytes, pos: int, end: int, count: int, store: Store) -> list[
     return out
 
 
-def _share(shared: dict[Any, Any], value: Any) -> Any:
-    """One object per distinct value (as the store's indexes share equal tuples)."""
-    return shared.setdefault(value, value)
+def _shared(shared: dict[Any, Any], items: list[Any]) -> Any:
+    """The tuple of ``items`` (strings interned, or tuples already shared), one object per distinct
+    value, as the store's indexes share equal tuples. A value seen before is looked up, not built
+    again: most objects share their label sets (a start restores 10 000 pods in tens of ms)."""
+    key = tuple(items)
+    found = shared.get(key)
+    if found is None:
+        found = shared[key] = tuple(map(_intern, key)) if key and type(key[0]) is str else key
+    return found

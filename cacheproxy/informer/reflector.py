@@ -165,6 +165,9 @@ class Reflector:
         self._restored: Restored | None = None
         self._confirming = False
         """A restored state waits for upstream's word (see the module)."""
+        self.watch_answered = asyncio.Event()
+        """Set once the first watch got its answer (its stream or an error), or the reflector
+        stopped: the informer applies a restored state then (:meth:`SharedInformer.restore`)."""
 
     def resume(self, restored: Restored) -> None:
         """Start from ``restored`` (before :meth:`run`): it is put on the queue in place of a
@@ -195,6 +198,7 @@ class Reflector:
                     await self._back_off(None)
         finally:
             self.phase = Phase.STOPPED
+            self.watch_answered.set()
 
     async def _sync(self) -> tuple[bool, ContinuedStream | None]:
         """One (re)sync: (whether it succeeded, the stream to keep watching after a
@@ -330,6 +334,8 @@ class Reflector:
             raise self._on_watch_error(err, events=0, started=started) from None
         except TransportError as err:
             raise self._on_watch_error(err, events=0, started=started) from None
+        finally:
+            self.watch_answered.set()
         await self._consume(cm, stream, timeout, started=started)
 
     async def _consume(
