@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from cacheproxy import __version__
 from cacheproxy.cli import configured, demo, sim
-from cacheproxy.cli.running import HelpFormatter, run
+from cacheproxy.cli.running import HelpFormatter, pause_collector, resume_collector, run
 from cacheproxy.errors import ConfigError
 
 __all__ = ["build_parser", "main"]
@@ -82,8 +82,9 @@ def _configure_logging(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    pause_collector()  # until the command has started (cli.running); the modules import now
     try:
+        args = build_parser().parse_args(argv)
         if args.command == "check-config":
             return configured.check_config_main(
                 args.config, overrides=configured.overrides(args), live=args.live
@@ -94,10 +95,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         _configure_logging(args)
         if args.command == "serve":
-            return run(configured.serve_main(args))
+            return run(configured.serve_main(args))  # resumes it once the daemon started
+        resume_collector()
         if args.command == "demo":
             return run(demo.demo_main(args))
         return run(sim.sim_main(args))
     except ConfigError as err:
         print(f"cacheproxy: {err}", file=sys.stderr)
         return 2
+    finally:
+        resume_collector()

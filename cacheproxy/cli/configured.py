@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from cacheproxy.cli.running import HelpFormatter, stop_on_signals
+from cacheproxy.cli.running import HelpFormatter, resume_collector, stop_on_signals
 from cacheproxy.errors import CacheProxyError, ConfigError, ListenError
 from cacheproxy.tasks import cancel_and_wait
 
@@ -206,6 +206,7 @@ async def _run_daemon(daemon: Any, stop: asyncio.Event, reloader: Any = None) ->
     watches → stop informers). SIGHUP (and a changed config file) reload the resources."""
     stop_on_signals(stop)
     await daemon.start()
+    resume_collector()  # paused by main() until now: the snapshots restored (cli.running)
     if reloader is not None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reloader.request)
         reloader.start()
@@ -224,23 +225,7 @@ async def _run_daemon(daemon: Any, stop: asyncio.Event, reloader: Any = None) ->
 
 
 async def serve_main(args: argparse.Namespace) -> int:
-    from cacheproxy.daemon.config import describe, load_config
-    from cacheproxy.daemon.logs import configure_logging
-    from cacheproxy.daemon.reload import ConfigReloader
-    from cacheproxy.daemon.runtime import Daemon
-    from cacheproxy.daemon.wiring import wire
-
-    flags = overrides(args)
-    config = load_config(args.config, overrides=flags)
-    wiring = wire(config)
-    configure_logging(wiring.log_level, wiring.log_format.value)
-    for warning in wiring.warnings:
-        log.warning("%s", warning)
-    log.info("%s", describe(config))
-    daemon = Daemon(config, wiring.load_upstream())
-    reloader = ConfigReloader(
-        args.config, lambda: load_config(args.config, overrides=flags), daemon.reload
-    )
+    daemon, reloader = _build_daemon(args)
     try:
         await _run_daemon(daemon, asyncio.Event(), reloader)
     except ListenError as err:
@@ -249,3 +234,27 @@ async def serve_main(args: argparse.Namespace) -> int:
             "server.port in the config file"
         ) from None
     return 0
+
+
+def _build_daemon(args: argparse.Namespace) -> tuple[Any, Any]:
+    from cacheproxy.daemon.config import describe, load_config
+    from cacheproxy.daemon.logs import configure_logging
+    from cacheproxy.daemon.persistence import prefetch_snapshots
+    from cacheproxy.daemon.reload import ConfigReloader
+    from cacheproxy.daemon.runtime import Daemon
+    from cacheproxy.daemon.wiring import wire
+
+    flags = overrides(args)
+    config = load_config(args.config, overrides=flags)
+    wiring = wire(config)
+    # Read while the upstream's credentials load (a warm restart's snapshots: docs/operations.md).
+    prefetch_snapshots(wiring.persistence, (spec.rtype.config_name for spec in config.resources))
+    configure_logging(wiring.log_level, wiring.log_format.value)
+    for warning in wiring.warnings:
+        log.warning("%s", warning)
+    log.info("%s", describe(config))
+    daemon = Daemon(config, wiring.load_upstream())
+    reloader = ConfigReloader(
+        args.config, lambda: load_config(args.config, overrides=flags), daemon.reload
+    )
+    return daemon, reloader

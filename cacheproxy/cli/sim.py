@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from cacheproxy.cli.running import HelpFormatter, env_default, stop_on_signals
-from cacheproxy.daemon.config import parse_custom_resource
 from cacheproxy.errors import ListenError
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.tasks import cancel_and_wait
@@ -25,6 +24,8 @@ _CRD = "GROUP/VERSION/PLURAL:Kind[:namespaced|cluster]"
 
 def _custom_resource(text: str) -> ResourceType:
     """``--crd``: the grammar of a custom resource written as a string in ``resources``."""
+    from cacheproxy.daemon.config import parse_custom_resource  # not imported by the CLI's import
+
     try:
         return parse_custom_resource(text)
     except ValueError as exc:
