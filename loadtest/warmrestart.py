@@ -11,7 +11,17 @@ kube-apiserver v1.28.7 (:mod:`cacheproxy.envtest`), creates the workload of
    snapshots (their RVs still in the API server's history): start → listening → ready, the
    upstream lists and watches it made (``cacheproxy_upstream_requests_total``, 0 lists is the
    budget), each resource's ``/status`` state, the objects held, the restore's own time (its log);
-   budget: start → ready ≤ 1 s;
+   budget: start → ready ≤ 1 s, both for the daemon built in this process (its modules imported)
+   and, ``--process-repeat`` times, for a new ``cacheproxy serve`` process from its exec to
+   ``/readyz`` 200 (the worst is judged). The new processes run as installed: the package's
+   bytecode compiled (as pip does at install; ``compileall`` first) and only the packages
+   cacheproxy depends on importable (the test tools this checkout's environment also holds —
+   trio, rich, kubernetes-validate… — are hidden from them: an import of one fails, as where the
+   product is installed alone). One more start with them importable, and one with no bytecode at
+   all (every module compiled at start, as an image without ``__pycache__`` does) are reported
+   beside, not judged. Each process start is broken down by its log's timestamps: exec → the
+   configuration read (the interpreter and the imports), → the last snapshot restored, →
+   listening, → ready;
 3. **expired**: 50 pods deleted and 50 created while the daemon is down, then the API server is
    restarted over a moved etcd (its watch caches begin after the snapshots' RVs: every resumed
    watch is 410), and the daemon starts with ``persistence.serveStale: true``; a watcher opened on
@@ -27,14 +37,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
+import datetime
 import logging
+import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +57,7 @@ import httpx
 import orjson
 import yaml
 
+import cacheproxy
 from cacheproxy.daemon.config import load_config, resolve_upstream
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.envtest import ASSETS_HINT, Cluster, find_assets
@@ -54,6 +70,12 @@ from loadtest.serve import _progress
 _REQUESTS = re.compile(r"^cacheproxy_upstream_requests_total\{([^}]*)\} (\S+)$", re.MULTILINE)
 _RELISTS = re.compile(r"^cacheproxy_informer_relists_total\{([^}]*)\} (\S+)$", re.MULTILINE)
 _RESTORED = re.compile(r"(\S+): restored (\d+) objects at resourceVersion \d+ from \S+ in (\d+) ms")
+_LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \w+ \S+: (.*)$", re.MULTILINE)
+_LAUNCH = (
+    "import sys; sys.modules.update(dict.fromkeys({hidden!r})); "
+    "from cacheproxy.cli import main; sys.exit(main())"
+)
+"""``python -c`` for ``cacheproxy serve`` with the modules ``hidden`` made unimportable."""
 
 
 @dataclasses.dataclass
@@ -69,6 +91,12 @@ class Start:
     objects: dict[str, int]
     restore_ms: dict[str, int]
     stop_s: float = 0.0
+    env: str = ""
+    """For a process start: how it ran (``installed``, ``checkout``, ``no bytecode``)."""
+    configured_s: float = 0.0
+    """For a process start: exec → its first log line (the interpreter, imports, config read)."""
+    restored_s: float = 0.0
+    """For a process start: exec → the last snapshot restored (its log line)."""
 
 
 @dataclasses.dataclass
@@ -181,6 +209,115 @@ def _start(workdir: Path, config: Path, name: str) -> tuple[Service, float, floa
     return service, listening, time.monotonic() - started
 
 
+def runtime_packages(root: str = "cacheproxy") -> set[str]:
+    """The distributions ``root`` needs at run time (its requirements and theirs, with the extras
+    asked for), by canonical name."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    extras_of: dict[str, set[str]] = {}
+    todo: list[tuple[str, set[str]]] = [(root, set())]
+    while todo:
+        name, extras = todo.pop()
+        key = canonicalize_name(name)
+        if key in extras_of and extras <= extras_of[key]:
+            continue
+        extras_of.setdefault(key, set()).update(extras)
+        try:
+            requires = metadata.distribution(name).requires or []
+        except metadata.PackageNotFoundError:
+            continue
+        for text in requires:
+            req = Requirement(text)
+            wanted = extras_of[key] or {""}
+            if req.marker is None or any(req.marker.evaluate({"extra": e}) for e in wanted):
+                todo.append((req.name, set(req.extras)))
+    return set(extras_of)
+
+
+def modules_not_needed() -> list[str]:
+    """Top-level modules installed here by distributions cacheproxy does not need (test tools)."""
+    from packaging.utils import canonicalize_name
+
+    needed = runtime_packages()
+    return sorted(
+        module
+        for module, dists in metadata.packages_distributions().items()
+        if not any(canonicalize_name(d) in needed for d in dists)
+    )
+
+
+def log_marks(text: str, began: float) -> dict[str, float]:
+    """Seconds from ``began`` (the exec, wall clock) to the daemon's log lines: ``configured``
+    (its first line: the configuration read), ``restored`` (the last snapshot restored),
+    ``listening`` and ``ready``."""
+    marks: dict[str, float] = {}
+    for stamp, message in _LOG_LINE.findall(text):
+        at = datetime.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp() - began
+        marks.setdefault("configured", at)
+        if _RESTORED.match(message):
+            marks["restored"] = at
+        elif message.startswith("serving "):
+            marks.setdefault("listening", at)
+        elif message.startswith("ready:"):
+            marks.setdefault("ready", at)
+    return marks
+
+
+def _process_start(workdir: Path, config: Path, name: str, env: str) -> Start:
+    """``cacheproxy serve`` as a new process, run as ``env`` says (see the module): exec →
+    listening → ``/readyz`` 200, broken down by its log, then SIGTERM."""
+    environ = dict(os.environ)
+    argv = [sys.executable, "-c", _LAUNCH.format(hidden=modules_not_needed())]
+    if env == "checkout":
+        argv = [sys.executable, "-m", "cacheproxy"]
+    elif env == "no bytecode":
+        empty = Path(tempfile.mkdtemp(prefix="pycache-", dir=workdir))
+        environ.update(PYTHONDONTWRITEBYTECODE="1", PYTHONPYCACHEPREFIX=str(empty))
+    log = workdir / f"{name}.log"
+    with log.open("wb") as out:
+        began, started = time.time(), time.monotonic()
+        proc = subprocess.Popen(
+            [*argv, "serve", "--config", str(config), "--port", "0"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=environ,
+        )
+    service = Service(name=name, proc=proc, log=log)
+    service.wait_url(timeout=60)
+    listening = time.monotonic() - started
+    ready = _ready_after(service, started)
+    start = _observe(service, f"warm process ({env})", listening, ready)
+    marks = log_marks(log.read_text(errors="replace"), began)
+    start.env = env
+    start.configured_s = marks.get("configured", 0.0)
+    start.restored_s = marks.get("restored", 0.0)
+    start.stop_s = _stop(service)
+    return start
+
+
+def _ready_after(service: Service, started: float, timeout: float = 120.0) -> float:
+    """Seconds from ``started`` to ``/readyz`` answering 200, polled every 10 ms (at most 10 ms
+    late: the budget is judged to a few)."""
+    with httpx.Client(base_url=service.url, timeout=5) as client:
+        while time.monotonic() - started < timeout:
+            if service.proc.poll() is not None:
+                raise RuntimeError(f"{service.name} exited:\n{service.tail()}")
+            with contextlib.suppress(httpx.HTTPError):
+                if client.get("/readyz").status_code == 200:
+                    return time.monotonic() - started
+            time.sleep(0.01)
+    raise RuntimeError(f"{service.name} not ready within {timeout:.0f} s:\n{service.tail()}")
+
+
+def _compile_bytecode() -> None:
+    """The package's bytecode, as pip writes it at install (this checkout's environment may say
+    PYTHONDONTWRITEBYTECODE): a process start then reads it instead of compiling each module."""
+    package = Path(cacheproxy.__file__).parent
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True)
+
+
 def _stop(service: Service) -> float:
     started = time.monotonic()
     service.stop(grace=60)
@@ -255,12 +392,14 @@ def run(cluster: Cluster, workdir: Path, args: argparse.Namespace) -> dict[str, 
         asyncio.run(_patch_pods(cluster, pods[rep * 20 : rep * 20 + 20], f"r{rep}"))
         _progress(f"warm start {rep + 1} of {args.repeat} (in this process)")
         warm.append(asyncio.run(_in_process(config)))
-    rep = args.repeat
-    asyncio.run(_patch_pods(cluster, pods[rep * 20 : rep * 20 + 20], f"r{rep}"))
-    _progress("warm start as a new process")
-    service, listening, ready = _start(workdir, config, "warm-process")
-    process = _observe(service, "warm process", listening, ready)
-    process.stop_s = _stop(service)
+    _compile_bytecode()
+    envs = ["installed"] * args.process_repeat + ["checkout", "no bytecode"]
+    processes: list[Start] = []
+    for i, env in enumerate(envs):
+        rep = args.repeat + i
+        asyncio.run(_patch_pods(cluster, pods[rep * 20 : rep * 20 + 20], f"r{rep}"))
+        _progress(f"warm start {i + 1} of {len(envs)} as a new process ({env})")
+        processes.append(_process_start(workdir, config, f"warm-process-{i}", env))
     _progress("expired: churn while down, then the API server restarted over a moved etcd")
     churn = 50
     asyncio.run(_churn(cluster, pods[-churn:], churn))
@@ -289,7 +428,7 @@ def run(cluster: Cluster, workdir: Path, args: argparse.Namespace) -> dict[str, 
         "snapshot_bytes": sizes,
         "cold": dataclasses.asdict(cold),
         "warm": [dataclasses.asdict(w) for w in warm],
-        "warm_process": dataclasses.asdict(process),
+        "warm_processes": [dataclasses.asdict(p) for p in processes],
         "expired": dataclasses.asdict(expired),
     }
 
@@ -301,9 +440,11 @@ def _median(values: Sequence[float]) -> float:
 
 def render(result: dict[str, Any], *, machine: Any, pods: int) -> str:
     cold, warm, expired = result["cold"], result["warm"], result["expired"]
-    process = result["warm_process"]
+    # Reports before the process starts were judged held one, "warm_process".
+    processes = result.get("warm_processes") or [result["warm_process"]]
+    installed = [p for p in processes if p.get("env") == "installed"]
     worst = max(w["ready_s"] for w in warm)
-    lists = sum(sum(w["lists"].values()) for w in [*warm, process])
+    lists = sum(sum(w["lists"].values()) for w in [*warm, *processes])
     lines = [
         "# Warm restarts against kube-apiserver v1.28.7",
         "",
@@ -318,7 +459,15 @@ def render(result: dict[str, Any], *, machine: Any, pods: int) -> str:
         "|---|---:|---|",
         f"| warm restart: the daemon's start → ready ≤ 1 s (worst of {len(warm)}) | {worst:.3f} s | "
         f"{'met' if worst <= 1.0 else 'MISSED'} |",
-        f"| warm restart: 0 upstream lists ({len(warm) + 1} restarts) | {lists} | "
+    ]
+    if installed:
+        slowest = max(p["ready_s"] for p in installed)
+        lines.append(
+            f"| warm restart: a new process's exec → ready ≤ 1 s, as installed (worst of "
+            f"{len(installed)}) | {slowest:.3f} s | {'met' if slowest <= 1.0 else 'MISSED'} |"
+        )
+    lines += [
+        f"| warm restart: 0 upstream lists ({len(warm) + len(processes)} restarts) | {lists} | "
         f"{'met' if lists == 0 else 'MISSED'} |",
         f"| expired RV: one relist per resource | lists {expired['lists']} | "
         f"{'met' if set(expired['lists'].values()) == {1} else 'MISSED'} |",
@@ -330,9 +479,9 @@ def render(result: dict[str, Any], *, machine: Any, pods: int) -> str:
         "restore ms (pods) | pods held | states | SIGTERM → exit s (writes the snapshots) |",
         "|---|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
-    for i, s in enumerate([cold, *warm, process]):
-        name = "cold (process)" if i == 0 else f"warm {i} (in process)"
-        name = "warm (process)" if s is process else name
+    names = ["cold (process)", *(f"warm {i} (in process)" for i in range(1, len(warm) + 1))]
+    names += [f"warm (process, {p.get('env') or 'checkout'})" for p in processes]
+    for name, s in zip(names, [cold, *warm, *processes], strict=True):
         states = ", ".join(sorted(set(s["states"].values())))
         lines.append(
             f"| {name} | {s['listening_s']:.3f} | {s['ready_s']:.3f} | {sum(s['lists'].values())} "
@@ -342,6 +491,26 @@ def render(result: dict[str, Any], *, machine: Any, pods: int) -> str:
     lines += [
         f"| **warm median (in process)** | {_median([w['listening_s'] for w in warm]):.3f} "
         f"| {_median([w['ready_s'] for w in warm]):.3f} | | | | | | |",
+    ]
+    if installed:
+        lines += [
+            f"| **warm median (process, installed)** "
+            f"| {_median([p['listening_s'] for p in installed]):.3f} "
+            f"| {_median([p['ready_s'] for p in installed]):.3f} | | | | | | |",
+            "",
+            "The process starts, from the exec, by the daemon's log (ms-stamped lines; the last "
+            "column polls `/readyz` every 10 ms):",
+            "",
+            "| process start | exec → configuration read s | → last snapshot restored s "
+            "| → listening s | → `/readyz` 200 s |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for i, p in enumerate(processes, 1):
+            lines.append(
+                f"| {i} ({p['env']}) | {p['configured_s']:.3f} | {p['restored_s']:.3f} "
+                f"| {p['listening_s']:.3f} | {p['ready_s']:.3f} |"
+            )
+    lines += [
         "",
         "Expired RV (`persistence.serveStale: true`; the API server restarted over a moved etcd "
         "while the daemon was down, 50 pods deleted and 50 created):",
@@ -356,9 +525,13 @@ def render(result: dict[str, Any], *, machine: Any, pods: int) -> str:
         "`wait_ready()`) in this process, its modules imported: start → listening is building it "
         "and reading the snapshots, listening → ready each resumed watch opening and being "
         "confirmed (an event, a bookmark, or 0.2 s open without a 410). The *process* starts are "
-        "`cacheproxy serve` from its exec to `/readyz` answering 200 (polled every 50 ms): they "
-        "add the interpreter's start and imports (0.6-0.8 s on this machine, with or without a "
-        "snapshot).",
+        "`cacheproxy serve` from its exec to `/readyz` answering 200 (polled every 50 ms for the "
+        "cold start, every 10 ms for the warm ones): they add the interpreter's start and the "
+        "imports. *installed*: the package's bytecode "
+        "compiled and only cacheproxy's own dependencies importable (as where it is installed "
+        "alone); *checkout*: this environment as it is, whose test tools (trio, rich, "
+        "kubernetes-validate) httpcore, httpx and kubernetes import when they find them; "
+        "*no bytecode*: every module compiled from source at start.",
     ]
     return "\n".join(lines) + "\n"
 
@@ -368,7 +541,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m loadtest.warmrestart")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--pods", type=int, default=10_000)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=5, help="warm starts in this process")
+    parser.add_argument(
+        "--process-repeat", type=int, default=5, help="warm starts as a new process (installed)"
+    )
     args = parser.parse_args(argv)
     assets = find_assets(DEFAULT_ASSETS)
     if assets is None:
