@@ -10,7 +10,8 @@ list and get with the API server's resourceVersion rules, and paging from one sn
   the EventLog (undoing later events) while it still holds N; else 410.
 - ``limit``/``continue``: pages in key order; the token carries the snapshot RV, so every page
   comes from one snapshot; a token older than the EventLog → 410 with an "inconsistent" token
-  (rv -1) to continue at the latest state.
+  (rv -1) to continue at the latest state; a token newer than the cache (from a replica ahead of
+  this one) waits for its RV as RV=N does, so a walk may cross replicas.
 
 The state at an older RV, and what a paged query selects of it, is built once per walk and kept
 (:mod:`cacheproxy.server.snapshots`): a page is then O(page + log n), not a rebuild. Whether kept
@@ -297,6 +298,12 @@ class ServedResource:
                 raise status.bad_request(
                     "specifying resource version is not allowed when using continue"
                 )
+            if token.resource_version > self.resource_version:
+                # A token from a replica ahead of this one: its state is not here yet, and the
+                # state here is older (cut from it, the page would miss the later writes). Wait
+                # for it as for RV=N; the API server's etcd answers a revision it has not reached
+                # with "too large resource version" too.
+                await self.wait_for(token.resource_version)
             if token.resource_version == -1 or token.resource_version == self.resource_version:
                 return self.resource_version, None
             try:

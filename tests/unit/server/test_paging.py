@@ -7,6 +7,7 @@ EventLog's later events undone, for every page, the matching keys sorted, the pa
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,9 +52,11 @@ class FakeInformer:
         self.event_log = EventLog(max_events=history, min_events=history, clock=lambda: 0.0)
         self.has_synced = True
         self._relist_listeners: list[Callable[[int], None]] = []
+        self._listeners: list[Callable[[Any], None]] = []
 
-    def add_listener(self, listener: Any) -> Callable[[], None]:
-        return lambda: None
+    def add_listener(self, listener: Callable[[Any], None]) -> Callable[[], None]:
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
 
     add_bookmark_listener = add_listener
 
@@ -70,14 +73,18 @@ class FakeInformer:
         obj["metadata"]["resourceVersion"] = str(rv)
         entry = self.store.make_entry(obj)
         prev = self.store.put(entry, rv=rv)
-        self.event_log.append("ADDED" if prev is None else "MODIFIED", entry, prev, rv)
+        event = self.event_log.append("ADDED" if prev is None else "MODIFIED", entry, prev, rv)
+        for listener in self._listeners:
+            listener(event)
 
     def delete(self, key: str) -> None:
         if key in self.store:
             rv = self.rv + 1
             prev = self.store.delete(key, rv=rv)
             assert prev is not None
-            self.event_log.append("DELETED", prev, prev, rv)
+            event = self.event_log.append("DELETED", prev, prev, rv)
+            for listener in self._listeners:
+                listener(event)
 
     def relist(self, objs: list[dict[str, Any]]) -> None:
         rv = self.rv + 1
@@ -106,6 +113,7 @@ def served(informer: FakeInformer, snapshots: SnapshotCache | None = None) -> Se
         informer,  # type: ignore[arg-type]
         index_paths=set(INDEXES),
         snapshots=SnapshotCache() if snapshots is None else snapshots,
+        rv_wait=0.0,  # an RV the cache has not reached: 504 at once
     )
 
 
@@ -132,6 +140,8 @@ def reference(informer: FakeInformer, query: Query, opts: ListOptions) -> Outcom
     try:
         if opts.continue_token:
             token = decode_continue(opts.continue_token)
+            if token.resource_version > current:  # from a replica ahead: not reached (yet)
+                raise status.too_large_resource_version(token.resource_version, current)
             rv = current if token.resource_version == -1 else token.resource_version
             try:
                 state = state_at(informer, rv)
@@ -338,17 +348,28 @@ async def test_a_relist_forgets_every_kept_state() -> None:
     assert (await serve(res, Query(), opts))[:2] == (410, "Expired")
 
 
-async def test_a_token_newer_than_the_cache_is_served_but_its_state_not_kept() -> None:
-    """A forged token ahead of the cache gets the current state (as before); keeping it would
-    answer differently once the cache reaches that RV."""
+async def test_a_token_newer_than_the_cache_waits_for_its_rv() -> None:
+    """A token from a replica ahead of this one (behind one Service): the state at its RV is not
+    here yet, and cut from the older state here the page would miss what was written since. It
+    waits for the RV, as a list at RV=N does: served from that state once the cache reached it,
+    504 "Too large resource version" after ``rv_wait``."""
     informer = filled()
     res = served(informer)
-    token = encode_continue(informer.rv + 3, "ns-a/p-010\x00")
-    opts = ListOptions(limit=10, continue_token=token)
-    assert await serve(res, Query(), opts) == reference(informer, Query(), opts)
-    assert len(res.snapshots) == 0
-    churn(informer, 1)
-    assert await serve(res, Query(), opts) == reference(informer, Query(), opts)
+    res.rv_wait = 0.05
+    ahead = informer.rv + 3
+    opts = ListOptions(limit=10, continue_token=encode_continue(ahead, "ns-a/p-010\x00"))
+    refused = await serve(res, Query(), opts)
+    assert refused[:2] == (504, "Timeout")
+    assert f"Too large resource version: {ahead}, current: {informer.rv}" in str(refused[3])
+
+    res.rv_wait = 5.0
+    waiting = asyncio.create_task(serve(res, Query(), opts))
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    churn(informer, 1)  # three events: the cache reaches the token's RV
+    page = await waiting
+    assert page == reference(informer, Query(), opts)
+    assert page[1] == ahead
 
 
 def test_the_least_recently_used_are_dropped_first_to_stay_within_the_bound() -> None:
@@ -422,7 +443,8 @@ class Walk:
     limit: int
     rv: str
     """``current`` (unset), ``limit`` (RV=N with the limit: exact) or ``exact`` at an earlier RV,
-    or ``ahead``: a continue token forged at a later RV than the cache's."""
+    or ``ahead``: a continue token forged at a later RV than the cache's (as from a replica
+    ahead of this one: 504 while the cache is behind it)."""
     back: int
     """How many RVs back the earlier RV is (ahead: forward)."""
 
