@@ -75,15 +75,30 @@ def _dry_run(cluster: Cluster, directory: Path) -> subprocess.CompletedProcess[s
     return _kubectl(cluster, "apply", "--dry-run=server", "-k", str(directory))
 
 
-@pytest.mark.parametrize(
-    "kustomization", ["base", "overlays/shared-service", "examples/sidecar-1.28"]
-)
+APPLIED = {
+    "base": "deployment.apps/cacheproxy",
+    "overlays/shared-service": "horizontalpodautoscaler.autoscaling/cacheproxy",
+    "examples/sidecar-1.28": "deployment.apps/shop-app",
+    "examples/tiers": "daemonset.apps/cacheproxy-node",
+}
+"""Each kustomization applied as it is, and one object its dry run must name."""
+
+
+@pytest.mark.parametrize("kustomization", sorted(APPLIED))
 def test_the_kustomization_is_accepted_by_the_api_server(
     cluster: Cluster, kustomization: str
 ) -> None:
     done = _dry_run(cluster, DEPLOY / kustomization)
     assert done.returncode == 0, done.stderr
     assert "(server dry run)" in done.stdout
+    assert f"{APPLIED[kustomization]} created (server dry run)" in done.stdout, done.stdout
+
+
+def test_every_kustomization_is_dry_run_here() -> None:
+    """A new kustomization is covered by one of the tests of this module."""
+    found = {str(path.parent.relative_to(DEPLOY)) for path in DEPLOY.rglob("kustomization.yaml")}
+    # The native sidecar and the monitoring component have tests of their own below.
+    assert found == set(APPLIED) | {"examples/sidecar", "components/monitoring"}
 
 
 def test_the_native_sidecar_example_needs_1_29_and_says_so(cluster: Cluster) -> None:

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import kubernetes_validate
 import pytest
 import yaml
@@ -32,6 +33,7 @@ KUSTOMIZATIONS = {
     "shared-service": DEPLOY / "overlays" / "shared-service",
     "sidecar": DEPLOY / "examples" / "sidecar",
     "sidecar-1.28": DEPLOY / "examples" / "sidecar-1.28",
+    "tiers": DEPLOY / "examples" / "tiers",
 }
 CONFIGS = {
     "base": (DEPLOY / "base" / "config.yaml", DEPLOY / "base" / "clusterrole.yaml", "cacheproxy"),
@@ -39,6 +41,16 @@ CONFIGS = {
         DEPLOY / "examples" / "sidecar" / "config.yaml",
         DEPLOY / "examples" / "sidecar" / "clusterrole.yaml",
         "shop-cacheproxy",
+    ),
+    "tiers-central": (
+        DEPLOY / "examples" / "tiers" / "central-config.yaml",
+        DEPLOY / "examples" / "tiers" / "central-clusterrole.yaml",
+        "cacheproxy-central",
+    ),
+    "tiers-node": (
+        DEPLOY / "examples" / "tiers" / "node-config.yaml",
+        DEPLOY / "examples" / "tiers" / "node-clusterrole.yaml",
+        "cacheproxy-node",
     ),
 }
 WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "Pod"}
@@ -245,16 +257,94 @@ def test_probes_use_livez_and_readyz(name: str, rendered: dict[str, list[dict[st
 def test_shared_service_is_highly_available(rendered: dict[str, list[dict[str, Any]]]) -> None:
     objects = rendered["shared-service"]
     deployment = the(objects, "Deployment")[0]
-    assert deployment["spec"]["replicas"] >= 2
+    # The autoscaler owns the replica count: re-applying the manifests must not reset it.
+    assert "replicas" not in deployment["spec"]
+    (hpa,) = the(objects, "HorizontalPodAutoscaler")
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    target = hpa["spec"]["scaleTargetRef"]
+    assert (target["kind"], target["name"]) == ("Deployment", deployment["metadata"]["name"])
+    assert 2 <= hpa["spec"]["minReplicas"] < hpa["spec"]["maxReplicas"]
+    (metric,) = hpa["spec"]["metrics"]
+    assert metric["resource"]["name"] == "cpu"
+    assert metric["resource"]["target"]["type"] == "Utilization"
+    (container,) = cacheproxy_containers(objects)
+    assert "cpu" in container["resources"]["requests"], "utilization is relative to the request"
+    behavior = hpa["spec"]["behavior"]
+    # A new replica lists every resource upstream: one at a time, and slowly down again.
+    assert behavior["scaleUp"]["policies"] == [{"type": "Pods", "value": 1, "periodSeconds": 60}]
+    assert behavior["scaleDown"]["stabilizationWindowSeconds"] >= 300
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     anti = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
     terms = anti["requiredDuringSchedulingIgnoredDuringExecution"]
     assert terms[0]["topologyKey"] == "kubernetes.io/hostname"
     assert terms[0]["labelSelector"]["matchLabels"].items() <= labels.items()
+    # At minReplicas a drain may take one replica, never the last.
     pdb = the(objects, "PodDisruptionBudget")[0]
-    assert 1 <= pdb["spec"]["minAvailable"] < deployment["spec"]["replicas"]
-    assert "maxUnavailable" not in pdb["spec"]
+    assert pdb["spec"]["maxUnavailable"] == 1 < hpa["spec"]["minReplicas"]
     assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    rollout = deployment["spec"]["strategy"]["rollingUpdate"]
+    assert (rollout["maxUnavailable"], rollout["maxSurge"]) == (0, 1)
+
+
+@needs_kubectl
+def test_the_tiers_example_chains_a_node_tier_to_the_central_tier(
+    rendered: dict[str, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    objects = rendered["tiers"]
+    (central,) = the(objects, "Deployment")
+    (node,) = the(objects, "DaemonSet")
+    assert 1 <= central["spec"]["replicas"] <= 2
+    configs = served_configs(objects, tmp_path)
+    central_config = load_config(configs[central["metadata"]["name"]], env={})
+    node_config = load_config(configs[node["metadata"]["name"]], env={})
+    assert central_config.upstream.in_cluster is True
+    assert central_config.server.auth.mode == "delegated"
+    # The node tier's upstream is the central tier's Service, reached with its own token.
+    mounted = mounted_files(objects, node, tmp_path)
+    kubeconfig = yaml.safe_load(mounted[str(node_config.upstream.kubeconfig)].read_text())
+    server = httpx.URL(kubeconfig["clusters"][0]["cluster"]["server"])
+    services = {s["metadata"]["name"]: s for s in the(objects, "Service")}
+    namespace = central["metadata"]["namespace"]
+    assert server.host == f"{central['metadata']['name']}.{namespace}.svc"
+    service = services[central["metadata"]["name"]]
+    assert server.port in {p["port"] for p in service["spec"]["ports"]}
+    assert service["spec"]["selector"].items() <= pod_labels(central).items()
+    user = kubeconfig["users"][0]["user"]
+    assert user == {"tokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token"}
+    # The node tier caches what the central tier does, and its role grants the reads the
+    # central tier's SubjectAccessReviews check.
+    assert {r.rtype for r in node_config.resources} <= {r.rtype for r in central_config.resources}
+    node_role = role_of(objects, node)
+    assert node_role["rules"] == cluster_role(node_config)["rules"]
+    # Clients reach the node tier of their own node.
+    local = [
+        s for s in services.values() if s["spec"]["selector"].items() <= pod_labels(node).items()
+    ]
+    assert [s["spec"].get("internalTrafficPolicy") for s in local] == ["Local"]
+
+
+@needs_kubectl
+@pytest.mark.parametrize("name", sorted(KUSTOMIZATIONS))
+def test_persistence_dir_is_a_writable_volume(
+    name: str, rendered: dict[str, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    """Every served config with ``persistence.dir`` has a writable volume there (the root
+    filesystem is read-only: without one the snapshots would fail at every write)."""
+    objects = rendered[name]
+    found = 0
+    for workload_name, path in served_configs(objects, tmp_path).items():
+        directory = load_config(path, env={}).persistence.directory
+        if directory is None:
+            continue
+        found += 1
+        workload = workload_named(objects, workload_name)
+        (container,) = [c for c in containers(workload) if c["name"] == "cacheproxy"]
+        mount = next(m for m in container["volumeMounts"] if m["mountPath"] == str(directory))
+        assert not mount.get("readOnly"), workload_name
+        volume = next(v for v in pod_spec(workload)["volumes"] if v["name"] == mount["name"])
+        assert "emptyDir" in volume or "persistentVolumeClaim" in volume, volume
+    if name in ("base", "shared-service", "tiers"):
+        assert found, f"{name}: warm restarts are configured"
 
 
 @needs_kubectl
@@ -290,19 +380,63 @@ def test_base_objects_fit_together(rendered: dict[str, list[dict[str, Any]]]) ->
     assert policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
 
 
-def served_config(objects: list[dict[str, Any]], tmp_path: Path) -> Path:
-    """The config file the cacheproxy container reads: from its ConfigMap, where it is mounted."""
-    (container,) = cacheproxy_containers(objects)
-    args = container["args"]
-    config_path = Path(args[args.index("--config") + 1])
-    workload = next(o for o in objects if o["kind"] in WORKLOADS)
-    mount = next(m for m in container["volumeMounts"] if config_path.parent == Path(m["mountPath"]))
-    volume = next(v for v in pod_spec(workload)["volumes"] if v["name"] == mount["name"])
+def pod_labels(workload: dict[str, Any]) -> dict[str, str]:
+    labels: dict[str, str] = workload["spec"]["template"]["metadata"]["labels"]
+    return labels
+
+
+def mounted_files(
+    objects: list[dict[str, Any]], workload: dict[str, Any], tmp_path: Path
+) -> dict[str, Path]:
+    """The files of the cacheproxy container's ConfigMap volumes, by their path in the container,
+    written under ``tmp_path``."""
+    (container,) = [c for c in containers(workload) if c["name"] == "cacheproxy"]
+    volumes = {v["name"]: v for v in pod_spec(workload)["volumes"]}
     maps = {m["metadata"]["name"]: m for m in the(objects, "ConfigMap")}
-    data = maps[volume["configMap"]["name"]]["data"]
-    out = tmp_path / config_path.name
-    out.write_text(data[config_path.name])
+    out: dict[str, Path] = {}
+    for mount in container["volumeMounts"]:
+        volume = volumes[mount["name"]]
+        if "configMap" not in volume:
+            continue
+        for key, text in maps[volume["configMap"]["name"]]["data"].items():
+            local = tmp_path / workload["metadata"]["name"] / mount["name"] / key
+            local.parent.mkdir(parents=True, exist_ok=True)
+            local.write_text(text)
+            out[str(Path(mount["mountPath"]) / key)] = local
     return out
+
+
+def served_configs(objects: list[dict[str, Any]], tmp_path: Path) -> dict[str, Path]:
+    """The config file each workload's cacheproxy container reads (from its ConfigMap, where it
+    is mounted), by workload name."""
+    out: dict[str, Path] = {}
+    for workload in (o for o in objects if o["kind"] in WORKLOADS):
+        found = [c for c in containers(workload) if c["name"] == "cacheproxy"]
+        if not found:
+            continue
+        (container,) = found
+        args = container["args"]
+        files = mounted_files(objects, workload, tmp_path)
+        out[workload["metadata"]["name"]] = files[args[args.index("--config") + 1]]
+    assert out
+    return out
+
+
+def workload_named(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    return next(o for o in objects if o["kind"] in WORKLOADS and o["metadata"]["name"] == name)
+
+
+def role_of(objects: list[dict[str, Any]], workload: dict[str, Any]) -> dict[str, Any]:
+    """The ClusterRole bound to ``workload``'s service account (cluster-wide or in a namespace)."""
+    account = pod_spec(workload)["serviceAccountName"]
+    bindings = the(objects, "ClusterRoleBinding") + the(objects, "RoleBinding")
+    (binding,) = [b for b in bindings if b["subjects"][0]["name"] == account]
+    (role,) = [
+        r
+        for r in the(objects, "ClusterRole")
+        if r["metadata"]["name"] == binding["roleRef"]["name"]
+    ]
+    return role
 
 
 @needs_kubectl
@@ -310,34 +444,36 @@ def served_config(objects: list[dict[str, Any]], tmp_path: Path) -> Path:
 def test_the_served_config_passes_check_config(
     name: str, rendered: dict[str, list[dict[str, Any]]], tmp_path: Path
 ) -> None:
-    path = served_config(rendered[name], tmp_path)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CACHEPROXY_")}
-    done = subprocess.run(
-        [str(BIN / "cacheproxy"), "check-config", "--config", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=env,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("OK: ")
-    config = load_config(path, env={})
-    assert (
-        config.server.loopback
-        or config.server.authenticated
-        or (
-            config.server.allow_unauthenticated_non_loopback
-            and the(rendered[name], "NetworkPolicy")
+    for workload, path in served_configs(rendered[name], tmp_path).items():
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CACHEPROXY_")}
+        done = subprocess.run(
+            [str(BIN / "cacheproxy"), "check-config", "--config", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env=env,
         )
-    ), "off loopback without authentication only behind a NetworkPolicy"
-    ports = {
-        p["containerPort"]
-        for c in cacheproxy_containers(rendered[name])
-        for p in c.get("ports", [])
-    }
-    if ports:
-        assert config.server.port in ports
+        assert done.returncode == 0, (workload, done.stderr)
+        assert done.stdout.startswith("OK: ")
+        config = load_config(path, env={})
+        assert (
+            config.server.loopback
+            or config.server.authenticated
+            or (
+                config.server.allow_unauthenticated_non_loopback
+                and the(rendered[name], "NetworkPolicy")
+            )
+        ), f"{workload}: off loopback without authentication only behind a NetworkPolicy"
+        spec = workload_named(rendered[name], workload)
+        ports = {
+            p["containerPort"]
+            for c in containers(spec)
+            if c["name"] == "cacheproxy"
+            for p in c.get("ports", [])
+        }
+        if ports:
+            assert config.server.port in ports, workload
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
@@ -357,10 +493,15 @@ def test_rendered_cluster_role_matches_the_served_config(
     name: str, rendered: dict[str, list[dict[str, Any]]], tmp_path: Path
 ) -> None:
     objects = rendered[name]
-    config = load_config(served_config(objects, tmp_path), env={})
-    (role,) = the(objects, "ClusterRole")
-    assert role["rules"] == cluster_role(config)["rules"]
-    for rule in role["rules"]:
+    for workload, path in served_configs(objects, tmp_path).items():
+        spec = workload_named(objects, workload)
+        role = role_of(objects, spec)
+        assert role["rules"] == cluster_role(load_config(path, env={}))["rules"], workload
+        check_rules(role["rules"])
+
+
+def check_rules(rules: list[dict[str, Any]]) -> None:
+    for rule in rules:
         if rule["apiGroups"] in (["authentication.k8s.io"], ["authorization.k8s.io"]):
             # Delegated access control: reviews of the clients' tokens and reads, nothing else.
             assert rule["resources"] in (["tokenreviews"], ["subjectaccessreviews"])
