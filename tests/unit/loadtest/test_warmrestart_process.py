@@ -1,11 +1,16 @@
 """loadtest.warmrestart's process starts: the log read into the start's phases, and which
-installed packages a start "as installed" hides (those cacheproxy does not depend on)."""
+installed packages a start "as installed" hides (those cacheproxy does not depend on), and the
+committed report's verdicts."""
 
 from __future__ import annotations
 
 import datetime
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
-from loadtest.warmrestart import log_marks, modules_not_needed, runtime_packages
+from loadtest.warmrestart import log_marks, modules_not_needed, render, runtime_packages
 
 LOG = """\
 2026-12-01 21:46:02,901 WARNING cacheproxy: Secrets are cached: every client of this proxy can read them
@@ -36,3 +41,17 @@ def test_only_what_cacheproxy_does_not_depend_on_is_hidden() -> None:
     hidden = modules_not_needed()
     assert "pytest" in hidden
     assert not {"kubernetes", "fastapi", "httpx", "httpcore", "anyio", "yaml"} & set(hidden)
+
+
+def test_the_committed_process_report_renders_with_its_verdicts() -> None:
+    root = Path(__file__).resolve().parents[3]
+    result: dict[str, Any] = json.loads(
+        (root / "loadtest/results/2026-12-01-warm-restart-process/warmrestart.json").read_text()
+    )
+    machine = SimpleNamespace(
+        command="python -m loadtest.warmrestart", date="d", python="CPython", nproc=2, cpu_model="x"
+    )
+    report = render(result, machine=machine, pods=10_000)
+    assert report.count("| met |") == 5
+    assert "MISSED" not in report
+    assert "a new process's exec → ready ≤ 1 s, as installed (worst of 5)" in report
