@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import enum
+import functools
 import inspect
 import itertools
 import math
@@ -155,8 +156,15 @@ class Setting:
     """``dataclasses.MISSING`` when the field is required (a section's mandatory key)."""
     optional: bool
     """None is a value: an empty text clears it."""
-    doc: str
-    shown: Shown
+    owner: type = dataclasses.field(compare=False, repr=False)
+    """The dataclass that declares it (its docstring is read from there when asked)."""
+    shown: Shown = dataclasses.field(default_factory=lambda: Shown())
+
+    @property
+    def doc(self) -> str:
+        """What it means: the attribute docstring after its field. Read from the source only
+        when asked (the reference, ``check-config``), not by every start."""
+        return _docstrings(self.owner).get(self.attrs[-1], "")
 
     @property
     def key(self) -> str:
@@ -295,7 +303,7 @@ def _kind(base: Any, tristate: bool) -> Kind:
 
 
 def _leaf(
-    path: str, attrs: tuple[str, ...], field: dataclasses.Field[Any], hint: Any, doc: str
+    path: str, attrs: tuple[str, ...], field: dataclasses.Field[Any], hint: Any, owner: type
 ) -> Setting:
     annotation, optional = _strip_optional(hint)
     extras: list[Any] = []
@@ -321,7 +329,7 @@ def _leaf(
         metadata=metadata,
         default=default,
         optional=optional or default is dataclasses.MISSING,
-        doc=doc,
+        owner=owner,
         shown=shown,
     )
 
@@ -334,6 +342,7 @@ def _key(field: dataclasses.Field[Any], hint: Any) -> str:
     return _camel(field.name)
 
 
+@functools.cache
 def _docstrings(cls: type) -> dict[str, str]:
     """The attribute docstrings of ``cls``'s fields (a string right after the field)."""
     source = textwrap.dedent(inspect.getsource(cls))
@@ -359,7 +368,6 @@ def settings_of(cls: type, prefix: str = "") -> Iterator[Setting]:
 
 def _walk(cls: type, prefix: str, attrs: tuple[str, ...]) -> Iterator[Setting]:
     hints = typing.get_type_hints(cls, include_extras=True)
-    docs = _docstrings(cls)
     for field in dataclasses.fields(typing.cast(Any, cls)):
         if field.metadata.get("setting", True) is False:
             continue
@@ -369,7 +377,7 @@ def _walk(cls: type, prefix: str, attrs: tuple[str, ...]) -> Iterator[Setting]:
         if section is not None:
             yield from _walk(section, path + ".", (*attrs, field.name))
         else:
-            yield _leaf(path, (*attrs, field.name), field, hint, docs.get(field.name, ""))
+            yield _leaf(path, (*attrs, field.name), field, hint, cls)
 
 
 def assemble(
