@@ -4,16 +4,22 @@ too — admission, defaulting and version-specific validation included."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 import yaml
 
+from cacheproxy.daemon.config import load_config, resolve_upstream
+from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.envtest import Cluster
+from tests.e2e.support import converged, create, fresh_namespace
 from tests.integration.clients import kubectl_binary
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -151,3 +157,67 @@ def _wait_established(client: httpx.Client) -> None:
             return
         time.sleep(0.1)
     raise AssertionError(f"{name} was not established")
+
+
+async def test_the_tiers_example_chains_over_the_real_api_server(
+    cluster: Cluster, upstream: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    """The tiers example's two configs, as they are but for where they listen and what they
+    reach: the node tier reads through the central tier with a service account token of its
+    own, which the central tier reviews with the API server, and is allowed exactly what the
+    node tier's generated ClusterRole grants."""
+    tiers = DEPLOY / "examples" / "tiers"
+    namespace = await fresh_namespace(upstream, "tiers")
+    role = yaml.safe_load((tiers / "node-clusterrole.yaml").read_text())
+    role["metadata"] = {"name": namespace}  # the example's role, under a name of this test's
+    binding = {
+        "metadata": {"name": namespace},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": namespace,
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": namespace}],
+    }
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    await create(upstream, f"{rbac}/clusterroles", role)
+    await create(upstream, f"{rbac}/clusterrolebindings", binding)
+    token = await create(
+        upstream, f"/api/v1/namespaces/{namespace}/serviceaccounts/default/token", {"spec": {}}
+    )
+    (tmp_path / "token").write_text(token["status"]["token"])
+
+    def config(name: str, **changes: Any) -> Path:
+        doc = yaml.safe_load((tiers / f"{name}-config.yaml").read_text())
+        doc["upstream"] = changes.pop("upstream")
+        doc["server"] = {**doc["server"], "address": "127.0.0.1", "port": 0}
+        doc["persistence"]["dir"] = str(tmp_path / name / "snapshots")
+        (tmp_path / name).mkdir()
+        path = tmp_path / name / "config.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        return path
+
+    central_path = config("central", upstream={"kubeconfig": str(cluster.admin.kubeconfig)})
+    async with started(central_path) as central:
+        kubeconfig = yaml.safe_load((tiers / "node-kubeconfig.yaml").read_text())
+        kubeconfig["clusters"][0]["cluster"]["server"] = central.url
+        kubeconfig["users"][0]["user"]["tokenFile"] = str(tmp_path / "token")
+        (tmp_path / "node-kubeconfig").write_text(yaml.safe_dump(kubeconfig))
+        node_path = config("node", upstream={"kubeconfig": str(tmp_path / "node-kubeconfig")})
+        async with (
+            started(node_path) as node,
+            httpx.AsyncClient(base_url=node.url, timeout=30) as proxy,
+            httpx.AsyncClient(base_url=central.url, timeout=30) as anonymous,
+        ):
+            for path in ("/api/v1/pods", "/api/v1/nodes", "/api/v1/namespaces/ns-1/services"):
+                await converged(upstream, proxy, path)
+            # The central tier serves nobody else (delegated auth): the node tier's token did.
+            assert (await anonymous.get("/api/v1/pods")).status_code == 401
+
+
+@contextlib.asynccontextmanager
+async def started(path: Path) -> AsyncIterator[Daemon]:
+    config = load_config(path, env={})
+    async with Daemon(config, resolve_upstream(config.upstream)) as daemon:
+        assert await daemon.wait_ready(30), f"{path.parent.name} did not sync"
+        yield daemon
