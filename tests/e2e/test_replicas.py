@@ -48,7 +48,7 @@ from tests.e2e.support import create, daemon_over, fresh_namespace, rv_of
 pytestmark = [pytest.mark.envtest, pytest.mark.slow, pytest.mark.timeout(300)]
 
 READS = 10_000
-QUIET_READS = 300
+QUIET_READS = 150
 """Reads after the writer stopped."""
 WATCH_EVERY = 25
 """Reads between two watch resumes."""
