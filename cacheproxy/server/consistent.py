@@ -178,6 +178,10 @@ class FreshCache(Protocol):
         """The resourceVersion of the object the cache holds at ``key`` (None: none)."""
         ...
 
+    def confirmed(self, upstream_rv: int, cache_rv: int) -> None:
+        """A listing at ``upstream_rv`` confirmed the cache's state at ``cache_rv``."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class ObjectKey:
@@ -413,6 +417,7 @@ class ConsistentReads:
             if current and listing.newest <= rv and cache.holds_exactly(listing.keys):
                 self._quiet_at = rv
                 self.stats.confirmed += 1
+                cache.confirmed(listing.resource_version, rv)
                 return Fresh(confirmed_at=listing.resource_version)
             # Changes the cache has not seen yet: wait for the newest listed object, then for
             # each further move (a deletion shows only as one key fewer).

@@ -26,7 +26,7 @@ import itertools
 import operator
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -112,6 +112,10 @@ class ServedResource:
     consistency: ConsistentReads | None = None
     """How lists and gets with RV unset learn upstream's RV and wait for it
     (:mod:`.consistent`); None: they are answered from the cache as it is."""
+    proofs: dict[int, int] = field(default_factory=dict)
+    """Upstream RVs a consistent read's listing confirmed (:mod:`.consistent`), each to the
+    cache's RV whose state is upstream's there: a list at one of them (or not older than it),
+    and the pages of its walk, are cut from that state. The newest :data:`PROOFS` kept."""
     _progress: asyncio.Event = field(default_factory=asyncio.Event)
 
     def __post_init__(self) -> None:
@@ -123,6 +127,7 @@ class ServedResource:
     def _relisted(self, _rv: int) -> None:
         # The EventLog restarted: no older state can be rebuilt, so none may be served.
         self.snapshots.clear()
+        self.proofs.clear()
         self._progress.set()
 
     def table_printer(self) -> TablePrinter:
@@ -146,6 +151,26 @@ class ServedResource:
         """Whether the cache's keys are ``keys`` (a consistent read's confirmation)."""
         store = self.informer.store
         return len(store) == len(keys) and all(key in store for key in keys)
+
+    def confirmed(self, upstream_rv: int, cache_rv: int) -> None:
+        """A listing at ``upstream_rv`` showed the cache's state at ``cache_rv`` is upstream's
+        there (nothing changed in between but what a later event undoes)."""
+        if upstream_rv > cache_rv:
+            self.proofs[upstream_rv] = cache_rv
+            while len(self.proofs) > PROOFS:
+                del self.proofs[next(iter(self.proofs))]
+
+    def proven(self, rv: int, *, exact: bool) -> tuple[int, int] | None:
+        """(a confirmed upstream RV, the cache's RV with its state) for ``rv`` — exactly
+        ``rv``, or the oldest one not older — or None."""
+        if exact:
+            return (rv, self.proofs[rv]) if rv in self.proofs else None
+        newer = [upstream for upstream in self.proofs if upstream >= rv]
+        return (min(newer), self.proofs[min(newer)]) if newer else None
+
+    def reached(self, rv: int) -> bool:
+        """Whether a read not older than ``rv`` can be served without waiting."""
+        return rv <= self.resource_version or self.proven(rv, exact=False) is not None
 
     def key_of(self, namespace: str | None, name: str) -> str:
         """The cache's key of object ``name`` (in ``namespace`` if the resource is namespaced)."""
@@ -244,15 +269,8 @@ class ServedResource:
         self, query: Query, opts: ListOptions, *, confirmed_at: int | None = None
     ) -> ServedList:
         """One page of ``query`` as ``opts`` say (see the module). ``confirmed_at``: a
-        consistent read confirmed the cache's state as upstream's at that RV (newer than the
-        cache's own: nothing changed since), so a whole list carries it, and a
-        ``resourceVersion`` up to it needs no wait."""
-        page = await self._list(query, opts, confirmed_at)
-        if confirmed_at is not None and not page.continue_token:
-            page.resource_version = max(page.resource_version, confirmed_at)
-        return page
-
-    async def _list(self, query: Query, opts: ListOptions, confirmed_at: int | None) -> ServedList:
+        consistent read's listing confirmed the cache there (:meth:`confirmed`): the list
+        carries that RV."""
         rv, older = await self._list_source(query, opts, confirmed_at)
         if older is not None:
             entries = older.entries
@@ -298,6 +316,9 @@ class ServedResource:
                 raise status.bad_request(
                     "specifying resource version is not allowed when using continue"
                 )
+            proof = self.proven(token.resource_version, exact=True)
+            if proof is not None and (source := self._proven_source(proof, query, opts)):
+                return source
             if token.resource_version > self.resource_version:
                 # A token from a replica ahead of this one: its state is not here yet, and the
                 # state here is older (cut from it, the page would miss the later writes). Wait
@@ -315,11 +336,16 @@ class ServedResource:
                 ) from None
             return token.resource_version, snapshot
         requested = opts.rv
-        if requested > 0 and requested > (confirmed_at or 0):
-            await self.wait_for(requested)
         exact = opts.resource_version_match == EXACT or (
             opts.limit > 0 and requested > 0 and not opts.resource_version_match
         )
+        wanted = requested or confirmed_at or 0
+        if wanted > self.resource_version:
+            proof = self.proven(wanted, exact=exact or not requested)
+            if proof is not None and (source := self._proven_source(proof, query, opts)):
+                return source
+            if requested > 0:
+                await self.wait_for(requested)
         if exact and requested != self.resource_version:
             try:
                 return requested, self.snapshot(requested, query, keep=opts.limit > 0)
@@ -328,6 +354,23 @@ class ServedResource:
                     "The resourceVersion for the provided list is too old."
                 ) from None
         return self.resource_version, None
+
+    def _proven_source(
+        self, proof: tuple[int, int], query: Query, opts: ListOptions
+    ) -> tuple[int, Snapshot | None] | None:
+        """(the confirmed RV, the state it was confirmed for), or None when the EventLog no
+        longer reaches that state."""
+        upstream, cache = proof
+        if cache == self.resource_version:
+            return upstream, None
+        try:
+            return upstream, self.snapshot(cache, query, keep=opts.limit > 0)
+        except TooOld:
+            return None
+
+
+PROOFS: Final = 64
+"""Confirmed RVs kept per resource (:attr:`ServedResource.proofs`)."""
 
 
 def _bounds(

@@ -138,7 +138,7 @@ async def route(
     if verb == "list":
         ahead = not_older_than(opts)
         fresh = None
-        if reads is not None and (is_consistent_list(opts) or ahead > res.resource_version):
+        if reads is not None and (is_consistent_list(opts) or not res.reached(ahead)):
             at_least, within = (ahead, res.rv_wait) if ahead else (None, None)
             fresh = await reads.read(res, at_least=at_least, within=within)
             send = _warned(send, fresh)

@@ -565,12 +565,6 @@ async def test_a_client_alternating_between_replicas_sees_one_consistent_view(
     assert view.counts.get("old pages", 0) > 0 and view.counts.get("410", 0) > 0, figures
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="A consistent list confirmed by a listing carries the listing's RV, but a paged one "
-    "keeps the cache's older RV (its continue token must name a state the cache holds): after "
-    "a whole list from one replica, a first page from the other goes back.",
-)
 async def test_a_walk_of_a_quiet_resource_never_goes_back(
     replicas: tuple[str, list[Daemon]], upstream: httpx.AsyncClient
 ) -> None:

@@ -90,6 +90,7 @@ class Cache:
         self.resource_version = rv
         self.keys = set(keys)
         self.objects: dict[str, int] = {}
+        self.proofs: dict[int, int] = {}
         """Each object's resourceVersion, for gets (the test sets those it reads)."""
         self._moved = asyncio.Event()
 
@@ -106,6 +107,9 @@ class Cache:
 
     def object_version(self, key: str) -> int | None:
         return self.objects.get(key)
+
+    def confirmed(self, upstream_rv: int, cache_rv: int) -> None:
+        self.proofs[upstream_rv] = cache_rv
 
     async def wait_for(self, rv: int, *, within: float | None = None) -> None:
         deadline = self.time.now + (within or 0.0)

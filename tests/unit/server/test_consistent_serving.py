@@ -250,3 +250,32 @@ async def test_the_metrics_count_probes_waits_and_fallbacks() -> None:
     )
     assert samples["cacheproxy_consistent_wait_seconds_count", pods] == 2
     assert samples["cacheproxy_consistent_wait_seconds_sum", pods] >= 0.2
+
+
+async def test_the_rv_a_listing_confirmed_is_served_again_as_that_state() -> None:
+    async with served(listing=True, timeout=10.0, confirm_after=0.05) as (rig, client):
+        for name in ("b", "c"):
+            rig.lw.emit("ADDED", pod(name))
+        await asyncio.sleep(0.1)
+        rig.ahead = 40
+        first = await client.get(PODS, params={"limit": "2"})
+        confirmed = first.json()["metadata"]["resourceVersion"]
+        assert confirmed == str(rig.lw.rv + 40)
+        # A later event undoes nothing the confirmed state holds: it is still served at that RV.
+        rig.lw.emit("ADDED", pod("later"))
+        await asyncio.sleep(0.1)
+        listings = rig.listings
+        token = first.json()["metadata"]["continue"]
+        rest = await client.get(PODS, params={"limit": "2", "continue": token})
+        exact = await client.get(
+            PODS, params={"resourceVersion": confirmed, "resourceVersionMatch": "Exact"}
+        )
+        newer = await client.get(PODS, params={"resourceVersion": confirmed})
+        assert rig.listings == listings  # served from what the listing proved, not asked again
+        names = [i["metadata"]["name"] for r in (first, rest) for i in r.json()["items"]]
+        assert names == ["a", "b", "c"]
+        assert rest.json()["metadata"]["resourceVersion"] == confirmed
+        assert [i["metadata"]["name"] for i in exact.json()["items"]] == ["a", "b", "c"]
+        assert exact.json()["metadata"]["resourceVersion"] == confirmed
+        assert newer.status_code == 200
+        assert int(newer.json()["metadata"]["resourceVersion"]) >= int(confirmed)
