@@ -140,7 +140,8 @@ def test_dockerfile_shape() -> None:
     assert 'CMD ["serve", "--config", "/etc/cacheproxy/config.yaml"]' in text
     for label in ("title", "description", "licenses", "version", "revision"):
         assert f"org.opencontainers.image.{label}=" in text
-    runtime = text.rsplit("\nFROM ", 1)[1]
+    build, runtime = text.rsplit("\nFROM ", 1)
+    assert "-m compileall" in build, "the environment ships its bytecode (a start compiles none)"
     assert "apt-get" not in runtime and "gcc" not in runtime, "no build tools in the final image"
     assert "COPY --from=build" in runtime
 
