@@ -11,7 +11,9 @@ list and get with the API server's resourceVersion rules, and paging from one sn
 - ``limit``/``continue``: pages in key order; the token carries the snapshot RV, so every page
   comes from one snapshot; a token older than the EventLog → 410 with an "inconsistent" token
   (rv -1) to continue at the latest state; a token newer than the cache (from a replica ahead of
-  this one) waits for its RV as RV=N does, so a walk may cross replicas.
+  this one) waits for its RV as RV=N does, so a walk may cross replicas, then is that 410.
+- RVs a consistent read's listing confirmed (:attr:`ServedResource.proofs`): a list at one of
+  them and its pages are cut from the state the listing confirmed.
 
 The state at an older RV, and what a paged query selects of it, is built once per walk and kept
 (:mod:`cacheproxy.server.snapshots`): a page is then O(page + log n), not a rebuild. Whether kept
@@ -30,6 +32,7 @@ from typing import Any, Final
 
 import orjson
 
+from cacheproxy.errors import ApiError
 from cacheproxy.informer.eventlog import TooOld
 from cacheproxy.informer.informer import SharedInformer
 from cacheproxy.informer.store import Entry, Store
@@ -322,9 +325,10 @@ class ServedResource:
             if token.resource_version > self.resource_version:
                 # A token from a replica ahead of this one: its state is not here yet, and the
                 # state here is older (cut from it, the page would miss the later writes). Wait
-                # for it as for RV=N; the API server's etcd answers a revision it has not reached
-                # with "too large resource version" too.
-                await self.wait_for(token.resource_version)
+                # for it as for RV=N, then answer what the API server answers a token it cannot
+                # continue: 410 with an inconsistent token. Waiting is no use when a listing
+                # confirmed the cache where it still is (nothing is on its way).
+                await self._continue_at(token.resource_version, token.start_key)
             if token.resource_version == -1 or token.resource_version == self.resource_version:
                 return self.resource_version, None
             try:
@@ -354,6 +358,15 @@ class ServedResource:
                     "The resourceVersion for the provided list is too old."
                 ) from None
         return self.resource_version, None
+
+    async def _continue_at(self, rv: int, start_key: str) -> None:
+        quiet = self.resource_version in self.proofs.values()
+        try:
+            await self.wait_for(rv, within=0.0 if quiet else None)
+        except ApiError:
+            raise status.expired(
+                status.CONTINUE_EXPIRED_MESSAGE, continue_token=encode_continue(-1, start_key)
+            ) from None
 
     def _proven_source(
         self, proof: tuple[int, int], query: Query, opts: ListOptions

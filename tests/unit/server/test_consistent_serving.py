@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from cacheproxy.errors import TransportError
 from cacheproxy.informer import FakeListerWatcher, SharedInformer, Store
 from cacheproxy.kube.resources import builtin
+from cacheproxy.kube.rv import encode_continue
 from cacheproxy.server.app import CacheServer
 from cacheproxy.server.consistent import ConsistencyOptions, ConsistentReads
 from cacheproxy.server.resource import ServedResource
@@ -279,3 +280,16 @@ async def test_the_rv_a_listing_confirmed_is_served_again_as_that_state() -> Non
         assert exact.json()["metadata"]["resourceVersion"] == confirmed
         assert newer.status_code == 200
         assert int(newer.json()["metadata"]["resourceVersion"]) >= int(confirmed)
+
+
+async def test_a_token_ahead_of_a_confirmed_quiet_cache_is_a_410_at_once() -> None:
+    async with served(listing=True, timeout=10.0, confirm_after=0.05) as (rig, client):
+        rig.ahead = 40
+        assert (await client.get(PODS)).status_code == 200  # confirmed where the cache is
+        rig.resource.rv_wait = 3600.0  # nothing is on its way: waiting would be no use
+        token = encode_continue(rig.lw.rv + 20, "default/a\x00")  # another replica's walk
+        response = await asyncio.wait_for(
+            client.get(PODS, params={"limit": "1", "continue": token}), 10
+        )
+        assert response.status_code == 410
+        assert response.json()["metadata"]["continue"] == encode_continue(-1, "default/a\x00")
