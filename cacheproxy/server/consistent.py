@@ -44,7 +44,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
-from typing import Final, Literal, Protocol, TypeVar
+from typing import Any, Final, Literal, Protocol, TypeVar
 
 from cacheproxy.errors import ApiError, CacheProxyError
 from cacheproxy.kube import status
@@ -231,25 +231,15 @@ class ConsistentReads:
         self.stats = ConsistencyStats()
         self._clock = clock
         self._sleep = sleep
-        self.probe: SharedProbe[int] = SharedProbe(
-            probe,
-            rate=options.probes_per_second,
-            clock=clock,
-            sleep=sleep,
-            stats=self.stats,
-            name=name,
-        )
+
+        def shared(ask: Callable[[], Awaitable[T]], **how: Any) -> SharedProbe[T]:
+            rate = options.probes_per_second
+            return SharedProbe(ask, rate=rate, clock=clock, sleep=sleep, stats=self.stats, **how)
+
+        self.probe: SharedProbe[int] = shared(probe, name=name)
         self.listing: SharedProbe[KeyListing] | None = None
         if list_keys is not None:
-            self.listing = SharedProbe(
-                list_keys,
-                rate=options.probes_per_second,
-                clock=clock,
-                sleep=sleep,
-                stats=self.stats,
-                count=count_listing,
-                name=f"{name} listing",
-            )
+            self.listing = shared(list_keys, count=count_listing, name=f"{name} listing")
         self._object_version = object_version
         self._quiet_at: int | None = None
         """The cache's RV when a read last found that its events did not bring it to upstream's:

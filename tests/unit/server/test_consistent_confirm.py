@@ -80,6 +80,16 @@ def consistent(time: FakeTime, **options: object) -> tuple[ConsistentReads, Upst
     return reads, upstream, lister
 
 
+async def confirm_quiet(time: FakeTime, upstream: Upstream, lister: Lister, keys: set[str]) -> None:
+    """The probe says 50 (other resources were written), the cache (at 10) does not get there
+    within the grace, and the listing at 51 shows ``keys``, none newer than 10."""
+    await settle()
+    upstream.answer(50)
+    await time.advance(0.2)
+    lister.answer(51, keys, newest=10)
+    await settle()
+
+
 OBJECTS = Objects()
 A = ObjectKey("ns", "a", "ns/a")
 
@@ -107,11 +117,7 @@ async def test_a_confirmed_cache_that_did_not_move_is_confirmed_without_a_probe(
     reads, upstream, lister = consistent(time, confirm_after=0.1)
     cache = Cache(time, rv=10, keys={"ns/a"})
     first = asyncio.create_task(reads.ensure(cache))
-    await settle()
-    upstream.answer(50)
-    await time.advance(0.2)
-    lister.answer(51, {"ns/a"}, newest=10)
-    await settle()
+    await confirm_quiet(time, upstream, lister, {"ns/a"})
     assert first.result() is None
     second = asyncio.create_task(reads.ensure(cache))
     await time.advance(0.1)  # the listing's rate: 10/s
@@ -272,11 +278,7 @@ async def test_a_confirmed_list_carries_the_listings_resource_version(time: Fake
     reads, upstream, lister = consistent(time, confirm_after=0.1)
     cache = Cache(time, rv=10, keys={"ns/a"})
     task = asyncio.create_task(reads.read(cache))
-    await settle()
-    upstream.answer(50)
-    await time.advance(0.2)
-    lister.answer(51, {"ns/a"}, newest=10)
-    await settle()
+    await confirm_quiet(time, upstream, lister, {"ns/a"})
     assert task.result() == Fresh(confirmed_at=51)
 
 
