@@ -69,7 +69,9 @@ async def test_every_fault_against_the_real_api_server_breaks_no_invariant(
     [
         ({"sabotage": "skip-event"}, "view-mismatch"),
         ({"sabotage": "duplicate-event"}, "duplicate-event"),
-        ({"drop_write": 250}, "view-mismatch"),
+        # The 100th pod write: a run of this length makes about 240 on a quiet machine and
+        # fewer on a busy one (at 250 a loaded run once never got there: nothing was dropped).
+        ({"drop_write": 100}, "view-mismatch"),
     ],
     ids=["a-client-loses-events", "a-client-repeats-events", "the-model-forgets-a-write"],
 )
