@@ -26,8 +26,9 @@ by the reads waiting, like the probes), and the cache as it is serves if it hold
 list's keys and no listed object is newer than the cache. That proves the cache *is* upstream's
 state: every object still there was last written at or before the cache's RV, so the cache holds
 it as it is now, and the keys are the same, so nothing was added or deleted since (a write between
-the two leaves a newer object or one fewer key). The answer keeps the cache's RV: its state is the
-state at that RV, and a watch from there receives whatever comes after. A resource that was
+the two leaves a newer object or one fewer key). The answer carries the listing's RV
+(:attr:`Fresh.confirmed_at`; the served resource remembers which state it confirmed, so reads at
+that RV get that state), and a watch from there receives whatever comes after. A resource that was
 confirmed and has not moved since is confirmed at once, without a probe: its listing's RV is the
 target. If the listing shows changes the cache has not seen, they are on their way: the read waits
 for them (the cache reaching the newest listed object, then holding exactly the listed keys).
@@ -193,6 +194,10 @@ class ObjectKey:
     key: str
 
 
+class _NotConsistent(Exception):
+    """Why a read could not be made consistent in time."""
+
+
 @dataclass(frozen=True, slots=True)
 class Fresh:
     """How a consistent read may be served (:meth:`ConsistentReads.read`)."""
@@ -202,8 +207,8 @@ class Fresh:
     it is (``on_timeout: cache``)."""
     confirmed_at: int | None = None
     """Set when a listing confirmed the cache: the listing's RV. The cache's state is upstream's
-    there, so a whole list may carry that RV (the cache's own is older: nothing changed since
-    but what a later event undoes; a watch from it skips those)."""
+    there (:meth:`FreshCache.confirmed` was told), so a list carries that RV (the cache's own is
+    older: nothing changed since but what a later event undoes; a watch from it skips those)."""
 
 
 FRESH: Final = Fresh()
@@ -211,7 +216,7 @@ FRESH: Final = Fresh()
 
 
 class ConsistentReads:
-    """One resource's consistent reads (see the module): :meth:`ensure` returns once the cache
+    """One resource's consistent reads (see the module): :meth:`read` returns once the cache
     holds every write upstream had when the read came, or as ``on_timeout`` says. Without
     ``list_keys``, a cache that does not reach the probed RV by its events waits out the
     timeout."""
@@ -246,10 +251,6 @@ class ConsistentReads:
         while the cache stays there (nothing changed), the next read is confirmed at once (a
         listing, or a get's object), without a probe."""
 
-    async def ensure(self, cache: FreshCache, *, get: ObjectKey | None = None) -> bytes | None:
-        """:meth:`read`'s ``Warning`` (None: fresh)."""
-        return (await self.read(cache, get=get)).warning
-
     async def read(
         self,
         cache: FreshCache,
@@ -271,12 +272,26 @@ class ConsistentReads:
         start = self._clock()
         deadline = start + (self.options.timeout if within is None else within)
         try:
-            fresh = await self._ensure(cache, get, at_least, start, deadline)
+            return await self._ensure(cache, get, at_least, start, deadline)
+        except _NotConsistent as failed:
+            why = str(failed)
         finally:
             self.stats.waited(self._clock() - start)
-        if at_least is not None and fresh.warning is not None:
+        if at_least is not None:
             raise status.too_large_resource_version(at_least, cache.resource_version)
-        return fresh
+        message = f"not a consistent read: {why} within {self.options.timeout:g}s"
+        if self.options.on_timeout == "error":
+            raise ApiError(
+                status.status_body(
+                    code=504,
+                    reason="Timeout",
+                    message=f"Timeout: {message}",
+                    details={"retryAfterSeconds": 1},
+                )
+            )
+        # RFC 7234 warn-code 299 ("miscellaneous persistent warning"), as the API server writes
+        # its warnings; clients (kubectl, client-go) show or log them.
+        return Fresh(warning=f'299 - "{message}; served from the cache as it is"'.encode())
 
     async def _ensure(
         self,
@@ -297,10 +312,12 @@ class ConsistentReads:
         try:
             target = await self._within(self.probe.current(), self._left(deadline))
         except TimeoutError:
-            return self._fallback("probe_timeout", "upstream did not tell its resourceVersion")
+            raise self._fallback(
+                "probe_timeout", "upstream did not tell its resourceVersion"
+            ) from None
         except CacheProxyError as exc:
             log.debug("%s: consistent read: the probe failed: %s", self.probe.name, exc)
-            return self._fallback("probe_failed", f"upstream could not be asked ({exc})")
+            raise self._fallback("probe_failed", f"upstream could not be asked ({exc})") from None
         if cache.resource_version >= target:
             return FRESH
         self.stats.waits += 1
@@ -312,7 +329,7 @@ class ConsistentReads:
             return FRESH
         except ApiError:
             if not (by_object or self.listing is not None) or self._left(deadline) <= 0:
-                return self._behind(cache, target)
+                raise self._behind(cache, target) from None
         self._quiet_at = cache.resource_version
         if get is not None and by_object:
             return await self._confirm_object(cache, get, deadline)
@@ -337,7 +354,7 @@ class ConsistentReads:
             try:
                 upstream = await self._within(self.probe.current(), self._left(deadline))
             except (TimeoutError, CacheProxyError):
-                return self._behind(cache, at_least)
+                raise self._behind(cache, at_least) from None
             if upstream >= at_least:
                 return await self._confirm_object(cache, get, deadline)
         elif self.listing is not None:
@@ -346,7 +363,7 @@ class ConsistentReads:
             await cache.wait_for(at_least, within=self._left(deadline))
             return FRESH
         except ApiError:
-            return self._behind(cache, at_least)
+            raise self._behind(cache, at_least) from None
 
     async def _confirm_object(self, cache: FreshCache, get: ObjectKey, deadline: float) -> Fresh:
         """Serve a get once the cache holds its object as upstream has it now, or newer (upstream
@@ -360,13 +377,17 @@ class ConsistentReads:
             upstream = await self._within(asked, self._left(deadline))
         except TimeoutError:
             asked.cancel()
-            return self._fallback("probe_timeout", "upstream did not tell the object's version")
+            raise self._fallback(
+                "probe_timeout", "upstream did not tell the object's version"
+            ) from None
         except CacheProxyError as exc:
             if isinstance(exc, ApiError) and exc.code == 404:
                 upstream = None
             else:
                 log.debug("%s: consistent get: upstream failed: %s", self.probe.name, exc)
-                return self._fallback("probe_failed", f"upstream could not be asked ({exc})")
+                raise self._fallback(
+                    "probe_failed", f"upstream could not be asked ({exc})"
+                ) from None
         while True:
             mine = cache.object_version(get.key)
             if mine == upstream or (mine is not None and upstream is not None and mine > upstream):
@@ -375,10 +396,10 @@ class ConsistentReads:
             try:
                 await cache.wait_for(cache.resource_version + 1, within=self._left(deadline))
             except ApiError:
-                return self._fallback(
+                raise self._fallback(
                     "cache_behind",
                     f"the cache has {get.key} at resourceVersion {mine}, upstream at {upstream}",
-                )
+                ) from None
 
     async def _confirm(
         self, cache: FreshCache, start: float, deadline: float, target: int
@@ -392,10 +413,10 @@ class ConsistentReads:
             answer = self.listing.current(since=start)
             listing = await self._within(answer, self._left(deadline))
         except TimeoutError:
-            return self._fallback("probe_timeout", "upstream did not list the resource")
+            raise self._fallback("probe_timeout", "upstream did not list the resource") from None
         except CacheProxyError as exc:
             log.debug("%s: consistent read: the listing failed: %s", self.listing.name, exc)
-            return self._fallback("probe_failed", f"upstream could not be asked ({exc})")
+            raise self._fallback("probe_failed", f"upstream could not be asked ({exc})") from None
         # A listing older than the target (an RV upstream has not reached: no replica gave it)
         # confirms nothing.
         current = listing.resource_version >= target
@@ -414,13 +435,13 @@ class ConsistentReads:
             try:
                 await cache.wait_for(max(rv + 1, listing.newest), within=self._left(deadline))
             except ApiError:
-                return self._behind(cache, target)
+                raise self._behind(cache, target) from None
 
     def _left(self, deadline: float) -> float:
         return max(0.0, deadline - self._clock())
 
-    def _behind(self, cache: FreshCache, target: int) -> Fresh:
-        return self._fallback(
+    def _behind(self, cache: FreshCache, target: int) -> _NotConsistent:
+        raise self._fallback(
             "cache_behind",
             f"the cache is at resourceVersion {cache.resource_version}, upstream at {target}",
         )
@@ -438,21 +459,10 @@ class ConsistentReads:
             raise TimeoutError
         return answer.result()
 
-    def _fallback(self, reason: str, why: str) -> Fresh:
+    def _fallback(self, reason: str, why: str) -> _NotConsistent:
+        """The read could not be made consistent (:meth:`read` answers it as configured)."""
         self.stats.fallbacks[reason] += 1
-        message = f"not a consistent read: {why} within {self.options.timeout:g}s"
-        if self.options.on_timeout == "error":
-            raise ApiError(
-                status.status_body(
-                    code=504,
-                    reason="Timeout",
-                    message=f"Timeout: {message}",
-                    details={"retryAfterSeconds": 1},
-                )
-            )
-        # RFC 7234 warn-code 299 ("miscellaneous persistent warning"), as the API server writes
-        # its warnings; clients (kubectl, client-go) show or log them.
-        return Fresh(warning=f'299 - "{message}; served from the cache as it is"'.encode())
+        return _NotConsistent(why)
 
     async def close(self) -> None:
         await self.probe.close()

@@ -18,6 +18,7 @@ from cacheproxy.kube.rv import encode_continue
 from cacheproxy.server.consistent import (
     ConsistencyOptions,
     ConsistentReads,
+    ObjectKey,
     SharedProbe,
     is_consistent_get,
     is_consistent_list,
@@ -126,6 +127,13 @@ class Cache:
             timer.cancel()
 
 
+async def warning_of(
+    reads: ConsistentReads, cache: Cache, *, get: ObjectKey | None = None
+) -> bytes | None:
+    """The ``Warning`` a consistent read is answered with (None: it is consistent)."""
+    return (await reads.read(cache, get=get)).warning
+
+
 @pytest.fixture
 def time() -> FakeTime:
     return FakeTime()
@@ -142,7 +150,7 @@ def reads_with(
     )
 
     def read(cache: Cache) -> asyncio.Task[bytes | None]:
-        return asyncio.create_task(reads.ensure(cache))
+        return asyncio.create_task(warning_of(reads, cache))
 
     read.reads = reads  # type: ignore[attr-defined]
     return read

@@ -14,7 +14,7 @@ import pytest
 from cacheproxy.errors import ApiError, TransportError
 from cacheproxy.kube import status
 from cacheproxy.server.consistent import ConsistencyOptions, ConsistentReads, Fresh, ObjectKey
-from tests.unit.server.test_consistent import Cache, FakeTime, Upstream, settle
+from tests.unit.server.test_consistent import Cache, FakeTime, Upstream, settle, warning_of
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ A = ObjectKey("ns", "a", "ns/a")
 async def test_a_quiet_cache_is_confirmed_by_a_listing_after_the_grace(time: FakeTime) -> None:
     reads, upstream, lister = consistent(time, confirm_after=0.1, timeout=3.0)
     cache = Cache(time, rv=10, keys={"ns/a", "ns/b"})
-    tasks = [asyncio.create_task(reads.ensure(cache)) for _ in range(20)]
+    tasks = [asyncio.create_task(warning_of(reads, cache)) for _ in range(20)]
     await settle()
     upstream.answer(50)  # other resources' writes moved upstream's RV
     await time.advance(0.09)
@@ -116,10 +116,10 @@ async def test_a_confirmed_cache_that_did_not_move_is_confirmed_without_a_probe(
 ) -> None:
     reads, upstream, lister = consistent(time, confirm_after=0.1)
     cache = Cache(time, rv=10, keys={"ns/a"})
-    first = asyncio.create_task(reads.ensure(cache))
+    first = asyncio.create_task(warning_of(reads, cache))
     await confirm_quiet(time, upstream, lister, {"ns/a"})
     assert first.result() is None
-    second = asyncio.create_task(reads.ensure(cache))
+    second = asyncio.create_task(warning_of(reads, cache))
     await time.advance(0.1)  # the listing's rate: 10/s
     assert len(upstream.started) == 1 and len(lister.started) == 2
     lister.answer(60, {"ns/a"}, newest=10)
@@ -127,7 +127,7 @@ async def test_a_confirmed_cache_that_did_not_move_is_confirmed_without_a_probe(
     assert second.result() is None
     # Once the cache moved, the next read probes again: it may reach the RV by its events.
     cache.move(61, add="ns/b")
-    third = asyncio.create_task(reads.ensure(cache))
+    third = asyncio.create_task(warning_of(reads, cache))
     await time.advance(0.1)
     assert len(upstream.started) == 2
     upstream.answer(61)
@@ -149,7 +149,7 @@ async def test_a_listing_with_changes_the_cache_has_not_seen_waits_for_them(
 ) -> None:
     reads, upstream, lister = consistent(time, confirm_after=0.1, timeout=3.0)
     cache = Cache(time, rv=10, keys={"ns/a"})
-    task = asyncio.create_task(reads.ensure(cache))
+    task = asyncio.create_task(warning_of(reads, cache))
     await settle()
     upstream.answer(50)
     await time.advance(0.2)
@@ -165,7 +165,7 @@ async def test_a_listing_with_changes_the_cache_has_not_seen_waits_for_them(
 async def test_changes_that_never_come_fall_back_at_the_timeout(time: FakeTime) -> None:
     reads, upstream, lister = consistent(time, confirm_after=0.1, timeout=3.0)
     cache = Cache(time, rv=10, keys={"ns/a"})
-    task = asyncio.create_task(reads.ensure(cache))
+    task = asyncio.create_task(warning_of(reads, cache))
     await settle()
     upstream.answer(50)
     await time.advance(0.2)
@@ -179,7 +179,7 @@ async def test_changes_that_never_come_fall_back_at_the_timeout(time: FakeTime) 
 
 async def test_a_failed_listing_falls_back(time: FakeTime) -> None:
     reads, upstream, lister = consistent(time, confirm_after=0.1)
-    task = asyncio.create_task(reads.ensure(Cache(time, rv=10)))
+    task = asyncio.create_task(warning_of(reads, Cache(time, rv=10)))
     await settle()
     upstream.answer(50)
     await time.advance(0.2)
@@ -194,7 +194,7 @@ async def test_without_a_listing_a_quiet_cache_waits_out_the_timeout(time: FakeT
     reads = ConsistentReads(
         upstream, ConsistencyOptions(timeout=1.0), clock=time.clock, sleep=time.sleep
     )
-    task = asyncio.create_task(reads.ensure(Cache(time, rv=10)))
+    task = asyncio.create_task(warning_of(reads, Cache(time, rv=10)))
     await settle()
     upstream.answer(50)
     await time.advance(0.9)
@@ -221,7 +221,7 @@ async def test_a_get_is_confirmed_by_its_object_not_by_a_listing(
         cache.objects["ns/a"] = mine
     if theirs is not None:
         objects.versions["ns/a"] = theirs
-    task = asyncio.create_task(reads.ensure(cache, get=A))
+    task = asyncio.create_task(warning_of(reads, cache, get=A))
     await settle()
     upstream.answer(50)
     await time.advance(0.2)
@@ -229,7 +229,7 @@ async def test_a_get_is_confirmed_by_its_object_not_by_a_listing(
     assert objects.asked == [("ns", "a")] and not lister.started
     assert (reads.stats.object_checks, reads.stats.confirmed) == (1, 1)
     # Found quiet: the next get asks for its object at once, without a probe.
-    again = asyncio.create_task(reads.ensure(cache, get=A))
+    again = asyncio.create_task(warning_of(reads, cache, get=A))
     await settle()
     assert again.result() is None
     assert len(upstream.started) == 1 and len(objects.asked) == 2
@@ -250,7 +250,7 @@ async def test_a_get_whose_object_changed_upstream_waits_for_the_change(
     cache.objects["ns/a"] = 9
     if theirs is not None:
         objects.versions["ns/a"] = theirs
-    task = asyncio.create_task(reads.ensure(cache, get=A))
+    task = asyncio.create_task(warning_of(reads, cache, get=A))
     await settle()
     upstream.answer(50)
     await time.advance(0.2)
@@ -267,7 +267,7 @@ async def test_a_get_whose_object_never_comes_falls_back_naming_it(
 ) -> None:
     reads, upstream, _ = consistent(time, confirm_after=0.1, timeout=1.0)
     objects.versions["ns/a"] = 40
-    task = asyncio.create_task(reads.ensure(Cache(time, rv=12), get=A))
+    task = asyncio.create_task(warning_of(reads, Cache(time, rv=12), get=A))
     await settle()
     upstream.answer(50)
     await time.advance(1.1)
