@@ -24,7 +24,7 @@ import orjson
 
 from cacheproxy.kube import status
 from cacheproxy.kube.labels import LabelSelector
-from cacheproxy.kube.listoptions import ListOptions, parse_list_options
+from cacheproxy.kube.listoptions import ListOptions
 from cacheproxy.kube.negotiation import negotiate_answer
 from cacheproxy.kube.partial import list_meta, partial_list_head, partial_object_bytes
 from cacheproxy.kube.request import REPRESENTATIONS, check_accepts_json
@@ -104,14 +104,12 @@ async def serve_get(
     namespace: str | None,
     name: str,
     form: Form,
-    confirmed: bool = False,
+    wait_for: int = 0,
 ) -> None:
-    """``confirmed``: a consistent read confirmed the object as upstream has it now (its
-    ``resourceVersion``, if any, needs no wait)."""
-    rv = req.param("resourceVersion")
-    opts = parse_list_options({"resourceVersion": [rv]} if rv else {})
-    if opts.rv and not confirmed:
-        await res.wait_for(opts.rv)
+    """``wait_for``: the ``resourceVersion`` the cache must reach first (0: none; the router
+    parsed it, and a consistent read may have confirmed the object instead)."""
+    if wait_for:
+        await res.wait_for(wait_for)
     entry = res.get(namespace, name)
     if form.table:
         obj = entry.object()

@@ -113,22 +113,17 @@ async def route(
     reads = res.consistency
     if verb == "get":
         assert path.name is not None
-        rv = req.param("resourceVersion")
-        ahead = not_older_than(parse_list_options({"resourceVersion": [rv]} if rv else {}))
-        fresh = None
-        if reads is not None and (is_consistent_get(rv) or ahead > res.resource_version):
+        given = req.param("resourceVersion")
+        rv = parse_list_options({"resourceVersion": [given]} if given else {}).rv
+        # A get has no list RV to remember a confirmation by: one at an RV the cache has not
+        # reached is confirmed by its object (after a probe past that RV).
+        if reads is not None and (is_consistent_get(given) or rv > res.resource_version):
             get = ObjectKey(path.namespace, path.name, res.key_of(path.namespace, path.name))
-            at_least, within = (ahead, res.rv_wait) if ahead else (None, None)
-            fresh = await reads.read(res, get=get, at_least=at_least, within=within)
-            send = _warned(send, fresh)
+            at_least, within = (rv, res.rv_wait) if rv else (None, None)
+            send = _warned(send, await reads.read(res, get=get, at_least=at_least, within=within))
+            rv = 0  # confirmed: nothing to wait for
         await serve_get(
-            req,
-            send,
-            res,
-            namespace=path.namespace,
-            name=path.name,
-            form=form,
-            confirmed=fresh is not None,
+            req, send, res, namespace=path.namespace, name=path.name, form=form, wait_for=rv
         )
         return
     opts = parse_list_options(
