@@ -140,6 +140,20 @@ def _observe(service: Service, kind: str, listening: float, ready: float) -> Sta
         metrics = client.get("/metrics").text
         status = client.get("/status").json()["resources"]
     restored = _RESTORED.findall(service.log.read_text(errors="replace"))
+    restore_ms = {name: int(ms) for name, _, ms in restored}
+    return _start(kind, listening, ready, metrics, status, restore_ms)
+
+
+def _start(
+    kind: str,
+    listening: float,
+    ready: float,
+    metrics: str,
+    status: dict[str, Any],
+    restore_ms: dict[str, int],
+    stop_s: float = 0.0,
+) -> Start:
+    """A start as measured: its times, what ``/metrics`` and ``/status`` said after it."""
     return Start(
         kind=kind,
         listening_s=listening,
@@ -148,7 +162,8 @@ def _observe(service: Service, kind: str, listening: float, ready: float) -> Sta
         watches=_by_resource(_REQUESTS, metrics, verb="watch"),
         states={name: res["state"] for name, res in status.items()},
         objects={name: res["objects"] for name, res in status.items()},
-        restore_ms={name: int(ms) for name, _, ms in restored},
+        restore_ms=restore_ms,
+        stop_s=stop_s,
     )
 
 
@@ -175,17 +190,8 @@ async def _in_process(config_path: Path) -> Start:
         stopping = time.monotonic()
         await daemon.stop()
         logger.removeHandler(logs)
-    return Start(
-        kind="warm",
-        listening_s=listening,
-        ready_s=ready,
-        lists=_by_resource(_REQUESTS, metrics, verb="list"),
-        watches=_by_resource(_REQUESTS, metrics, verb="watch"),
-        states={name: res["state"] for name, res in status.items()},
-        objects={name: res["objects"] for name, res in status.items()},
-        restore_ms=logs.restored,
-        stop_s=time.monotonic() - stopping,
-    )
+    stop_s = time.monotonic() - stopping
+    return _start("warm", listening, ready, metrics, status, logs.restored, stop_s)
 
 
 class _Restores(logging.Handler):
