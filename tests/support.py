@@ -122,3 +122,17 @@ async def running_informer(
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+def metadata_initial_events_end(resource_version: str) -> dict[str, Any]:
+    """The object of a metadata watch-list's initial-events-end bookmark, as kube-apiserver
+    sends it (``as=PartialObjectMetadata``)."""
+    return {
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {
+            "resourceVersion": resource_version,
+            "creationTimestamp": None,
+            "annotations": {"k8s.io/initial-events-end": "true"},
+        },
+    }

@@ -16,7 +16,7 @@ import pytest
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.kube.resources import builtin
 from cacheproxy.sim import Simulator
-from tests.support import until, watch_events
+from tests.support import metadata_initial_events_end, until, watch_events
 
 PODS = builtin("pods")
 GUARD = 10.0
@@ -123,15 +123,9 @@ async def test_a_metadata_watch_list_is_the_simulators(
     listed = orjson.loads((await demo_client.get("/api/v1/pods")).content)["items"]
     assert len(added) == len(listed) > 0
     [end] = [e for e in down if e["type"] == "BOOKMARK"][:1]
-    assert end["object"] == {
-        "kind": "PartialObjectMetadata",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": {
-            "resourceVersion": end["object"]["metadata"]["resourceVersion"],
-            "creationTimestamp": None,
-            "annotations": {"k8s.io/initial-events-end": "true"},
-        },
-    }
+    assert end["object"] == metadata_initial_events_end(
+        end["object"]["metadata"]["resourceVersion"]
+    )
 
 
 async def test_four_shards_partition_the_list_and_the_watch(

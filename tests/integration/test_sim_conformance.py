@@ -45,7 +45,7 @@ from tests.integration.samples import (
     load_watch,
     parse_prefix,
 )
-from tests.support import serving
+from tests.support import metadata_initial_events_end, serving
 
 KUBECTL_TABLE_ACCEPT = (
     "application/json;as=Table;v=v1;g=meta.k8s.io,"
@@ -503,15 +503,9 @@ async def test_a_metadata_only_watch_sends_partial_object_metadata_events(
     assert added["type"] == "ADDED"
     assert_same_object(added["object"], want)
     assert end["type"] == "BOOKMARK"
-    assert end["object"] == {
-        "kind": "PartialObjectMetadata",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": {
-            "resourceVersion": end["object"]["metadata"]["resourceVersion"],
-            "creationTimestamp": None,
-            "annotations": {"k8s.io/initial-events-end": "true"},
-        },
-    }
+    assert end["object"] == metadata_initial_events_end(
+        end["object"]["metadata"]["resourceVersion"]
+    )
 
 
 async def test_a_table_request_gets_the_api_servers_table_and_table_events(

@@ -27,7 +27,7 @@ from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.watchhub import WatchHub
 from cacheproxy.server.watching import serve_watch
 from cacheproxy.serving import Message
-from tests.support import until
+from tests.support import metadata_initial_events_end, until
 
 PODS = builtin("pods")
 METADATA_LIST = (
@@ -279,15 +279,7 @@ async def test_a_metadata_watch_list_sends_partial_objects_and_a_partial_end_boo
     events = client.events()
     assert [e["type"] for e in events] == ["ADDED", "ADDED", "BOOKMARK", "ADDED"]
     assert {e["object"]["kind"] for e in events} == {"PartialObjectMetadata"}
-    assert events[2]["object"] == {
-        "kind": "PartialObjectMetadata",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": {
-            "resourceVersion": "2",
-            "creationTimestamp": None,
-            "annotations": {"k8s.io/initial-events-end": "true"},
-        },
-    }
+    assert events[2]["object"] == metadata_initial_events_end("2")
     assert "spec" not in events[3]["object"]
 
 
