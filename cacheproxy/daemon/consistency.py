@@ -6,6 +6,9 @@ resourceVersion), counted in the upstream request metrics (``verb="probe"``, ``"
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import ParamSpec, TypeVar
+
 import httpx
 
 from cacheproxy.daemon.metrics import metered
@@ -15,6 +18,9 @@ from cacheproxy.server.metrics import ServerMetrics
 from cacheproxy.upstream import CollectionKeys, ObjectVersions, ResourceVersionProbe
 
 __all__ = ["consistent_reads"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 def consistent_reads(
@@ -38,15 +44,17 @@ def consistent_reads(
         seconds=options.timeout,
     )
     versions = ObjectVersions(client, collection.rtype, seconds=options.timeout)
-    if metrics is None:
-        return ConsistentReads(
-            probe, options, list_keys=keys, object_version=versions, name=collection.name
-        )
     name = collection.name
+
+    def counted(call: Callable[P, Awaitable[T]], verb: str) -> Callable[P, Awaitable[T]]:
+        if metrics is None:
+            return call
+        return metered(call, informer=name, verb=verb, metrics=metrics)
+
     return ConsistentReads(
-        metered(probe, informer=name, verb="probe", metrics=metrics),
+        counted(probe, "probe"),
         options,
-        list_keys=metered(keys, informer=name, verb="confirm", metrics=metrics),
-        object_version=metered(versions, informer=name, verb="confirm-get", metrics=metrics),
+        list_keys=counted(keys, "confirm"),
+        object_version=counted(versions, "confirm-get"),
         name=name,
     )
