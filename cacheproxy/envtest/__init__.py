@@ -19,7 +19,13 @@ Starting takes ~3 s and ~300 MB; stop it with :meth:`Cluster.stop` (or use it as
 manager). Everything listens on 127.0.0.1 only.
 """
 
-from cacheproxy.envtest.assets import ASSETS_ENV, ASSETS_HINT, Assets, find_assets
+from cacheproxy.envtest.assets import (
+    ASSETS_ENV,
+    ASSETS_HINT,
+    Assets,
+    find_all_assets,
+    find_assets,
+)
 from cacheproxy.envtest.cluster import Cluster, User
 from cacheproxy.envtest.objects import collection_path
 from cacheproxy.envtest.process import EnvtestError
@@ -32,5 +38,6 @@ __all__ = [
     "EnvtestError",
     "User",
     "collection_path",
+    "find_all_assets",
     "find_assets",
 ]

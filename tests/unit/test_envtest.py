@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cacheproxy.envtest import find_assets
+from cacheproxy.envtest import find_all_assets, find_assets
 
 
 def _binary(path: Path) -> Path:
@@ -61,3 +61,57 @@ def test_a_directory_without_an_executable_apiserver_is_no_assets(
     monkeypatch.delenv("KUBEBUILDER_ASSETS", raising=False)
     (tmp_path / "kube-apiserver").write_text("not executable")
     assert find_assets(tmp_path) is None
+
+
+def _apiserver(directory: Path, version: str) -> Path:
+    """A stand-in kube-apiserver that prints ``version`` as the real one does."""
+    path = _binary(directory / "kube-apiserver")
+    path.write_text(f"#!/bin/sh\necho 'Kubernetes {version}'\n")
+    _binary(directory / "etcd")
+    return directory
+
+
+def test_every_server_under_the_root_and_its_folders_is_found_oldest_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KUBEBUILDER_ASSETS", raising=False)
+    root = _apiserver(tmp_path / "envtest", "v1.28.7")
+    _apiserver(root / "1.32", "v1.32.0-beta.0+abc")
+    _apiserver(root / "1.30", "v1.30.2")
+    _apiserver(root / "same-1.30", "v1.30.5")  # one per version: the first found
+    (root / "empty").mkdir()
+    found = find_all_assets(root)
+    assert [(a.version, a.git_version) for a in found] == [
+        ("1.28", "v1.28.7"),
+        ("1.30", "v1.30.2"),
+        ("1.32", "v1.32.0-beta.0+abc"),
+    ]
+    assert found[2].minor == (1, 32) and found[2].kube_apiserver == root / "1.32" / "kube-apiserver"
+
+
+def test_kubebuilder_assets_may_name_several_folders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = _apiserver(tmp_path / "old", "v1.28.7")
+    new = _apiserver(tmp_path / "new", "v1.32.1")
+    monkeypatch.setenv("KUBEBUILDER_ASSETS", os.pathsep.join([str(new), str(old)]))
+    assert [a.version for a in find_all_assets(tmp_path / "elsewhere")] == ["1.28", "1.32"]
+    first = find_assets(tmp_path / "elsewhere")  # the first named
+    assert first is not None and first.kube_apiserver == new / "kube-apiserver"
+
+
+def test_an_apiserver_that_names_no_version_is_version_0(tmp_path: Path) -> None:
+    directory = _apiserver(tmp_path / "odd", "devel")
+    assets = find_assets(directory)
+    assert assets is not None and assets.minor == (0, 0) and assets.version == "0.0"
+
+
+def test_the_flags_an_etcd_accepts_are_read_from_its_help(tmp_path: Path) -> None:
+    directory = _apiserver(tmp_path / "a", "v1.32.0")
+    (directory / "etcd").write_text(
+        "#!/bin/sh\ncat <<'EOF'\nUsage of etcd:\n  -data-dir string\n  --log-level 'info'\nEOF\n"
+    )
+    assets = find_assets(directory)
+    assert assets is not None
+    assert {"data-dir", "log-level"} <= assets.etcd_flags
+    assert "unsafe-no-fsync" not in assets.etcd_flags

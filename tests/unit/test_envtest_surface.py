@@ -15,6 +15,7 @@ def test_the_package_exports_exactly_its_public_names() -> None:
         "EnvtestError",
         "User",
         "collection_path",
+        "find_all_assets",
         "find_assets",
     ]
 
