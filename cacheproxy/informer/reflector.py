@@ -279,7 +279,7 @@ class Reflector:
             allow_watch_bookmarks=True,
             send_initial_events=True,
         )
-        self.metrics.request(self.name, "watch")
+        self.metrics.request(self.name, "watch-list")
         stream_cm = self.lw.watch(request)
         stream = await stream_cm.__aenter__()
         try:

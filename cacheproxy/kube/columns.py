@@ -1,10 +1,14 @@
-"""Column definitions of the API server's per-kind Tables (``printers.go``, 1.28), verbatim.
+"""Column definitions of the API server's per-kind Tables (``printers.go``), verbatim, as 1.28 and
+1.32 send them (:func:`columns_for`; other versions print as the nearest older of the two,
+:attr:`KubeVersion.table_columns`).
 
 Descriptions are the API server's own (OpenAPI field docs), as it sends them."""
 
 from __future__ import annotations
 
-__all__ = ["COLUMNS", "Column"]
+from cacheproxy.kube.versions import NEWEST, OLDEST, KubeVersion
+
+__all__ = ["COLUMNS", "Column", "columns_for"]
 
 Column = tuple[str, str, str, int, str]
 """(name, type, format, priority, description)"""
@@ -84,7 +88,7 @@ _D70 = "claimRef is part of a bi-directional binding between PersistentVolume an
 _D71 = "reason is a brief CamelCase string that describes any failure and is meant for machine parsing and tidy display in the CLI."
 _D72 = "volumeMode defines if a volume is intended to be used with a formatted filesystem or to remain in raw block state. Value of Filesystem is implied when not included in spec."
 
-COLUMNS: dict[tuple[str, str], tuple[Column, ...]] = {
+COLUMNS_1_28: dict[tuple[str, str], tuple[Column, ...]] = {
     ("", "pods"): (
         ("Name", "string", "name", 0, _D0),
         ("Ready", "string", "", 0, _D1),
@@ -268,3 +272,77 @@ COLUMNS: dict[tuple[str, str], tuple[Column, ...]] = {
         ("Created At", "date", "", 0, _D4),
     ),
 }
+"""The columns of kube-apiserver 1.28, by (group, resource); ``("*", "default")`` for kinds
+without a printer of their own."""
+
+
+def _with(
+    columns: tuple[Column, ...],
+    *,
+    after: str | None = None,
+    add: Column | None = None,
+    **described: str,
+) -> tuple[Column, ...]:
+    """``columns`` with ``add`` inserted after the column named ``after``, and the columns named
+    in ``described`` (spaces and dashes as underscores) described anew."""
+    out: list[Column] = []
+    for name, kind, fmt, priority, description in columns:
+        description = described.get(name.replace("-", "_").replace(" ", "_"), description)
+        out.append((name, kind, fmt, priority, description))
+        if add is not None and name == after:
+            out.append(add)
+    return tuple(out)
+
+
+_NODE_ADDRESSES = "List of addresses reachable to the node. Queried from cloud provider, if available. More info: https://kubernetes.io/docs/reference/node/node-status/#addresses Note: This field is declared as mergeable, but the merge key is not sufficiently unique, which can cause data corruption when it is merged. Callers should instead use a full-replacement patch. See https://pr.k8s.io/79391 for an example. Consumers should assume that addresses can change during the lifetime of a Node. However, there are some exceptions where this may not be possible, such as Pods that inherit a Node's address in its own status or consumers of the downward API (status.hostIP)."
+_V28 = COLUMNS_1_28
+COLUMNS: dict[tuple[str, str], tuple[Column, ...]] = {
+    **COLUMNS_1_28,
+    ("", "pods"): _with(
+        _V28[("", "pods")],
+        Node="NodeName indicates in which node this pod is scheduled. If empty, this pod is a candidate for scheduling by the scheduler defined in schedulerName. Once this field is set, the kubelet for this node becomes responsible for the lifecycle of this pod. This field should not be used to express a desire for the pod to be scheduled on a specific node. https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#nodename",
+    ),
+    ("", "serviceaccounts"): _with(
+        _V28[("", "serviceaccounts")],
+        Secrets='Secrets is a list of the secrets in the same namespace that pods running using this ServiceAccount are allowed to use. Pods are only limited to this list if this service account has a "kubernetes.io/enforce-mountable-secrets" annotation set to "true". The "kubernetes.io/enforce-mountable-secrets" annotation is deprecated since v1.32. Prefer separate namespaces to isolate access to mounted secrets. This field should not be used to find auto-generated service account token secrets for use outside of pods. Instead, tokens can be requested directly using the TokenRequest API, or service account token secrets can be manually created. More info: https://kubernetes.io/docs/concepts/configuration/secret',
+    ),
+    ("", "nodes"): _with(
+        _V28[("", "nodes")], Internal_IP=_NODE_ADDRESSES, External_IP=_NODE_ADDRESSES
+    ),
+    ("", "persistentvolumeclaims"): _with(
+        _V28[("", "persistentvolumeclaims")],
+        after="StorageClass",
+        add=("VolumeAttributesClass", "string", "", 0, "VolumeAttributesClass of the pvc"),
+    ),
+    ("", "persistentvolumes"): _with(
+        _V28[("", "persistentvolumes")],
+        after="StorageClass",
+        add=("VolumeAttributesClass", "string", "", 0, "VolumeAttributesClass of the pv"),
+    ),
+    ("batch", "jobs"): _with(
+        _V28[("batch", "jobs")],
+        after="Name",
+        add=("Status", "string", "", 0, "Status of the job."),
+        Completions="The number of pods which reached phase Succeeded. The value increases monotonically for a given spec. However, it may decrease in reaction to scale down of elastic indexed jobs.",
+    ),
+    ("batch", "cronjobs"): _with(
+        _V28[("batch", "cronjobs")],
+        after="Schedule",
+        add=(
+            "Timezone",
+            "string",
+            "",
+            0,
+            "The time zone name for the given schedule, see https://en.wikipedia.org/wiki/List_of_tz_database_time_zones. If not specified, this will default to the time zone of the kube-controller-manager process. The set of valid time zone names and the time zone offset is loaded from the system-wide time zone database by the API server during CronJob validation and the controller manager during execution. If no system-wide time zone database can be found a bundled version of the database is used instead. If the time zone name becomes invalid during the lifetime of a CronJob or due to a change in host configuration, the controller will stop creating new new Jobs and will create a system event with the reason UnknownTimeZone. More information can be found in https://kubernetes.io/docs/concepts/workloads/controllers/cron-jobs/#time-zones",
+        ),
+    ),
+}
+"""The columns of the newest release (1.32): those of 1.28, four kinds with a column more and a
+few described anew. The printers fill these; :func:`columns_for` keeps the older ones' subset."""
+
+_BY_RELEASE = {NEWEST: COLUMNS, OLDEST: COLUMNS_1_28}
+
+
+def columns_for(key: tuple[str, str], version: KubeVersion = NEWEST) -> tuple[Column, ...]:
+    """The columns of ``key`` (group, resource) as ``version`` prints them."""
+    return _BY_RELEASE[version.table_columns][key]

@@ -8,6 +8,7 @@ Selector *syntax* is checked here too; which fields a resource supports is the c
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -48,6 +49,22 @@ class ListOptions:
     def rv(self) -> int:
         """The RV as an integer (0 for unset and "0")."""
         return parse_resource_version(self.resource_version)
+
+    def as_watch_list(self) -> ListOptions:
+        """This watch as an API server with ``WatchList`` on takes it
+        (``SetListOptionsDefaults``): one from RV unset or "0" that sets neither
+        ``sendInitialEvents`` nor ``resourceVersionMatch`` is a watch-list, so its initial events
+        end with the initial-events-end bookmark when it allows bookmarks."""
+        if (
+            self.watch
+            and self.send_initial_events is None
+            and not self.resource_version_match
+            and self.resource_version in ("", "0")
+        ):
+            return dataclasses.replace(
+                self, send_initial_events=True, resource_version_match=NOT_OLDER_THAN
+            )
+        return self
 
 
 def _bool(value: str) -> bool:

@@ -9,7 +9,8 @@ for the forms its clients of get, list and watch ask for.
 
 Clauses are taken in order and the first usable one wins; a clause naming a form or a media type
 not served (protobuf, YAML, a list form for a single object) is skipped. None usable is a 406,
-which each server words itself.
+which each server words itself. A JSON or metadata clause may also ask for objects without
+their managedFields (``;drop=metadata.managedFields``, KEP-5958).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from cacheproxy.kube.partial import METADATA_API_VERSIONS
+from cacheproxy.kube.partial import DROP_MANAGED_FIELDS, METADATA_API_VERSIONS
 
 __all__ = ["AS_STORED", "AnswerAs", "negotiate_answer"]
 
@@ -31,6 +32,9 @@ class AnswerAs:
 
     kind: Literal["object", "table", "metadata"] = "object"
     version: str = ""
+    drop_managed_fields: bool = False
+    """The clause asked for objects without ``metadata.managedFields``
+    (``;drop=metadata.managedFields``, KEP-5958)."""
 
     @property
     def api_version(self) -> str:
@@ -62,12 +66,13 @@ def negotiate_answer(accept: str, *, verb: str | None) -> AnswerAs | None:
             key, _, value = param.partition("=")
             params[key.strip().lower()] = value.strip()
         as_kind = params.get("as")
+        drop = params.get("drop") == DROP_MANAGED_FIELDS
         if as_kind is None:
-            return AS_STORED
+            return AnswerAs(drop_managed_fields=True) if drop else AS_STORED
         if params.get("g") != "meta.k8s.io" or params.get("v") not in METADATA_API_VERSIONS:
             continue
         if as_kind == "Table":
             return AnswerAs("table", params["v"])
         if as_kind == metadata_kind:
-            return AnswerAs("metadata", params["v"])
+            return AnswerAs("metadata", params["v"], drop)
     return None

@@ -12,19 +12,25 @@ order the object itself had (a custom resource's metadata is alphabetical). Tabl
 - :func:`object_meta`: an object's ``metadata`` in that form;
 - :func:`partial_object_metadata` (a dict) and :func:`partial_object_bytes` (from stored JSON);
 - :func:`partial_list_head` and :func:`list_meta`: a ``PartialObjectMetadataList``'s head, and
-  the ``ListMeta`` every list carries.
+  the ``ListMeta`` every list carries;
+- :class:`Reform`: how each object of an answer is written when it is not as stored — its
+  ``PartialObjectMetadata``, without ``metadata.managedFields`` (asked for with the ``Accept``
+  parameter ``drop=metadata.managedFields``, KEP-5958), or both.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 __all__ = [
+    "DROP_MANAGED_FIELDS",
     "METADATA_API_VERSIONS",
     "OBJECT_META_ORDER",
+    "Reform",
     "list_meta",
     "object_meta",
     "partial_list_head",
@@ -110,6 +116,31 @@ def partial_object_metadata(obj: Mapping[str, Any], api_version: str) -> dict[st
         "apiVersion": api_version,
         "metadata": object_meta(meta if isinstance(meta, Mapping) else {}),
     }
+
+
+DROP_MANAGED_FIELDS = "metadata.managedFields"
+"""The value of the ``Accept`` parameter ``drop`` that asks for objects without their
+managedFields."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reform:
+    """How each object of an answer is written instead of its stored bytes: as the
+    ``PartialObjectMetadata`` of apiVersion ``metadata`` (when set), without
+    ``metadata.managedFields`` (``drop_managed_fields``), or both. Each object is parsed and
+    written again: only clients that ask pay for it."""
+
+    metadata: str | None = None
+    drop_managed_fields: bool = False
+
+    def encode(self, raw: bytes) -> bytes:
+        """One object's JSON (a whole object, or a typed list's item) in this form."""
+        obj = orjson.loads(raw)
+        if self.drop_managed_fields and isinstance(obj.get("metadata"), dict):
+            obj["metadata"].pop("managedFields", None)
+        if self.metadata is not None:
+            return orjson.dumps(partial_object_metadata(obj, self.metadata))
+        return orjson.dumps(obj)
 
 
 def partial_object_bytes(raw: bytes, api_version: str) -> bytes:

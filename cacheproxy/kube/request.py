@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 from cacheproxy.kube import status
+from cacheproxy.kube.protobuf import accepts_only_protobuf
 from cacheproxy.kube.resources import GroupVersion
 
 __all__ = [
@@ -93,14 +94,17 @@ def verb_of(method: str, path: ApiPath, query: Mapping[str, Sequence[str]]) -> s
 
 
 def check_accepts_json(accept: str, representations: Sequence[str] = REPRESENTATIONS) -> None:
-    """406 unless the client accepts JSON (Table and protobuf askers list JSON as a fallback);
-    the 406 names ``representations``."""
+    """406 unless the client accepts JSON (Table and protobuf askers list JSON as a fallback):
+    naming ``representations``, or to a client that accepts only protobuf, the API server's
+    answer for an object it cannot encode so."""
     if not accept:
         return
     for clause in accept.split(","):
         media = clause.split(";")[0].strip().lower()
         if media in ("application/json", "application/*", "*/*", "application/json-seq"):
             return
+    if accepts_only_protobuf(accept):
+        raise status.not_encodable()
     raise status.not_acceptable(representations)
 
 

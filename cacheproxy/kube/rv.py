@@ -19,6 +19,7 @@ import orjson
 
 from cacheproxy.errors import ApiError
 from cacheproxy.kube import status
+from cacheproxy.kube.versions import NEWEST, KubeVersion
 
 __all__ = [
     "ContinueToken",
@@ -88,14 +89,19 @@ def _raw_url_b64decode(token: str) -> bytes:
     return base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
 
 
-def _json_error(raw: bytes) -> str:
-    """``encoding/json``'s wording for the common failures."""
+def _json_error(raw: bytes, kube: KubeVersion) -> str:
+    """``encoding/json``'s wording for the common failures (a byte it cannot show, as the API
+    server's version quotes it)."""
     stripped = raw.lstrip(b" \t\r\n")
     if not stripped:
         return "unexpected end of JSON input"
     first = stripped[:1]
     if first not in b'{["-0123456789tfn' or first == b"":
-        shown = f"\\x{first[0]:02x}" if first[0] >= 0x80 or first[0] < 0x20 else first.decode()
+        byte = first[0]
+        if byte >= 0x80 or byte < 0x20:
+            shown = f"\\u{byte:04x}" if kube.quotes_bytes_as_runes else f"\\x{byte:02x}"
+        else:
+            shown = first.decode()
         return f"invalid character '{shown}' looking for beginning of value"
     return "unexpected end of JSON input"
 
@@ -106,13 +112,14 @@ def _go_path_clean(path: str) -> str:
     return cleaned[1:] if cleaned.startswith("//") and not cleaned.startswith("///") else cleaned
 
 
-def decode_continue(token: str) -> ContinueToken:
-    """Parse a continue token as ``storage.DecodeContinue``; a forged or damaged one → 400."""
+def decode_continue(token: str, *, kube: KubeVersion = NEWEST) -> ContinueToken:
+    """Parse a continue token as ``storage.DecodeContinue``; a forged or damaged one → 400, in
+    the words of ``kube``'s API server."""
     raw = _raw_url_b64decode(token)
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        raise _invalid(_json_error(raw)) from None
+        raise _invalid(_json_error(raw, kube)) from None
     if not isinstance(data, dict):
         raise _invalid("json: cannot unmarshal value into Go value of type storage.continueToken")
     version = data.get("v", "")

@@ -30,6 +30,7 @@ __all__ = [
     "invalid_value_cause",
     "method_not_allowed",
     "not_acceptable",
+    "not_encodable",
     "not_found",
     "not_supported_cause",
     "required_cause",
@@ -182,6 +183,22 @@ def not_acceptable(representations: Sequence[str]) -> ApiError:
             message="406: Not Acceptable\n\nAvailable representations: "
             + ", ".join(representations),
             details={},
+        )
+    )
+
+
+ENCODINGS = ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf")
+"""The media types kube-apiserver lists when it cannot encode an object in the one asked for."""
+
+
+def not_encodable(accepted: Sequence[str] = ENCODINGS) -> ApiError:
+    """406 for a media type the object cannot be encoded in, as the API server answers a custom
+    resource asked for in protobuf only (``NewNotAcceptableError``; no details)."""
+    return ApiError(
+        status_body(
+            code=406,
+            reason="NotAcceptable",
+            message="only the following media types are accepted: " + ", ".join(accepted),
         )
     )
 

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import orjson
 
 from cacheproxy.kube import status
-from cacheproxy.kube.columns import COLUMNS, Column
+from cacheproxy.kube.columns import COLUMNS, Column, columns_for
 from cacheproxy.kube.negotiation import negotiate_answer
 from cacheproxy.kube.partial import partial_object_metadata
 from cacheproxy.kube.printers import (
@@ -29,6 +29,7 @@ from cacheproxy.kube.printers import (
     print_pod,
 )
 from cacheproxy.kube.request import REPRESENTATIONS
+from cacheproxy.kube.versions import NEWEST, KubeVersion
 
 __all__ = [
     "INCLUDE_OBJECT",
@@ -91,10 +92,13 @@ class TablePrinter(Protocol):
 
 @dataclass(frozen=True)
 class BuiltinPrinter:
-    """A built-in kind's printer (``printers.PRINTERS``), or the default Table for other kinds."""
+    """A built-in kind's printer (``printers.PRINTERS``), or the default Table for other kinds.
+    The printers fill the newest release's columns; ``keep`` picks the cells of an older one's."""
 
     columns: tuple[Column, ...]
     printer: Printer
+    keep: tuple[int, ...] | None = None
+    """Which of the printer's cells this release shows, in order; None: all of them."""
 
     def column_definitions(self) -> list[dict[str, Any]]:
         return [
@@ -103,15 +107,22 @@ class BuiltinPrinter:
         ]
 
     def cells(self, obj: Obj, now: datetime) -> list[Any]:
-        return self.printer(obj, now)
+        cells = self.printer(obj, now)
+        return cells if self.keep is None else [cells[i] for i in self.keep]
 
 
-def printer_for(group: str, resource: str) -> BuiltinPrinter:
-    """The API server's printer of a built-in resource (the default Table for any other)."""
+def printer_for(group: str, resource: str, version: KubeVersion = NEWEST) -> BuiltinPrinter:
+    """The printer of a built-in resource as ``version`` of the API server prints it (the
+    default Table for any other resource)."""
     printer = PRINTERS.get((group, resource))
     if printer is None:
         return BuiltinPrinter(COLUMNS[("*", "default")], print_default)
-    return BuiltinPrinter(COLUMNS[(group, resource)], printer)
+    columns = columns_for((group, resource), version)
+    newest = COLUMNS[(group, resource)]
+    if columns == newest:
+        return BuiltinPrinter(columns, printer)
+    names = [c[0] for c in newest]
+    return BuiltinPrinter(columns, printer, tuple(names.index(c[0]) for c in columns))
 
 
 def table_row(

@@ -2,19 +2,28 @@
 
 ``{"type":"ADDED","object":{…}}``; a BOOKMARK's object is the watched kind's *empty* object with
 only ``metadata.resourceVersion`` (and, ending a watch-list's initial events, the
-``k8s.io/initial-events-end`` annotation).
+``k8s.io/initial-events-end`` annotation, and in 1.32 and 1.33 the list's blueprint).
 """
 
 from __future__ import annotations
+
+import base64
 
 import orjson
 
 from cacheproxy.kube.partial import partial_object_metadata
 from cacheproxy.kube.resources import BUILTIN_RESOURCES, ResourceType
 
-__all__ = ["INITIAL_EVENTS_END", "bookmark_line", "event_line"]
+__all__ = [
+    "INITIAL_EVENTS_END",
+    "INITIAL_EVENTS_LIST_BLUEPRINT",
+    "bookmark_line",
+    "event_line",
+    "list_blueprint",
+]
 
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+INITIAL_EVENTS_LIST_BLUEPRINT = "kubernetes.io/initial-events-list-blueprint"
 
 
 def event_line(event_type: str, obj: bytes) -> bytes:
@@ -75,23 +84,62 @@ _ZERO_FIELDS: dict[tuple[str, str], dict[str, object]] = {
 _TYPED = frozenset(BUILTIN_RESOURCES)
 
 
+def list_blueprint(rtype: ResourceType, metadata: str | None = None) -> bytes:
+    """The empty list of ``rtype`` as kube-apiserver 1.32/1.33 encode it in JSON for the
+    initial-events-end bookmark (``watchListTransformer``): typed lists with their zero fields,
+    custom resources' as unstructured (sorted keys, no metadata), and for a metadata-only watch
+    a ``PartialObjectMetadataList`` of ``metadata``, the apiVersion asked. Newline-terminated,
+    as Go's JSON encoder writes it."""
+    if metadata is not None:
+        kind, api_version = "PartialObjectMetadataList", metadata
+    elif rtype in _TYPED:
+        kind, api_version = rtype.list_kind, rtype.api_version
+    else:
+        return (
+            orjson.dumps({"apiVersion": rtype.api_version, "items": [], "kind": rtype.list_kind})
+            + b"\n"
+        )
+    empty: dict[str, object] = {
+        "kind": kind,
+        "apiVersion": api_version,
+        "metadata": {},
+        "items": None,
+    }
+    return orjson.dumps(empty) + b"\n"
+
+
+def _end_annotations(rtype: ResourceType, metadata: str | None, blueprint: bool) -> dict[str, str]:
+    annotations = {INITIAL_EVENTS_END: "true"}
+    if blueprint:
+        encoded = base64.b64encode(list_blueprint(rtype, metadata)).decode("ascii")
+        annotations[INITIAL_EVENTS_LIST_BLUEPRINT] = encoded
+    return annotations
+
+
 def bookmark_line(
-    rtype: ResourceType, rv: int, *, initial_events_end: bool = False, metadata: str | None = None
+    rtype: ResourceType,
+    rv: int,
+    *,
+    initial_events_end: bool = False,
+    blueprint: bool = False,
+    metadata: str | None = None,
 ) -> bytes:
     """A BOOKMARK at ``rv``; for a metadata-only watch (``metadata``: the apiVersion asked,
     ``meta.k8s.io/v1``) its object is a ``PartialObjectMetadata``, as kube-apiserver transforms
-    every event's object of such a watch, bookmarks included."""
+    every event's object of such a watch, bookmarks included. ``initial_events_end``: the
+    bookmark ending a watch-list's initial events, with the list's blueprint when ``blueprint``
+    (as 1.32 and 1.33 send it: :attr:`KubeVersion.sends_list_blueprint`)."""
     meta: dict[str, object] = {"resourceVersion": str(rv)}
     if metadata is not None:
         if initial_events_end:
-            meta["annotations"] = {INITIAL_EVENTS_END: "true"}
+            meta["annotations"] = _end_annotations(rtype, metadata, blueprint)
         return event_line(
             "BOOKMARK", orjson.dumps(partial_object_metadata({"metadata": meta}, metadata))
         )
     if rtype in _TYPED:  # custom resources are unstructured: nothing but what is set
         meta["creationTimestamp"] = None
     if initial_events_end:
-        meta["annotations"] = {INITIAL_EVENTS_END: "true"}
+        meta["annotations"] = _end_annotations(rtype, None, blueprint)
     obj: dict[str, object] = {"kind": rtype.kind, "apiVersion": rtype.api_version, "metadata": meta}
     if rtype in _TYPED:
         obj.update(_ZERO_FIELDS.get((rtype.group, rtype.kind), {}))

@@ -23,8 +23,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from cacheproxy.errors import ApiError
+from cacheproxy.kube.protobuf import accepts_only_protobuf
 from cacheproxy.kube.request import ApiPath, parse_api_path, split_path, verb_of
 from cacheproxy.kube.resources import ResourceRegistry, ResourceType
+from cacheproxy.kube.versions import NEWEST, KubeVersion
 from cacheproxy.server.access import AccessControl
 from cacheproxy.server.admission import Admission, ServedRequest
 from cacheproxy.server.metrics import ResourceStats, ServerMetrics
@@ -77,6 +79,8 @@ class CacheServer:
         self.metrics = metrics or ServerMetrics()
         self.admission = Admission(self.options, self.metrics, access)
         self.version = version
+        self._version_text: str | None = None
+        self._kube_version = NEWEST
         self.server_address = server_address
         self.resources: dict[ResourceType, ServedResource] = {}
         self.hubs: dict[ResourceType, WatchHub] = {}
@@ -103,6 +107,15 @@ class CacheServer:
         """Set by :meth:`close_watches`: new watches are refused (503) from then on."""
 
     @property
+    def kube_version(self) -> KubeVersion:
+        """The upstream API server's version (its ``/version``; the newest known until read):
+        what is answered as that version answers it (Tables, watch-lists)."""
+        text = self.version.get("gitVersion", "")
+        if text != self._version_text:
+            self._version_text, self._kube_version = text, KubeVersion.of(self.version)
+        return self._kube_version
+
+    @property
     def access(self) -> AccessControl | None:
         """Authentication and authorization of every request but health checks (None: open)."""
         return self.admission.access
@@ -120,6 +133,7 @@ class CacheServer:
     def add_resource(self, res: ServedResource) -> None:
         """Serve ``res`` (at start, or when a config reload adds it)."""
         self.resources[res.rtype] = res
+        res.kube_version = lambda: self.kube_version
         self.registry.add(res.rtype)
         hub = WatchHub(res.rtype, res.store)
         self._unhook[res.rtype] = [
@@ -239,7 +253,8 @@ class CacheServer:
                 # The server's parser is past the upgrade offer: no request follows on this
                 # connection.
                 send = with_header(send, b"connection", b"close")
-            await send_status(send, refused, started=False)
+            protobuf = accepts_only_protobuf(req.header("accept"))
+            await send_status(send, refused, started=False, protobuf=protobuf)
             return
         if admission.access is not None:
             await admission.authorize(req, path, verb, served_namespaces=self.served_namespaces)

@@ -120,7 +120,10 @@ def is_consistent_list(opts: ListOptions) -> bool:
     if opts.resource_version:
         return False
     if opts.continue_token:
-        return decode_continue(opts.continue_token).resource_version == -1
+        try:
+            return decode_continue(opts.continue_token).resource_version == -1
+        except ApiError:
+            return False  # the list refuses it, in its upstream's words
     return True
 
 

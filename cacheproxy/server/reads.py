@@ -22,11 +22,12 @@ from dataclasses import dataclass
 
 import orjson
 
+from cacheproxy.informer.store import Entry
 from cacheproxy.kube import status
 from cacheproxy.kube.labels import LabelSelector
 from cacheproxy.kube.listoptions import ListOptions
 from cacheproxy.kube.negotiation import negotiate_answer
-from cacheproxy.kube.partial import list_meta, partial_list_head, partial_object_bytes
+from cacheproxy.kube.partial import Reform, list_meta, partial_list_head
 from cacheproxy.kube.request import REPRESENTATIONS, check_accepts_json
 from cacheproxy.kube.sharding import parse_shard_selector
 from cacheproxy.kube.table import include_object, table
@@ -44,35 +45,47 @@ METADATA_BATCH = 500
 
 @dataclass(frozen=True, slots=True)
 class Form:
-    """How to answer a read: as stored, as a Table of version ``table``, or as
-    ``PartialObjectMetadata`` of apiVersion ``metadata`` (``meta.k8s.io/v1``)."""
+    """How to answer a read: as stored, as a Table of version ``table``, or each object
+    re-encoded (``reform``: as ``PartialObjectMetadata``, without managedFields)."""
 
     table: str | None = None
     include: str = "Metadata"
     """A Table's ``includeObject``."""
-    metadata: str | None = None
+    reform: Reform | None = None
+
+    @property
+    def metadata(self) -> str | None:
+        """The apiVersion of a metadata-only answer's ``PartialObjectMetadata``."""
+        return self.reform.metadata if self.reform is not None else None
 
 
 _AS_STORED = Form()
 
 
-def negotiate(req: ServedRequest, *, verb: str | None = None) -> Form:
+def negotiate(
+    req: ServedRequest, *, verb: str | None = None, keeps_managed_fields: bool = False
+) -> Form:
     """The answer's form from ``Accept`` for a ``verb`` (get, list, watch; the request's own when
-    None); 406 when neither JSON, a Table nor metadata is acceptable."""
+    None); 406 when neither JSON, a Table nor metadata is acceptable. ``drop`` of managedFields
+    costs a re-encoding only where they are kept (``keeps_managed_fields``): elsewhere the
+    stored objects have none."""
     accept = req.header("accept")
-    # Fast path: no ``as=`` parameter, plain JSON (only kubectl-style and metadata-only Accepts
-    # pay for parsing).
-    if "as=" not in accept.lower():
+    # Fast path: no ``as=`` or ``drop=`` parameter, plain JSON (only kubectl-style and
+    # metadata-only Accepts pay for parsing).
+    lowered = accept.lower()
+    if "as=" not in lowered and "drop=" not in lowered:
         check_accepts_json(accept)
         return _AS_STORED
     answer = negotiate_answer(accept, verb=verb or req.verb)
     if answer is None:
+        check_accepts_json(accept)  # the 406 of a client that takes no JSON at all
         raise status.not_acceptable(REPRESENTATIONS)
     if answer.kind == "table":
         return Form(answer.version, include_object(req.query))
+    drop = answer.drop_managed_fields and keeps_managed_fields
     if answer.kind == "metadata":
-        return Form(metadata=answer.api_version)
-    return _AS_STORED
+        return Form(reform=Reform(answer.api_version, drop))
+    return Form(reform=Reform(drop_managed_fields=True)) if drop else _AS_STORED
 
 
 def build_query(
@@ -122,8 +135,8 @@ async def serve_get(
         )
         await ANSWERS.send(send, req, orjson.dumps(doc))
         return
-    if form.metadata:
-        await ANSWERS.send(send, req, partial_object_bytes(entry.raw, form.metadata))
+    if form.reform is not None:
+        await ANSWERS.send(send, req, form.reform.encode(entry.raw))
         return
     await ANSWERS.send(send, req, entry.raw)
 
@@ -155,7 +168,7 @@ async def serve_list(
         )
         await ANSWERS.send(send, req, orjson.dumps(doc))
         return
-    if form.metadata or query.shard is not None:
+    if form.reform is not None or query.shard is not None:
         parts = await _reformed_parts(page, form, query)
     else:
         parts = page.parts()
@@ -167,16 +180,17 @@ async def serve_list(
 
 
 async def _reformed_parts(page: ServedList, form: Form, query: Query) -> list[bytes]:
-    """A page's body with what the stored list does not say: a ``PartialObjectMetadataList`` of
-    its items (encoded in batches, yielding to the loop between them), and the ``shardInfo``
-    of a sharded list (KEP-5866) in its metadata."""
+    """A page's body with what the stored list does not say: its items re-encoded (a
+    ``PartialObjectMetadataList``, managedFields dropped; in batches, yielding to the loop
+    between them), and the ``shardInfo`` of a sharded list (KEP-5866) in its metadata."""
     meta = list_meta(
         page.resource_version,
         continue_token=page.continue_token,
         remaining=page.remaining,
         shard_selector=query.shard.source if query.shard is not None else "",
     )
-    if form.metadata is None:
+    reform = form.reform
+    if reform is None:
         parts = page.parts()
         # The stored list's own head, with this metadata in place of its plain one.
         plain = b'"metadata":%s,' % list_meta(
@@ -187,14 +201,27 @@ async def _reformed_parts(page: ServedList, form: Form, query: Query) -> list[by
             raise AssertionError("a list's head without its metadata")
         parts[0] = head
         return parts
-    api_version = form.metadata
-    parts = [partial_list_head(api_version, meta)]
+    if reform.metadata is not None:
+        parts = [partial_list_head(reform.metadata, meta)]
+        item_of = _whole
+    else:
+        parts = [page.head(meta)]
+        item_of = _typed_item if page.rtype.builtin else _whole
     items = page.items
     for start in range(0, len(items), METADATA_BATCH):
         if start:
             parts.append(b",")
             await asyncio.sleep(0)
         batch = items[start : start + METADATA_BATCH]
-        parts.append(b",".join(partial_object_bytes(e.raw, api_version) for e in batch))
+        parts.append(b",".join(reform.encode(item_of(e)) for e in batch))
     parts.append(b"]}")
     return parts
+
+
+def _whole(entry: Entry) -> bytes:
+    return entry.raw
+
+
+def _typed_item(entry: Entry) -> bytes:
+    """A typed list's item of a built-in kind: the object without kind and apiVersion."""
+    return b"{" + entry.body

@@ -30,17 +30,17 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import orjson
-
 from cacheproxy.errors import ApiError
 from cacheproxy.informer.eventlog import TooOld
 from cacheproxy.informer.informer import SharedInformer
 from cacheproxy.informer.store import Entry, Store
 from cacheproxy.kube import status
 from cacheproxy.kube.listoptions import EXACT, ListOptions
+from cacheproxy.kube.partial import list_meta
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.rv import decode_continue, encode_continue
 from cacheproxy.kube.table import TablePrinter, printer_for
+from cacheproxy.kube.versions import NEWEST, KubeVersion
 from cacheproxy.server.consistent import ConsistentReads
 from cacheproxy.server.query import Query, matches, select_keys
 from cacheproxy.server.snapshots import KEY, Snapshot, SnapshotCache, build_snapshot
@@ -62,19 +62,22 @@ class ServedList:
         """The whole body in one piece (for small or re-formatted answers)."""
         return b"".join(self.parts())
 
+    def head(self, meta: bytes | None = None) -> bytes:
+        """The list up to its first item: kind, apiVersion, ``meta`` (its own by default)."""
+        if meta is None:
+            meta = list_meta(
+                self.resource_version, continue_token=self.continue_token, remaining=self.remaining
+            )
+        return b'{"kind":"%s","apiVersion":"%s","metadata":%s,"items":[' % (
+            self.rtype.list_kind.encode(),
+            self.rtype.api_version.encode(),
+            meta,
+        )
+
     def parts(self) -> list[bytes]:
         """The body as the bytes to write one after the other: the head, the stored bytes of
         every item with the separators between them, the tail. Nothing is copied."""
-        meta: dict[str, object] = {"resourceVersion": str(self.resource_version)}
-        if self.continue_token:
-            meta["continue"] = self.continue_token
-            if self.remaining is not None:
-                meta["remainingItemCount"] = self.remaining
-        head = b'{"kind":"%s","apiVersion":"%s","metadata":%s,"items":[' % (
-            self.rtype.list_kind.encode(),
-            self.rtype.api_version.encode(),
-            orjson.dumps(meta),
-        )
+        head = self.head()
         items = self.items
         if not items:
             return [head, b"]}"]
@@ -119,6 +122,12 @@ class ServedResource:
     """Upstream RVs a consistent read's listing confirmed (:mod:`.consistent`), each to the
     cache's RV whose state is upstream's there: a list at one of them (or not older than it),
     and the pages of its walk, are cut from that state. The newest :data:`PROOFS` kept."""
+    keeps_managed_fields: bool = False
+    """The stored objects have their ``metadata.managedFields`` (a transform that keeps them):
+    a client asking to drop them gets its objects re-encoded."""
+    kube_version: Callable[[], KubeVersion] = lambda: NEWEST
+    """The version of the API server this resource is answered as (the server sets it: the
+    upstream's, once its ``/version`` is known)."""
     _progress: asyncio.Event = field(default_factory=asyncio.Event)
 
     def __post_init__(self) -> None:
@@ -134,9 +143,10 @@ class ServedResource:
         self._progress.set()
 
     def table_printer(self) -> TablePrinter:
+        """The printer of this resource's Tables, as the upstream's version prints them."""
         if self.printer_source is not None:
             return self.printer_source()
-        return printer_for(self.rtype.group, self.rtype.resource)
+        return printer_for(self.rtype.group, self.rtype.resource, self.kube_version())
 
     @property
     def store(self) -> Store:
@@ -280,7 +290,14 @@ class ServedResource:
             start, end = _bounds(entries, query, opts, key=KEY)
             last = entries[end - 1].key if end else ""
             return _page(
-                self.rtype, query, rv, entries[start:end], end=end, total=len(entries), last=last
+                self.rtype,
+                query,
+                rv,
+                entries[start:end],
+                end=end,
+                total=len(entries),
+                last=last,
+                root=self._key_root(opts),
             )
         if not query.selective and opts.limit:
             return self._page_of_all(query, opts, rv)
@@ -288,7 +305,23 @@ class ServedResource:
         start, end = _bounds(keys, query, opts)
         items = self.informer.store.get_many(keys[start:end])
         last = keys[end - 1] if end else ""
-        return _page(self.rtype, query, rv, items, end=end, total=len(keys), last=last)
+        return _page(
+            self.rtype,
+            query,
+            rv,
+            items,
+            end=end,
+            total=len(keys),
+            last=last,
+            root=self._key_root(opts),
+        )
+
+    def _key_root(self, opts: ListOptions) -> str:
+        """What the start key of a page's continue token begins with, as the upstream's version
+        writes it (1.32 roots the first page's, not the pages after it)."""
+        first = not opts.continue_token
+        rooted = self.kube_version().roots_first_page_keys(self.rtype.qualified)
+        return "/" if first and rooted else ""
 
     def _page_of_all(self, query: Query, opts: ListOptions, rv: int) -> ServedList:
         """One page of an unselected list of the current state: a range of the store's sorted
@@ -304,7 +337,8 @@ class ServedResource:
         page = ServedList(self.rtype, store.get_many(keys[: opts.limit]), rv)
         if len(keys) > opts.limit:
             last = keys[opts.limit - 1]
-            page.continue_token = encode_continue(rv, last.removeprefix(prefix) + "\x00")
+            start_key = self._key_root(opts) + last.removeprefix(prefix) + "\x00"
+            page.continue_token = encode_continue(rv, start_key)
             page.remaining = store.count_keys(namespace=query.namespace, start=last + "\x00")
         return page
 
@@ -314,7 +348,8 @@ class ServedResource:
         """(list RV, what ``query`` selects of the snapshot at that RV, or None for the current
         state)."""
         if opts.continue_token:
-            token = decode_continue(opts.continue_token)  # first, as the API server (etcd3 store)
+            # First, as the API server (etcd3 store), in its version's words.
+            token = decode_continue(opts.continue_token, kube=self.kube_version())
             if opts.resource_version not in ("", "0"):
                 raise status.bad_request(
                     "specifying resource version is not allowed when using continue"
@@ -328,7 +363,7 @@ class ServedResource:
                 # for it as for RV=N, then answer what the API server answers a token it cannot
                 # continue: 410 with an inconsistent token. Waiting is no use when a listing
                 # confirmed the cache where it still is (nothing is on its way).
-                await self._continue_at(token.resource_version, token.start_key)
+                await self._continue_at(token.resource_version, token.key)
             if token.resource_version == -1 or token.resource_version == self.resource_version:
                 return self.resource_version, None
             try:
@@ -336,7 +371,7 @@ class ServedResource:
             except TooOld:
                 raise status.expired(
                     status.CONTINUE_EXPIRED_MESSAGE,
-                    continue_token=encode_continue(-1, token.start_key),
+                    continue_token=encode_continue(-1, token.key),
                 ) from None
             return token.resource_version, snapshot
         requested = opts.rv
@@ -408,13 +443,14 @@ def _page(
     end: int,
     total: int,
     last: str,
+    root: str = "",
 ) -> ServedList:
     """A page that ends before position ``end`` of the ``total`` objects selected, at key
     ``last``: with a continue token when more follow (and their count, without selectors)."""
     page = ServedList(rtype, items, rv)
     if end < total:
         prefix = f"{query.namespace}/" if query.namespace else ""
-        page.continue_token = encode_continue(rv, last.removeprefix(prefix) + "\x00")
+        page.continue_token = encode_continue(rv, root + last.removeprefix(prefix) + "\x00")
         if not query.selective:
             page.remaining = total - end
     return page

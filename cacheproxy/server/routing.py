@@ -219,8 +219,8 @@ def _served(
     ):
         raise status.resource_not_found()
     req.verb, req.resource = verb or "other", rtype.config_name
-    form = negotiate(req)
     res = server.resources[rtype]
+    form = negotiate(req, keeps_managed_fields=res.keeps_managed_fields)
     if not res.synced:
         raise status.too_many_requests("storage is (re)initializing", retry_after=1)
     return res, form

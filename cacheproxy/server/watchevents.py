@@ -26,7 +26,7 @@ import orjson
 from cacheproxy.informer.eventlog import LogEvent
 from cacheproxy.informer.informer import RelistDifference
 from cacheproxy.informer.store import Entry, Store
-from cacheproxy.kube.partial import partial_object_bytes
+from cacheproxy.kube.partial import Reform
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.transitions import Seen, seen
 from cacheproxy.kube.watchevents import event_line
@@ -73,30 +73,30 @@ def _restamped(entry: Entry, rv: int) -> bytes:
 
 class EventLines:
     """The line bytes of one event, built on first use and shared by all watchers: per kind of
-    sight, and per form (as stored, or the ``PartialObjectMetadata`` of an apiVersion)."""
+    sight, and per form (as stored, or re-encoded by a :class:`~cacheproxy.kube.partial.Reform`)."""
 
     __slots__ = ("_cache", "event")
 
     def __init__(self, event: LogEvent) -> None:
         self.event = event
-        self._cache: dict[tuple[Seen, str | None], bytes] = {}
+        self._cache: dict[tuple[Seen, Reform | None], bytes] = {}
 
-    def line(self, kind: Seen, metadata: str | None = None) -> bytes:
-        line = self._cache.get((kind, metadata))
+    def line(self, kind: Seen, reform: Reform | None = None) -> bytes:
+        line = self._cache.get((kind, reform))
         if line is None:
             event = self.event
             if kind is Seen.LEFT:  # stopped matching: the old object at this event's RV
                 assert event.prev is not None
                 obj = _restamped(event.prev, event.rv)
-                if metadata is not None:
-                    obj = partial_object_bytes(obj, metadata)
+                if reform is not None:
+                    obj = reform.encode(obj)
                 line = event_line("DELETED", obj)
-            elif metadata is not None:
-                line = event_line(kind.value, partial_object_bytes(event.entry.raw, metadata))
+            elif reform is not None:
+                line = event_line(kind.value, reform.encode(event.entry.raw))
             else:
                 entry = event.entry
                 line = b"".join((_EVENT_HEADS[kind], entry.prefix, entry.body, _EVENT_TAIL))
-            self._cache[kind, metadata] = line
+            self._cache[kind, reform] = line
         return line
 
 
@@ -106,17 +106,17 @@ def replay_lines(
     rtype: ResourceType,
     store: Store,
     *,
-    metadata: str | None = None,
+    reform: Reform | None = None,
 ) -> list[bytes]:
     """History (the EventLog's events after a watch's RV) as a watcher with ``query`` sees it
-    (as ``PartialObjectMetadata`` of apiVersion ``metadata`` when given)."""
+    (each object re-encoded by ``reform`` when given)."""
     lines = []
     for event in events:
         new = EntryView(event.entry, rtype, store)
         old = EntryView(event.prev, rtype, store) if event.prev is not None else None
         kind = sight(event, query, new, old)
         if kind is not None:
-            lines.append(EventLines(event).line(kind, metadata))
+            lines.append(EventLines(event).line(kind, reform))
     return lines
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from cacheproxy.informer.eventlog import LogEvent
 from cacheproxy.informer.informer import RelistDifference
 from cacheproxy.informer.store import Store
+from cacheproxy.kube.partial import Reform
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.watchevents import bookmark_line
 from cacheproxy.server.query import EntryView, Query
@@ -38,14 +39,15 @@ class ServedWatch(Mailbox[bytes]):
         buffer: int,
         min_rv: int = 0,
         bookmarks: bool = False,
-        metadata: str | None = None,
+        reform: Reform | None = None,
     ) -> None:
         super().__init__(buffer)
         self.query = query
         self.bookmarks = bookmarks
-        self.metadata = metadata
-        """A metadata-only watch: the apiVersion of the ``PartialObjectMetadata`` it gets."""
         """The client asked for bookmarks (``allowWatchBookmarks``)."""
+        self.reform = reform
+        """How its objects are re-encoded (metadata only, managedFields dropped); None: as
+        stored."""
         self.min_rv = min_rv
         """Events at or before this RV are not sent (the watch started after them)."""
         self.last_rv = min_rv
@@ -96,7 +98,7 @@ class WatchHub:
             kind = sight(event, watcher.query, new, old)
             if kind is None:
                 continue
-            if watcher.offer(lines.line(kind, watcher.metadata), rv):
+            if watcher.offer(lines.line(kind, watcher.reform), rv):
                 self.delivered += 1
             else:
                 self.evicted += 1
@@ -123,11 +125,10 @@ class WatchHub:
                 continue
             if not watcher.bookmarks:
                 continue
-            line = lines.get(watcher.metadata)
+            metadata = watcher.reform.metadata if watcher.reform is not None else None
+            line = lines.get(metadata)
             if line is None:
-                line = lines[watcher.metadata] = bookmark_line(
-                    self.rtype, rv, metadata=watcher.metadata
-                )
+                line = lines[metadata] = bookmark_line(self.rtype, rv, metadata=metadata)
             if not watcher.offer(line, rv):
                 self.evicted += 1
                 self.watchers.discard(watcher)

@@ -27,7 +27,7 @@ from cacheproxy.informer.eventlog import TooOld
 from cacheproxy.informer.store import Entry
 from cacheproxy.kube import status
 from cacheproxy.kube.listoptions import ListOptions
-from cacheproxy.kube.partial import partial_object_bytes
+from cacheproxy.kube.partial import Reform
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.table import WatchTables
 from cacheproxy.kube.watchevents import bookmark_line, event_line
@@ -59,29 +59,34 @@ class WatchPlan:
     """History after its RV, as its query sees it."""
     end_bookmark_rv: int | None
     """A watch-list's initial-events-end bookmark, at this RV."""
+    blueprint: bool
     allow_bookmarks: bool
     timeout: float
     bookmark_interval: float
-    metadata: str | None = None
-    """A metadata-only watch: every object (bookmarks too) as ``PartialObjectMetadata`` of this
-    apiVersion."""
+    reform: Reform | None = None
+    """Every object re-encoded (a metadata-only watch: as ``PartialObjectMetadata``, bookmarks
+    too; managedFields dropped)."""
+
+    @property
+    def metadata(self) -> str | None:
+        return self.reform.metadata if self.reform is not None else None
 
 
 def _initial_batches(
-    entries: Sequence[Entry], metadata: str | None = None
+    entries: Sequence[Entry], reform: Reform | None = None
 ) -> Iterator[list[bytes]]:
     """The initial state as ADDED lines, like a list: the stored bytes between the line's two
     halves, in batches of ~128 KiB (a thousand watchers starting at once hold a batch each, not
-    the cache each: the next one is made once the client took the last). A metadata-only
-    watch's lines are each object's ``PartialObjectMetadata``."""
+    the cache each: the next one is made once the client took the last). With ``reform``,
+    each object re-encoded (a metadata-only watch's ``PartialObjectMetadata``)."""
     batch: list[bytes] = []
     size = 0
     for entry in entries:
         body = entry.body
-        if metadata is None:
+        if reform is None:
             batch += (_ADDED_HEAD, entry.prefix, body, _EVENT_TAIL)
         else:
-            batch.append(event_line("ADDED", partial_object_bytes(entry.raw, metadata)))
+            batch.append(event_line("ADDED", reform.encode(entry.raw)))
         size += len(body)
         if size >= INITIAL_BATCH_BYTES:
             yield batch
@@ -102,7 +107,7 @@ def watch_lines(
     lines (written one after the other, never joined here). ``current_rv`` is the cache's RV."""
 
     def first() -> Iterator[list[bytes]]:
-        batches = _initial_batches(plan.initial, plan.metadata)
+        batches = _initial_batches(plan.initial, plan.reform)
         last = next(batches)  # the initial state's last batch goes out with what follows
         for batch in batches:
             yield last
@@ -111,7 +116,11 @@ def watch_lines(
         if plan.end_bookmark_rv is not None:
             last.append(
                 bookmark_line(
-                    rtype, plan.end_bookmark_rv, initial_events_end=True, metadata=plan.metadata
+                    rtype,
+                    plan.end_bookmark_rv,
+                    initial_events_end=True,
+                    blueprint=plan.blueprint,
+                    metadata=plan.metadata,
                 )
             )
         yield last
@@ -146,8 +155,16 @@ async def serve_watch(
 ) -> None:
     """Answer a watch of ``res`` (its admission already counted). ``refusing`` tells whether the
     server stopped taking watches; it is asked before and after the response starts."""
-    # A metadata-only watch (``as=PartialObjectMetadata``): only Accepts with ``as=`` look.
-    metadata = negotiate(req, verb="watch").metadata if tables is None else None
+    # A metadata-only watch (``as=PartialObjectMetadata``), managedFields dropped: only Accepts
+    # with ``as=`` or ``drop=`` look.
+    reform = (
+        negotiate(req, verb="watch", keeps_managed_fields=res.keeps_managed_fields).reform
+        if tables is None
+        else None
+    )
+    kube = res.kube_version()
+    if kube.watch_list_by_default and opts.allow_watch_bookmarks:
+        opts = opts.as_watch_list()  # as upstream defaults it: the end bookmark is sent
     requested = opts.rv
     if opts.send_initial_events and requested > res.resource_version:
         # A watch-list's initial state must be at least this fresh: the API server waits (3 s)
@@ -183,7 +200,7 @@ async def serve_watch(
             gone = status.too_old_resource_version(too_old.requested, too_old.oldest)
             await out.finish(error_line(gone))
             return
-        replay = replay_lines(events, query, res.rtype, res.store, metadata=metadata)
+        replay = replay_lines(events, query, res.rtype, res.store, reform=reform)
     if refusing():  # shutting down since the response began: end it now
         await out.finish()
         return
@@ -192,7 +209,7 @@ async def serve_watch(
         buffer=options.watch_buffer,
         min_rv=max(res.resource_version, requested),
         bookmarks=opts.allow_watch_bookmarks,
-        metadata=metadata,
+        reform=reform,
     )
     hub.add(watcher)
     timeout = (
@@ -204,10 +221,11 @@ async def serve_watch(
         initial=initial,
         replay=replay,
         end_bookmark_rv=end_bookmark,
+        blueprint=kube.sends_list_blueprint,
         allow_bookmarks=opts.allow_watch_bookmarks,
         timeout=timeout,
         bookmark_interval=options.bookmark_interval,
-        metadata=metadata,
+        reform=reform,
     )
     async with closed_on_disconnect(req, watcher, "client went away"):
         try:

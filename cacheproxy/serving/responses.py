@@ -8,8 +8,8 @@
 - :func:`websocket_denial`: a websocket request refused with an HTTP answer (a Status);
 - :func:`send_status` and :func:`send_error`: the one place an exception becomes a response: an
   :class:`~cacheproxy.errors.ApiError` is written as its ``metav1.Status`` (``Retry-After`` when
-  it carries one, as the API server's ``ErrorNegotiated``); anything else is logged and answered
-  with a 500 Status, never a traceback.
+  it carries one, as the API server's ``ErrorNegotiated``; in protobuf to a client that accepts
+  only that); anything else is logged and answered with a 500 Status, never a traceback.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import orjson
 
 from cacheproxy.errors import ApiError
 from cacheproxy.kube import status
+from cacheproxy.kube.protobuf import PROTOBUF, accepts_only_protobuf, status_protobuf
 from cacheproxy.kube.request import REPRESENTATIONS, check_accepts_json
 from cacheproxy.kube.watchevents import event_line
 from cacheproxy.serving.asgi import BodyWriter, Message, Request, Scope, Send
@@ -156,16 +157,17 @@ async def send_parts(
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-async def send_status(send: Send, err: ApiError, *, started: bool) -> None:
+async def send_status(send: Send, err: ApiError, *, started: bool, protobuf: bool = False) -> None:
     """An error as its ``metav1.Status`` (``Retry-After`` when it carries one, as the API
-    server's ``ErrorNegotiated``). Once a response has started, all that is left is to end it."""
+    server's ``ErrorNegotiated``), in protobuf for a client that accepts nothing else. Once a
+    response has started, all that is left is to end it."""
     if started:
         with contextlib.suppress(Exception):
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         return
-    body = orjson.dumps(err.status)
+    body = status_protobuf(err.status) if protobuf else orjson.dumps(err.status)
     headers = [
-        (b"content-type", JSON),
+        (b"content-type", PROTOBUF.encode() if protobuf else JSON),
         (b"cache-control", NO_CACHE),
         (b"content-length", str(len(body)).encode()),
     ]
@@ -184,12 +186,13 @@ async def send_error(req: Request, send: Send, exc: Exception, *, logger: loggin
     """Answer what a handler raised: an :class:`~cacheproxy.errors.ApiError` as its Status (see
     :func:`send_status`); anything else is logged with its traceback and answered as a 500
     Status. Called from the application's ``except`` (a handler that succeeds pays nothing)."""
+    protobuf = accepts_only_protobuf(req.header("accept"))
     if isinstance(exc, ApiError):
-        await send_status(send, exc, started=req.started)
+        await send_status(send, exc, started=req.started, protobuf=protobuf)
         return
     logger.error("unexpected error serving %s %s", req.method, req.path, exc_info=exc)
     internal = status.internal_error("unexpected server error")
-    await send_status(send, internal, started=req.started)
+    await send_status(send, internal, started=req.started, protobuf=protobuf)
 
 
 def with_header(send: Send, name: bytes, value: bytes) -> Send:

@@ -18,7 +18,6 @@ otherwise). Resources without a watch cache (``uncached_resources``) are always 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -26,10 +25,11 @@ from dataclasses import dataclass
 import orjson
 
 from cacheproxy.kube import status
-from cacheproxy.kube.listoptions import EXACT, NOT_OLDER_THAN, ListOptions
+from cacheproxy.kube.listoptions import EXACT, ListOptions
 from cacheproxy.kube.partial import list_meta, partial_list_head, partial_object_metadata
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.rv import decode_continue, encode_continue, parse_resource_version
+from cacheproxy.kube.versions import NEWEST, KubeVersion
 from cacheproxy.sim import statuses
 from cacheproxy.sim.config import SimConfig
 from cacheproxy.sim.store import Event, SimStore, StoredObject, iter_snapshot
@@ -81,6 +81,8 @@ class SimApi(Writes):
     ) -> None:
         self.store = store
         self.config = config or SimConfig()
+        self.kube = KubeVersion.parse(self.config.git_version) or NEWEST
+        """The kube-apiserver version answered as."""
         self.default_watch_timeout = default_watch_timeout
 
     # ------------------------------------------------------------------ the watch caches
@@ -99,13 +101,18 @@ class SimApi(Writes):
         """Wait until the cache of ``rtype`` (default: the store) reached ``rv`` (≤ ``rv_wait``
         s), else 504 too large RV; at once when etcd serves ``rtype``."""
 
+        store = self.store
+        asks = rtype is not None and self._asks_for_progress(rtype)
+
         def current() -> int:
-            return self.cache_rv(rtype) if rtype is not None else self.store.rv
+            if asks and rtype is not None and store.cache_rv(rtype) < rv <= store.rv:
+                store.progress_notify(rtype)  # the cache asks etcd, which has reached it
+            return self.cache_rv(rtype) if rtype is not None else store.rv
 
         if current() >= rv:
             return
         if rtype is not None and not self.cached(rtype):
-            raise statuses.too_large_resource_version_now(rv, self.store.rv)
+            raise statuses.too_large_resource_version_now(rv, store.rv)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.rv_wait
         while current() < rv:
@@ -113,12 +120,21 @@ class SimApi(Writes):
                 raise status.too_large_resource_version(rv, current())
             await asyncio.sleep(0.02)
 
+    def _asks_for_progress(self, rtype: ResourceType) -> bool:
+        """Whether ``rtype``'s cache asks etcd for progress when a read waits for it
+        (``ConsistentListFromCache``), rather than waiting for writes and notifications."""
+        config = self.config
+        return (
+            config.per_resource_cache and config.consistent_list_from_cache and self.cached(rtype)
+        )
+
     def _from_cache(self, rtype: ResourceType, opts: ListOptions) -> bool:
-        """Whether the 1.28 cacher serves a list itself (``shouldDelegateList``): not an RV unset,
-        an exact RV, ``limit`` with an RV other than 0, nor a resource it does not cache."""
+        """Whether the cacher serves a list itself (``shouldDelegateList``): not an exact RV,
+        ``limit`` with an RV other than 0, a resource it does not cache, nor (1.28, without
+        ``ConsistentListFromCache``) an RV unset."""
         return (
             self.cached(rtype)
-            and opts.resource_version != ""
+            and (opts.resource_version != "" or self.config.consistent_list_from_cache)
             and not (opts.limit > 0 and opts.resource_version != "0")
             and opts.resource_version_match != EXACT
         )
@@ -144,7 +160,7 @@ class SimApi(Writes):
             opts.limit > 0 and requested > 0 and not opts.resource_version_match
         )
         if opts.continue_token:
-            token = decode_continue(opts.continue_token)
+            token = decode_continue(opts.continue_token, kube=self.kube)
             if opts.resource_version not in ("", "0"):
                 raise status.bad_request(
                     "specifying resource version is not allowed when using continue"
@@ -157,7 +173,7 @@ class SimApi(Writes):
                 if rv < store.compacted_rv:
                     raise status.expired(
                         status.CONTINUE_EXPIRED_MESSAGE,
-                        continue_token=encode_continue(-1, token.start_key),
+                        continue_token=encode_continue(-1, token.key),
                     )
                 source = None if rv == store.rv else store.snapshot(rtype, rv)
         elif self.cached(rtype) and not self.config.per_resource_cache:
@@ -172,6 +188,8 @@ class SimApi(Writes):
                 limit = 0
         elif self._from_cache(rtype, opts):
             # The resource's own cache: its state is the latest of its objects, at its RV.
+            if opts.resource_version == "":
+                store.progress_notify(rtype)  # a consistent read: caught up with etcd first
             if requested > 0:
                 await self.wait_for_rv(requested, rtype)
             rv, source = store.cache_rv(rtype), None
@@ -192,23 +210,24 @@ class SimApi(Writes):
             if source is None
             else iter_snapshot(source, namespace, start=start)
         )
-        return _page(rtype, objects, opts, rv, limit=limit, key_prefix=prefix)
+        # 1.32 roots the start key of a cached resource's first page's token (only).
+        rooted = self.cached(rtype) and self.kube.roots_first_page_keys(rtype.qualified)
+        root = "/" if rooted and not opts.continue_token else ""
+        return _page(rtype, objects, opts, rv, limit=limit, key_prefix=prefix, root=root)
 
     def watch_options(self, rtype: ResourceType, opts: ListOptions) -> ListOptions:
         """A watch's options as the API server takes them (before its response starts): with
-        ``WatchList`` on, a watch from RV "" or "0" with bookmarks and no ``sendInitialEvents``
-        is a watch-list; a watch-list of a resource without a watch cache is a 422."""
+        ``WatchList`` on, a watch from RV "" or "0" with bookmarks and no ``sendInitialEvents`` is
+        a watch-list; a watch-list of a resource without a watch cache is a 422 unless etcd serves
+        it (``watch_list_from_storage``)."""
+        if self.config.watch_list and opts.allow_watch_bookmarks:
+            # Without bookmarks a defaulted watch-list sends what a plain watch sends.
+            opts = opts.as_watch_list()
         if (
-            self.config.watch_list
-            and opts.send_initial_events is None
-            and not opts.resource_version_match
-            and opts.allow_watch_bookmarks
-            and opts.resource_version in ("", "0")
+            opts.send_initial_events is not None
+            and not self.cached(rtype)
+            and not self.config.watch_list_from_storage
         ):
-            opts = dataclasses.replace(
-                opts, send_initial_events=True, resource_version_match=NOT_OLDER_THAN
-            )
-        if opts.send_initial_events is not None and not self.cached(rtype):
             raise statuses.unsupported_by_etcd(rtype.resource)
         return opts
 
@@ -257,6 +276,7 @@ class SimApi(Writes):
             fields=opts.field_selector,
             buffer=config.watch_buffer,
             start_rv=start_rv,
+            blueprint=self.kube.sends_list_blueprint,
         )
         initial = [o for o in initial if watcher.visible(o)]
         store.add_watcher(watcher)
@@ -284,6 +304,7 @@ def _page(
     *,
     limit: int,
     key_prefix: str = "",
+    root: str = "",
 ) -> ListResult:
     labels, fields = opts.label_selector, opts.field_selector
     filtered = labels.empty and fields.empty
@@ -294,7 +315,7 @@ def _page(
         if not (filtered or stored.matches(labels, fields)):
             continue
         if limit and len(items) == limit:
-            token = encode_continue(rv, items[-1].key.removeprefix(key_prefix) + "\x00")
+            token = encode_continue(rv, root + items[-1].key.removeprefix(key_prefix) + "\x00")
             if filtered:
                 remaining = 1 + sum(1 for _ in objects)
             break

@@ -33,6 +33,7 @@ from cacheproxy.kube.resources import (
     ResourceRegistry,
     ResourceType,
 )
+from cacheproxy.kube.versions import KubeVersion
 from cacheproxy.serving import (
     Discovery,
     Receive,
@@ -228,6 +229,11 @@ class Simulator:
         await serve_resource(self, req, send, path, user)
 
     # ------------------------------------------------------------------ discovery
+
+    @property
+    def kube_version(self) -> KubeVersion:
+        """The kube-apiserver version the simulator answers as (its ``git_version``)."""
+        return self.api.kube
 
     def version_info(self) -> dict[str, str]:
         version = self.config.git_version.lstrip("v").split(".")

@@ -2,8 +2,9 @@
 versions (or that the simulator long simplified).
 
 Every switch defaults to what the simulator always did, which is current Kubernetes where the two
-differ; :meth:`SimConfig.kube_1_28` sets them all as kube-apiserver 1.28 behaves (the version the
-project's real-server tests run). ``docs/simulator.md`` describes each one for users.
+differ; :meth:`SimConfig.kube_1_28` and :meth:`SimConfig.kube_1_32` set them all as those
+kube-apiserver versions behave (the project's real-server tests run both). ``docs/simulator.md``
+describes each one for users.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from cacheproxy.kube.versions import UNCACHED
 from cacheproxy.sim.policy import Policy
 
 __all__ = ["SimConfig"]
@@ -74,6 +76,19 @@ class SimConfig:
     """Compact the storage every so many seconds up to the RV of the previous round, as
     kube-apiserver's ``--etcd-compaction-interval`` (5 min) has etcd do: exact lists and continue
     tokens then expire. None: only by ``history_limit`` and on request."""
+    consistent_list_from_cache: bool = True
+    """With ``per_resource_cache`` (``ConsistentListFromCache``, on from 1.31; KEP-2340): a list
+    with RV unset and no ``limit`` is the resource's cache's, once the cache caught up with etcd
+    (it asks etcd for progress), and a read waiting for an RV its cache has not reached makes it
+    ask at once (so an RV of another resource's write arrives without a write of its own). Off
+    (1.28): such lists are etcd's, and a cache learns newer RVs only from its resource's writes
+    and the periodic progress notifications."""
+    watch_list_from_storage: bool = True
+    """A watch-list of a resource without a watch cache (``uncached_resources``) is served from
+    etcd: its objects, then the initial-events-end bookmark (1.32). Off (1.28): a 422."""
+    service_status_validation: bool = True
+    """A ``/status`` write giving a Service that is not of type LoadBalancer load-balancer
+    ingress points is a 422 (1.32). Off (1.28): it is stored."""
 
     @classmethod
     def kube_1_28(cls, **overrides: Any) -> SimConfig:
@@ -85,12 +100,45 @@ class SimConfig:
             "per_resource_cache": True,
             "late_initial_events_end": True,
             "rv0_list_ignores_limit": True,
-            "uncached_resources": frozenset({"events"}),
+            "uncached_resources": UNCACHED,
             "future_watch_waits": False,
             "pod_generation": False,
             "compaction_interval": 300.0,
+            "consistent_list_from_cache": False,
+            "watch_list_from_storage": False,
+            "service_status_validation": False,
         }
         return cls(**{**settings, **overrides})
+
+    @classmethod
+    def kube_1_32(cls, **overrides: Any) -> SimConfig:
+        """Every switch as kube-apiserver v1.32 behaves (``WatchList`` and
+        ``ConsistentListFromCache`` on, as by default), with ``overrides`` on top."""
+        settings: dict[str, Any] = {
+            "git_version": "v1.32.0",
+            "watch_list": True,
+            "per_resource_cache": True,
+            "late_initial_events_end": False,
+            "rv0_list_ignores_limit": True,
+            "uncached_resources": UNCACHED,
+            "future_watch_waits": False,
+            "pod_generation": False,
+            "compaction_interval": 300.0,
+            "consistent_list_from_cache": True,
+            "watch_list_from_storage": True,
+            "service_status_validation": True,
+        }
+        return cls(**{**settings, **overrides})
+
+    @classmethod
+    def behaving_as(cls, version: str, **overrides: Any) -> SimConfig:
+        """The preset of kube-apiserver ``version`` (``1.28``, ``1.32``; a newer one: the
+        defaults), with ``overrides`` on top."""
+        presets = {"1.28": cls.kube_1_28, "1.32": cls.kube_1_32}
+        preset = presets.get(version)
+        if preset is None:
+            raise ValueError(f"no preset for kube-apiserver {version}: {', '.join(presets)}")
+        return preset(**overrides)
 
     def replace(self, **changes: Any) -> SimConfig:
         return dataclasses.replace(self, **changes)

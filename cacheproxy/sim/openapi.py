@@ -2,19 +2,20 @@
 ``/openapi/v2``, so that ``kubectl explain`` and ``kubectl apply`` work against the simulator
 (and through a cacheproxy in front of it) as against an API server.
 
-The v3 documents are kube-apiserver v1.28.7's own (:data:`SOURCE`), trimmed to the built-in
-resources the simulator serves — their paths, and every schema those reach — and kept in
-:data:`DATA` beside this module (gzipped JSON, each schema once however many group versions use
-it). ``tests/e2e/test_sim_openapi.py`` checks them against a real 1.28 API server's and rewrites
-the file when ``CACHEPROXY_WRITE_OPENAPI=1`` is set (:func:`trim` is the one trimming).
+The v3 documents are kube-apiserver v1.28.7's and v1.32's own (:data:`RELEASES`: the source and
+the file of each), trimmed to the built-in resources the simulator serves — their paths, and
+every schema those reach — and kept beside this module (gzipped JSON, each schema once however
+many group versions use it); a simulator serves the release its ``gitVersion`` prints Tables as
+(1.32 from 1.32 on). ``tests/e2e/test_openapi.py`` checks each against its real API server's and
+rewrites the file when ``CACHEPROXY_WRITE_OPENAPI=1`` is set (:func:`trim` is the one trimming).
 
 Served as kube-openapi serves them: the index lists ``/openapi/v3/<gv>?hash=<H>`` where H is the
 upper-case hex SHA-512 of the document, which is also its ETag; a document asked for by its hash
 is ``public, immutable``, by another hash a 301 to the current one. The index's Content-Type is
 ``text/plain``, as the API server's (it sets none).
 
-Known differences from the API server: the documents describe 1.28's types whatever
-``--behave-as`` says; custom resources and the index entries that are not group versions
+Known differences from the API server: a version between the two releases is described as the
+older one; custom resources and the index entries that are not group versions
 (``/version``, ``.well-known``…) are not described; ``/openapi/v2`` is an empty document
 (``swagger`` and ``info`` only, in JSON or in the protobuf kubectl 1.27 asks for) — enough for
 kubectl, which explains and validates with v3 and patches built-in kinds from its own types.
@@ -27,18 +28,29 @@ import gzip
 import hashlib
 from collections.abc import Collection, Mapping
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
 from cacheproxy.kube import status
 from cacheproxy.kube.resources import GroupVersion
+from cacheproxy.kube.versions import NEWEST, OLDEST, KubeVersion
 from cacheproxy.serving import Request, Send
 
-__all__ = ["DATA", "SOURCE", "SimOpenApi", "trim"]
+__all__ = ["RELEASES", "Release", "SimOpenApi", "release_of", "trim"]
 
-DATA = "openapi-v3-1.28.json.gz"
-SOURCE = "kube-apiserver v1.28.7"
+
+class Release(NamedTuple):
+    """One stored set of documents: the API server they were read from, and their file."""
+
+    source: str
+    data: str
+
+
+RELEASES = {
+    OLDEST: Release("kube-apiserver v1.28.7", "openapi-v3-1.28.json.gz"),
+    NEWEST: Release("kube-apiserver v1.32", "openapi-v3-1.32.json.gz"),
+}
 V2_PROTOBUF = b"application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
 JSON = b"application/json"
 _SCHEMAS = "#/components/schemas/"
@@ -74,10 +86,17 @@ def _serves(path: str, plurals: Collection[str], prefix: int) -> bool:
     return bool(rest) and rest[0] in plurals
 
 
-def trim(documents: Mapping[str, Json], served: Mapping[str, Collection[str]]) -> Json:
+def release_of(version: KubeVersion) -> Release:
+    """The stored documents a simulator answering as ``version`` serves."""
+    return RELEASES[version.table_columns]
+
+
+def trim(
+    documents: Mapping[str, Json], served: Mapping[str, Collection[str]], *, source: str
+) -> Json:
     """The stored form of ``documents`` (an API server's v3 documents by index key, ``api/v1``
     or ``apis/G/V``) keeping the paths of the ``served`` plurals of each and the schemas they
-    reach, each schema stored once."""
+    reach, each schema stored once; ``source`` names the API server."""
     schemas: dict[str, Any] = {}
     kept: dict[str, Json] = {}
     openapi = "3.0.0"
@@ -103,12 +122,12 @@ def trim(documents: Mapping[str, Json], served: Mapping[str, Collection[str]]) -
             schemas[name] = available[name]
         components = {k: v for k, v in doc["components"].items() if k != "schemas"}
         kept[key] = {"paths": paths, "components": components, "schemas": names}
-    return {"source": SOURCE, "openapi": openapi, "schemas": schemas, "documents": kept}
+    return {"source": source, "openapi": openapi, "schemas": schemas, "documents": kept}
 
 
 @functools.cache
-def _stored() -> Json:
-    raw = resources.files(__package__).joinpath(DATA).read_bytes()
+def _stored(data: str) -> Json:
+    raw = resources.files(__package__).joinpath(data).read_bytes()
     stored: Json = orjson.loads(gzip.decompress(raw))
     return stored
 
@@ -136,13 +155,14 @@ class SimOpenApi:
 
     def __init__(self, version: str) -> None:
         self.version = version
+        self.release = release_of(KubeVersion.parse(version) or NEWEST)
         self._documents: dict[str, tuple[bytes, str]] = {}
 
     def _document(self, key: str) -> tuple[bytes, str] | None:
         """The v3 document of index key ``key`` and its hash (None: not described)."""
         built = self._documents.get(key)
         if built is None:
-            stored = _stored()
+            stored = _stored(self.release.data)
             kept = stored["documents"].get(key)
             if kept is None:
                 return None

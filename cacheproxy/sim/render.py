@@ -14,6 +14,7 @@ for people, and gzip-compressed above 128 KiB when the client accepts it (:data:
 
 from __future__ import annotations
 
+import base64
 import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from cacheproxy.kube.negotiation import negotiate_answer
 from cacheproxy.kube.partial import partial_object_metadata
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.table import WatchTables, printer_for, table
+from cacheproxy.kube.versions import NEWEST, KubeVersion
+from cacheproxy.kube.watchevents import INITIAL_EVENTS_LIST_BLUEPRINT, list_blueprint
 from cacheproxy.serving import JsonAnswers, Message, Send
 from cacheproxy.sim import statuses
 from cacheproxy.sim.api import ListResult
@@ -59,6 +62,8 @@ class AnswerForm:
     kind: Literal["object", "metadata", "table"] = "object"
     version: str = "v1"
     include: str = "Metadata"
+    kube: KubeVersion = NEWEST
+    """The kube-apiserver version whose Tables a Table answer has (the simulator's own)."""
 
     @property
     def api_version(self) -> str:
@@ -68,13 +73,16 @@ class AnswerForm:
 PLAIN = AnswerForm()
 
 
-def negotiate(accept: str, query: Mapping[str, Sequence[str]], *, verb: str) -> AnswerForm:
-    """The form of a ``verb`` (get, list, watch) answer, or a 406 / 400 as the API server gives."""
+def negotiate(
+    accept: str, query: Mapping[str, Sequence[str]], *, verb: str, kube: KubeVersion = NEWEST
+) -> AnswerForm:
+    """The form of a ``verb`` (get, list, watch) answer, or a 406 / 400 as the API server gives;
+    a Table as ``kube`` prints it."""
     answer = negotiate_answer(accept, verb=verb)
     if answer is None:
         raise statuses.not_acceptable()
     if answer.kind == "table":
-        return AnswerForm("table", answer.version, _include_object(query))
+        return AnswerForm("table", answer.version, _include_object(query), kube)
     if answer.kind == "metadata":
         return AnswerForm("metadata", answer.version)
     return PLAIN
@@ -98,7 +106,7 @@ def list_body(result: ListResult, form: AnswerForm) -> bytes:
     if form.kind == "table":
         return orjson.dumps(
             table(
-                printer_for(result.rtype.group, result.rtype.resource),
+                printer_for(result.rtype.group, result.rtype.resource, form.kube),
                 [orjson.loads(o.full) for o in result.items],
                 now=datetime.now(UTC),
                 version=form.version,
@@ -119,7 +127,7 @@ def object_body(rtype: ResourceType, full: bytes, form: AnswerForm) -> bytes:
         return orjson.dumps(partial_object_metadata(obj, form.api_version))
     return orjson.dumps(
         table(
-            printer_for(rtype.group, rtype.resource),
+            printer_for(rtype.group, rtype.resource, form.kube),
             [obj],
             now=datetime.now(UTC),
             version=form.version,
@@ -136,7 +144,9 @@ def watch_send(send: Send, rtype: ResourceType, form: AnswerForm) -> Send:
         return send
     if form.kind == "table":
         tables = WatchTables(
-            printer_for(rtype.group, rtype.resource), version=form.version, include=form.include
+            printer_for(rtype.group, rtype.resource, form.kube),
+            version=form.version,
+            include=form.include,
         )
 
         def convert(body: bytes) -> bytes:
@@ -145,6 +155,7 @@ def watch_send(send: Send, rtype: ResourceType, form: AnswerForm) -> Send:
             return body
 
     else:
+        blueprint = base64.b64encode(list_blueprint(rtype, form.api_version)).decode("ascii")
 
         def convert(body: bytes) -> bytes:
             lines = []
@@ -152,7 +163,12 @@ def watch_send(send: Send, rtype: ResourceType, form: AnswerForm) -> Send:
                 with contextlib.suppress(orjson.JSONDecodeError, KeyError, TypeError):
                     event = orjson.loads(line)
                     if event["object"].get("kind") != "Status":
-                        event["object"] = partial_object_metadata(event["object"], form.api_version)
+                        obj = partial_object_metadata(event["object"], form.api_version)
+                        annotations = obj["metadata"].get("annotations") or {}
+                        if INITIAL_EVENTS_LIST_BLUEPRINT in annotations:
+                            # The blueprint is of the list the watch is answered as.
+                            annotations[INITIAL_EVENTS_LIST_BLUEPRINT] = blueprint
+                        event["object"] = obj
                         line = orjson.dumps(event)
                 lines.append(line)
             return b"\n".join(lines)

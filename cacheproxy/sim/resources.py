@@ -89,12 +89,12 @@ async def serve_resource(
     elif verb == "list":
         opts = list_options(sim, rtype, req, watch=False)
         result = await api.list(rtype, namespace, opts)
-        form = render.negotiate(req.header("accept"), req.query, verb="list")
+        form = render.negotiate(req.header("accept"), req.query, verb="list", kube=sim.kube_version)
         await ANSWERS.send(send, req, render.list_body(result, form))
     elif verb == "get":
         assert name is not None
         body = await api.get(rtype, namespace, name, req.param("resourceVersion"))
-        form = render.negotiate(req.header("accept"), req.query, verb="get")
+        form = render.negotiate(req.header("accept"), req.query, verb="get", kube=sim.kube_version)
         await ANSWERS.send(send, req, render.object_body(rtype, body, form))
     elif verb == "create" and sub == "binding":
         assert name is not None

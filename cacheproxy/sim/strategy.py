@@ -122,6 +122,20 @@ def prepare_status_update(rtype: ResourceType, new: Obj, old: Obj) -> None:
         _copy_field(meta, old_meta, field)
 
 
+def validate_status(rtype: ResourceType, obj: Obj) -> None:
+    """A ``/status`` write's validation that the simulator models (1.32's Services: only a
+    LoadBalancer has load-balancer ingress points); a 422 as the API server's."""
+    if (rtype.group, rtype.resource) != ("", "services"):
+        return
+    ingress = ((obj.get("status") or {}).get("loadBalancer") or {}).get("ingress")
+    if ingress and (obj.get("spec") or {}).get("type") != "LoadBalancer":
+        cause = status.forbidden_cause(
+            "status.loadBalancer.ingress", "may only be used when `spec.type` is 'LoadBalancer'"
+        )
+        name = str((obj.get("metadata") or {}).get("name", ""))
+        raise status.invalid(kind=rtype.kind, name=name, causes=[cause])
+
+
 def _copy_field(new: Obj, old: Obj, field: str) -> None:
     if field in old:
         new[field] = copy.deepcopy(old[field])

@@ -58,6 +58,7 @@ class SimWatcher(WatchSink, Mailbox[Event | Progress]):
         fields: FieldSelector,
         buffer: int = 10_000,
         start_rv: int = 0,
+        blueprint: bool = False,
     ) -> None:
         self.rtype = rtype
         self.namespace = namespace
@@ -67,6 +68,8 @@ class SimWatcher(WatchSink, Mailbox[Event | Progress]):
         """Events at or before this RV are not sent (the watch started after them)."""
         self.end_bookmark_after: int | None = None
         """While set: the RV the cache must reach before the initial-events-end bookmark."""
+        self.blueprint = blueprint
+        """The initial-events-end bookmark carries the list's blueprint (1.32, 1.33)."""
         Mailbox.__init__(self, buffer)
 
     def visible(self, stored: StoredObject) -> bool:
@@ -99,7 +102,9 @@ class SimWatcher(WatchSink, Mailbox[Event | Progress]):
         if self.end_bookmark_after is None or cache_rv < self.end_bookmark_after:
             return None
         self.end_bookmark_after = None
-        return bookmark_line(self.rtype, cache_rv, initial_events_end=True)
+        return bookmark_line(
+            self.rtype, cache_rv, initial_events_end=True, blueprint=self.blueprint
+        )
 
     def take(self) -> list[bytes]:
         """The pending events as this watcher's lines (those that concern it), with the

@@ -42,7 +42,9 @@ async def serve_watch(
     """Answer a watch; ``forced_error`` is an injected failure to answer in-stream."""
     api = sim.api
     send = render.watch_send(
-        send, rtype, render.negotiate(req.header("accept"), req.query, verb="watch")
+        send,
+        rtype,
+        render.negotiate(req.header("accept"), req.query, verb="watch", kube=sim.kube_version),
     )
     opts = api.watch_options(rtype, opts)
     if forced_error is None:

@@ -17,6 +17,7 @@ from cacheproxy.kube import status
 from cacheproxy.kube.listoptions import ListOptions
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.sim import statuses, strategy
+from cacheproxy.sim.config import SimConfig
 from cacheproxy.sim.store import SimStore
 
 __all__ = ["PATCH_TYPES", "Writes", "merge_patch"]
@@ -44,6 +45,7 @@ class Writes:
     """The write verbs; :class:`~cacheproxy.sim.api.SimApi` serves them with the reads."""
 
     store: SimStore
+    config: SimConfig
 
     def create(self, rtype: ResourceType, namespace: str | None, body: Any) -> dict[str, Any]:
         obj = _object_body(rtype, body)
@@ -74,6 +76,8 @@ class Writes:
         current = self.store.get_stored(rtype, namespace, name)
         if subresource == "status":
             strategy.prepare_status_update(rtype, obj, current.obj)
+            if self.config.service_status_validation:
+                strategy.validate_status(rtype, obj)
         else:
             strategy.prepare_update(rtype, obj, current.obj)
         return _with_type(rtype, self.store.update(rtype, obj))

@@ -1,16 +1,20 @@
-"""The real-cluster fixtures: kube-apiserver + etcd, started once per test session (per xdist
-worker), seeded with the demo cluster, stopped at the end.
+"""The real-cluster fixtures: kube-apiserver + etcd of each server version, started once per test
+session (per xdist worker) when a test first needs it, seeded with the demo cluster, stopped at
+the end.
 
-The assets are found as controller-runtime's envtest finds them: ``$KUBEBUILDER_ASSETS``, else
-``../shared/envtest`` beside the repository. Without them every test here is skipped with one
-line saying how to get them — unless ``CACHEPROXY_REQUIRE_ENVTEST`` is set (CI), where missing
-assets fail the run instead.
+The servers are found as controller-runtime's envtest finds its assets: ``$KUBEBUILDER_ASSETS``,
+else ``../shared/envtest`` beside the repository and the folders in it (1.28 and ``1.32/``);
+``$CACHEPROXY_ENVTEST_VERSIONS`` picks among them (``make e2e KUBE=1.32``). A test runs against
+the oldest server; a test or module marked ``every_server`` runs against each (its id ends in
+``kube1.28``, ``kube1.32``): that is where the versions behave differently (watch-lists, consistent
+lists, discovery and Tables, the differential test). Without any server every test here is left
+out with one line saying how to get them — unless ``CACHEPROXY_REQUIRE_ENVTEST`` is set (CI),
+where a missing server fails the run instead.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -18,51 +22,93 @@ import httpx
 import pytest
 
 from cacheproxy.daemon.runtime import Daemon
-from cacheproxy.envtest import ASSETS_HINT, Assets, Cluster
-from tests.conftest import ENVTEST_ASSETS as ASSETS
+from cacheproxy.envtest import ASSETS_HINT, Cluster
+from tests.conftest import ENVTEST_SERVERS, REQUIRE_ENV, required_versions
 from tests.e2e.support import daemon_over, demo
 
 HERE = Path(__file__).resolve().parent
+SERVERS = {assets.version: assets for assets in ENVTEST_SERVERS}
+OLDEST = next(iter(SERVERS), "")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "kube" not in metafunc.fixturenames:
+        return
+    every = metafunc.definition.get_closest_marker("every_server") is not None
+    versions = list(SERVERS) if every else [OLDEST]
+    metafunc.parametrize("kube", versions or [""], ids=lambda v: f"kube{v}" if v else "none")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    required = bool(os.environ.get("CACHEPROXY_REQUIRE_ENVTEST"))
     ours = [item for item in items if HERE in Path(str(item.path)).parents]
     for item in ours:
         item.add_marker(pytest.mark.envtest)
-    if ASSETS is None and not required and ours:
+    missing = required_versions()
+    if missing:
+        names = ", ".join(v or "(any)" for v in missing)
+        found = ", ".join(f"{v} ({a.kube_apiserver.parent})" for v, a in SERVERS.items())
+        raise pytest.UsageError(
+            f"{REQUIRE_ENV} requires kube-apiserver {names}, not found (found: {found or 'none'}"
+            f"): {ASSETS_HINT}"
+        )
+    if not SERVERS and ours:
         # Left out with one line in the summary (tests/conftest.py), not a skip line per test.
         config.hook.pytest_deselected(items=ours)
         items[:] = [item for item in items if item not in set(ours)]
 
 
-def _assets() -> Assets:
-    if ASSETS is None:
-        pytest.fail(f"CACHEPROXY_REQUIRE_ENVTEST is set but {ASSETS_HINT}")
-    return ASSETS
+class Clusters:
+    """The real clusters of one test session, by version and kind, each started when first
+    asked for and stopped at the end of the session."""
 
+    def __init__(self) -> None:
+        self._started: dict[tuple[str, bool], Cluster] = {}
 
-def _started(**options: object) -> Iterator[Cluster]:
-    cluster = Cluster(_assets(), **options)  # type: ignore[arg-type]
-    cluster.start()
-    try:
-        asyncio.run(cluster.load(demo()))
-        yield cluster
-    finally:
-        cluster.stop()
+    def get(self, version: str, *, watch_list_gate: bool = False) -> Cluster:
+        """The cluster of ``version`` holding the demo cluster. ``watch_list_gate``: one started
+        with ``--feature-gates WatchList=true`` where the gate is off by default (before 1.32);
+        from 1.32 on that is the plain cluster."""
+        assets = SERVERS[version]
+        gate = watch_list_gate and assets.minor < (1, 32)
+        key = (version, gate)
+        if key not in self._started:
+            cluster = Cluster(assets, feature_gates={"WatchList": True} if gate else {})
+            cluster.start()
+            try:
+                asyncio.run(cluster.load(demo()))
+            except BaseException:
+                cluster.stop()
+                raise
+            self._started[key] = cluster
+        return self._started[key]
+
+    def stop(self) -> None:
+        for cluster in self._started.values():
+            cluster.stop()
+        self._started.clear()
 
 
 @pytest.fixture(scope="session")
-def cluster() -> Iterator[Cluster]:
+def clusters() -> Iterator[Clusters]:
+    started = Clusters()
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+@pytest.fixture
+def cluster(clusters: Clusters, kube: str) -> Cluster:
     """A real API server (no feature gates) holding the demo cluster. Tests that write make
     objects of their own (unique names) and leave the demo objects as they are."""
-    yield from _started()
+    return clusters.get(kube)
 
 
-@pytest.fixture(scope="session")
-def watchlist_cluster() -> Iterator[Cluster]:
-    """A real API server with ``--feature-gates WatchList=true``, holding the demo cluster."""
-    yield from _started(feature_gates={"WatchList": True})
+@pytest.fixture
+def watchlist_cluster(clusters: Clusters, kube: str) -> Cluster:
+    """A real API server serving watch-lists (1.28: started with ``WatchList=true``), holding
+    the demo cluster."""
+    return clusters.get(kube, watch_list_gate=True)
 
 
 @pytest.fixture

@@ -11,13 +11,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import operator
 import secrets
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from cacheproxy.daemon.config import load_config, resolve_upstream
 from cacheproxy.daemon.runtime import Daemon
@@ -83,6 +85,28 @@ async def daemon_over(
     async with daemon:
         assert await daemon.wait_ready(ready_within), "the daemon did not sync with the cluster"
         yield daemon
+
+
+T = TypeVar("T")
+
+
+async def agreeing(
+    ask: Callable[[], Awaitable[tuple[T, T]]],
+    same: Callable[[T, T], bool] = operator.eq,
+    *,
+    within: float = 60.0,
+) -> tuple[T, T]:
+    """``ask()`` — one question to the API server and to the daemon at one moment, (upstream's
+    answer, the daemon's) — until ``same`` says they agree or ``within`` seconds passed; the last
+    pair. For answers with ages in them (Table and kubectl cells are worked out per request):
+    two that straddle a second boundary differ by one, and are asked again. How long this waits
+    depends on the machine; what the caller then asserts does not."""
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        up, down = await ask()
+        if same(up, down) or asyncio.get_running_loop().time() > deadline:
+            return up, down
+        await asyncio.sleep(0.05)
 
 
 def keyed(items: Iterable[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
@@ -172,3 +196,35 @@ async def delete(upstream: httpx.AsyncClient, path: str) -> dict[str, Any]:
 
 def rv_of(obj: Mapping[str, Any]) -> int:
     return int(obj["metadata"]["resourceVersion"])
+
+
+def counters(daemon: Daemon, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    """Samples of the daemon's metric ``name`` by their (sorted) labels."""
+    assert daemon.metrics is not None
+    return {
+        tuple(sorted(s.labels.items())): s.value
+        for family in text_string_to_metric_families(daemon.metrics.exposition().decode())
+        for s in family.samples
+        if s.name == name
+    }
+
+
+def upstream_requests(daemon: Daemon, verb: str) -> dict[str, float]:
+    """Upstream requests of ``verb`` by resource (``cacheproxy_upstream_requests_total``)."""
+    out: dict[str, float] = {}
+    for labels, value in counters(daemon, "cacheproxy_upstream_requests_total").items():
+        found = dict(labels)
+        if found["verb"] == verb:
+            out[found["resource"]] = out.get(found["resource"], 0) + value
+    return out
+
+
+def syncs(daemon: Daemon) -> dict[str, float]:
+    """Whole reads of a resource upstream, by resource: its lists (1.28) and the watch-lists
+    upstream served (1.32; a 1.28 without the gate refuses them)."""
+    out = upstream_requests(daemon, "list")
+    for labels, value in counters(daemon, "cacheproxy_upstream_responses_total").items():
+        found = dict(labels)
+        if (found["verb"], found["code"]) == ("watch-list", "200"):
+            out[found["resource"]] = out.get(found["resource"], 0) + value
+    return out

@@ -17,10 +17,16 @@ import pytest
 
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.envtest import Cluster
-from tests.e2e.support import converged, create, fresh_namespace, without_managed_fields
+from tests.e2e.support import (
+    agreeing,
+    converged,
+    create,
+    fresh_namespace,
+    without_managed_fields,
+)
 from tests.integration.clients import KUBECTL_VERSIONS, kubectl_binary
 
-pytestmark = pytest.mark.kubectl
+pytestmark = [pytest.mark.kubectl, pytest.mark.every_server]
 
 GUARD = 30.0
 
@@ -47,10 +53,11 @@ async def _run(binary: str, *args: str) -> str:
 async def _both(
     kubectl: str, cluster: Cluster, daemon: Daemon, tmp_path: Path, *args: str
 ) -> tuple[str, str]:
-    """What ``kubectl ARGS`` prints against the API server and through the daemon. AGE columns
-    are read a few milliseconds apart: a run that straddles a second is repeated."""
-    for _ in range(3):
-        direct = await _run(
+    """What ``kubectl ARGS`` prints against the API server and through the daemon, run at once
+    (AGE columns: a pair that straddles a second is run again, :func:`agreeing`)."""
+
+    async def ask() -> tuple[str, str]:
+        direct = _run(
             kubectl,
             "--kubeconfig",
             str(cluster.admin.kubeconfig),
@@ -58,7 +65,7 @@ async def _both(
             str(tmp_path / "direct"),
             *args,
         )
-        proxied = await _run(
+        proxied = _run(
             kubectl,
             "--kubeconfig",
             "/dev/null",
@@ -68,9 +75,10 @@ async def _both(
             str(tmp_path / "proxied"),
             *args,
         )
-        if direct == proxied:
-            break
-    return direct, proxied
+        up, down = await asyncio.gather(direct, proxied)
+        return up, down
+
+    return await agreeing(ask)
 
 
 GETS = [

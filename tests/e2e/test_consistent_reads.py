@@ -19,12 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import yaml
 
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.envtest import Cluster
 from loadtest.relay import Relay
 from tests.e2e.support import create, daemon_over, fresh_namespace, merge_patch, rv_of
+
+pytestmark = pytest.mark.every_server
 
 ITERATIONS = 500
 DELAY = 0.01

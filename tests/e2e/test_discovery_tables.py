@@ -4,6 +4,7 @@ them in the API server's columns."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,9 @@ import pytest
 
 from cacheproxy.envtest import Cluster
 from cacheproxy.kube.resources import BUILTIN_RESOURCES, ResourceType
-from tests.e2e.support import converged, daemon_over
+from tests.e2e.support import agreeing, converged, daemon_over
+
+pytestmark = pytest.mark.every_server
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
 AGGREGATED = (
@@ -101,11 +104,7 @@ async def test_a_table_has_the_api_servers_columns_and_cells(
     upstream: httpx.AsyncClient, proxy: httpx.AsyncClient, path: str
 ) -> None:
     await converged(upstream, proxy, path)
-    for _ in range(3):  # age cells are worked out per request: retry across a second boundary
-        up = (await upstream.get(path, headers={"Accept": TABLE})).json()
-        down = (await proxy.get(path, headers={"Accept": TABLE})).json()
-        if [r["cells"] for r in down["rows"]] == [r["cells"] for r in up["rows"]]:
-            break
+    up, down = await agreeing(lambda: _tables(upstream, proxy, path), _same_cells)
     assert down["kind"] == up["kind"] == "Table"
     assert down["columnDefinitions"] == up["columnDefinitions"]
     assert [r["cells"] for r in down["rows"]] == [r["cells"] for r in up["rows"]]
@@ -119,9 +118,23 @@ async def test_a_table_has_the_api_servers_columns_and_cells(
 async def test_a_get_as_a_table_is_one_row(
     upstream: httpx.AsyncClient, proxy: httpx.AsyncClient
 ) -> None:
-    up = (await upstream.get("/api/v1/nodes/node-0", headers={"Accept": TABLE})).json()
-    down = (await proxy.get("/api/v1/nodes/node-0", headers={"Accept": TABLE})).json()
+    up, down = await agreeing(lambda: _tables(upstream, proxy, "/api/v1/nodes/node-0"), _same_cells)
+    assert len(up["rows"]) == 1
     assert [r["cells"] for r in down["rows"]] == [r["cells"] for r in up["rows"]]
+
+
+async def _tables(
+    upstream: httpx.AsyncClient, proxy: httpx.AsyncClient, path: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``path`` as a Table from both, asked at once."""
+    up, down = await asyncio.gather(
+        upstream.get(path, headers={"Accept": TABLE}), proxy.get(path, headers={"Accept": TABLE})
+    )
+    return up.json(), down.json()
+
+
+def _same_cells(up: dict[str, Any], down: dict[str, Any]) -> bool:
+    return [r["cells"] for r in down["rows"]] == [r["cells"] for r in up["rows"]]
 
 
 @pytest.fixture

@@ -16,6 +16,8 @@ import pytest
 
 from tests.e2e.support import DEMO, converged, keyed, without_managed_fields
 
+pytestmark = pytest.mark.every_server
+
 PODS = "/api/v1/pods"
 
 LABEL_SELECTORS = [

@@ -27,6 +27,8 @@ from tests.e2e.support import converged, create, delete, fresh_namespace, merge_
 from tests.integration.clients import KUBECTL_VERSIONS, kubectl_binary, run_kubectl
 from tests.support import watch_events
 
+pytestmark = pytest.mark.every_server
+
 # client-go's metadata client configured for JSON (its default puts protobuf first, which the
 # API server then answers; the daemon answers JSON only, the next clause).
 LIST_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"

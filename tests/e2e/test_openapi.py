@@ -21,6 +21,7 @@ import pytest
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.envtest import Cluster
 from cacheproxy.kube.resources import BUILTIN_RESOURCES
+from cacheproxy.kube.versions import KubeVersion
 from cacheproxy.sim import openapi as sim_openapi
 from cacheproxy.sim.app import REVIEW_TYPES
 from tests.integration.clients import KUBECTL_VERSIONS, kubectl_binary
@@ -147,20 +148,24 @@ async def _documents(upstream: httpx.AsyncClient, keys: list[str]) -> dict[str, 
     return out
 
 
-def _stored(live: dict[str, Any], *, write: bool) -> Any:
-    """The simulator's stored documents (first replaced by ``live`` when ``write``)."""
-    data = resources.files(sim_openapi.__package__).joinpath(sim_openapi.DATA)
+def _stored(live: dict[str, Any], data: str, *, write: bool) -> Any:
+    """The simulator's stored documents ``data`` (first replaced by ``live`` when ``write``)."""
+    path = resources.files(sim_openapi.__package__).joinpath(data)
     if write:
-        Path(str(data)).write_bytes(gzip.compress(orjson.dumps(live), compresslevel=9, mtime=0))
-    return orjson.loads(gzip.decompress(data.read_bytes()))
+        Path(str(path)).write_bytes(gzip.compress(orjson.dumps(live), compresslevel=9, mtime=0))
+    return orjson.loads(gzip.decompress(path.read_bytes()))
 
 
+@pytest.mark.every_server
 async def test_the_simulators_openapi_is_the_api_servers_trimmed(
-    upstream: httpx.AsyncClient,
+    cluster: Cluster, upstream: httpx.AsyncClient
 ) -> None:
+    version = (await upstream.get("/version")).json()
+    release = sim_openapi.release_of(KubeVersion.of(version))
     served = _served_by_the_simulator()
-    live = sim_openapi.trim(await _documents(upstream, list(served)), served)
-    stored = _stored(live, write=bool(os.environ.get("CACHEPROXY_WRITE_OPENAPI")))
+    documents = await _documents(upstream, list(served))
+    live = sim_openapi.trim(documents, served, source=release.source)
+    stored = _stored(live, release.data, write=bool(os.environ.get("CACHEPROXY_WRITE_OPENAPI")))
     assert stored["source"] == live["source"]
     assert stored["documents"] == live["documents"]
     assert stored["schemas"] == live["schemas"]

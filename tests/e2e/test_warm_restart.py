@@ -10,35 +10,27 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
+import pytest
 
 from cacheproxy.daemon.config import load_config, resolve_upstream
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.envtest import Cluster
-from tests.e2e.support import converged, create, daemon_over, delete, fresh_namespace, write_config
+from tests.e2e.support import (
+    converged,
+    counters,
+    create,
+    daemon_over,
+    delete,
+    fresh_namespace,
+    syncs,
+    upstream_requests,
+    write_config,
+)
 from tests.e2e.watch_support import watching
 
+pytestmark = pytest.mark.every_server
+
 RESOURCES: list[Any] = [{"resource": "pods", "indexes": ["spec.nodeName"]}, "configmaps"]
-
-
-def counters(daemon: Daemon, name: str) -> dict[tuple[tuple[str, str], ...], float]:
-    assert daemon.metrics is not None
-    return {
-        tuple(sorted(s.labels.items())): s.value
-        for family in text_string_to_metric_families(daemon.metrics.exposition().decode())
-        for s in family.samples
-        if s.name == name
-    }
-
-
-def upstream_requests(daemon: Daemon, verb: str) -> dict[str, float]:
-    """Upstream requests of ``verb`` by resource (``cacheproxy_upstream_requests_total``)."""
-    out: dict[str, float] = {}
-    for labels, value in counters(daemon, "cacheproxy_upstream_requests_total").items():
-        found = dict(labels)
-        if found["verb"] == verb:
-            out[found["resource"]] = out.get(found["resource"], 0) + value
-    return out
 
 
 async def states(daemon: Daemon) -> dict[str, str]:
@@ -53,7 +45,7 @@ async def test_a_warm_restart_resumes_every_watch_without_a_list(
     extra = {"persistence.dir": str(tmp_path / "snapshots")}
     ns = await fresh_namespace(upstream, "warm")
     async with daemon_over(cluster, tmp_path, resources=RESOURCES, extra=extra) as first:
-        assert upstream_requests(first, "list")  # a cold start lists
+        assert syncs(first)  # a cold start lists
         assert await states(first) == {"pods": "synced", "configmaps": "synced"}
     # While it is down: a change it must get from the resumed watch.
     made = await create(
@@ -63,13 +55,13 @@ async def test_a_warm_restart_resumes_every_watch_without_a_list(
         daemon_over(cluster, tmp_path, resources=RESOURCES, extra=extra) as second,
         httpx.AsyncClient(base_url=second.url) as proxy,
     ):
-        assert upstream_requests(second, "list") == {}
+        assert syncs(second) == {}
         assert set(upstream_requests(second, "watch")) == {"pods", "configmaps"}
         assert await states(second) == {"pods": "confirmed", "configmaps": "confirmed"}
         _, down = await converged(upstream, proxy, f"/api/v1/namespaces/{ns}/configmaps")
         assert [i["metadata"]["name"] for i in down["items"]] == ["w"]
         await converged(upstream, proxy, "/api/v1/pods")
-        assert upstream_requests(second, "list") == {}
+        assert syncs(second) == {}
     assert made["metadata"]["name"] == "w"
 
 
@@ -114,6 +106,5 @@ async def test_an_expired_rv_relists_once_and_a_watcher_of_the_restored_state_ge
         relists = counters(second, "cacheproxy_informer_relists_total")
         expired = {dict(k)["resource"]: v for k, v in relists.items() if ("reason", "expired") in k}
         assert expired == {"pods": 1, "configmaps": 1}
-        lists = upstream_requests(second, "list")
-        assert lists == {"pods": 1, "configmaps": 1}  # one relist each
+        assert syncs(second) == {"pods": 1, "configmaps": 1}  # one relist each
         assert await states(second) == {"pods": "synced", "configmaps": "synced"}

@@ -27,6 +27,7 @@ from cacheproxy.daemon.config import AuthMode, AuthSettings
 from cacheproxy.sim import SimServer, Simulator
 from cacheproxy.sim.workload import DemoSpec, demo_objects
 from tests.integration.daemon_support import daemon_for
+from tests.support import decode_status_protobuf
 
 SEGMENTS = [
     "api", "apis", "v1", "v2", "apps", "batch", "namespaces", "ns-0", "ns-1", "default", "pods",
@@ -212,7 +213,10 @@ def send_one(daemon_url: str, request: dict[str, object], by_code: dict[int, int
             assert code < 500 or code in (503, 504), f"{request}: {code}"
             if code < 400 or request["method"] == "HEAD":
                 return
-            body = orjson.loads(response.read())
+            raw = response.read()
+            protobuf = response.headers["content-type"] == "application/vnd.kubernetes.protobuf"
+            # A client that accepts only protobuf gets its Status in protobuf.
+            body = decode_status_protobuf(raw) if protobuf else orjson.loads(raw)
         finally:
             response.close()
     assert body["kind"] == "Status", body

@@ -124,7 +124,7 @@ async def test_a_metadata_watch_list_is_the_simulators(
     assert len(added) == len(listed) > 0
     [end] = [e for e in down if e["type"] == "BOOKMARK"][:1]
     assert end["object"] == metadata_initial_events_end(
-        end["object"]["metadata"]["resourceVersion"]
+        end["object"]["metadata"]["resourceVersion"], blueprint=True
     )
 
 

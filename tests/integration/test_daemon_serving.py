@@ -14,6 +14,7 @@ from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.sim import SimServer, Simulator
 from tests.integration.clients import kubectl_binary, run_kubectl
 from tests.integration.daemon_support import daemon_for
+from tests.support import POD_LIST_BLUEPRINT, end_annotations
 
 
 @pytest.fixture
@@ -125,7 +126,7 @@ async def test_get_and_errors_are_the_api_servers(
     assert forged.status_code == 400
     assert forged.json()["message"] == (
         "invalid continue token: continue key is not valid: "
-        "invalid character '\\x81' looking for beginning of value"
+        "invalid character '\\u0081' looking for beginning of value"
     )
     invalid = await proxy.get("/api/v1/pods", params={"resourceVersionMatch": "Exact"})
     assert invalid.status_code == 422
@@ -207,7 +208,7 @@ async def test_a_watch_list_ends_its_initial_events_with_the_annotated_bookmark(
         )
     ]
     assert [e["object"]["metadata"]["name"] for e in adds] == expected
-    assert lines[-1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+    assert lines[-1]["object"]["metadata"]["annotations"] == end_annotations(POD_LIST_BLUEPRINT)
 
 
 async def test_a_watch_with_a_selector_sees_objects_move_in_and_out(

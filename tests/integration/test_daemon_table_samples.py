@@ -29,7 +29,7 @@ import pytest
 from cacheproxy.daemon.config import ResourceConfig
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.kube.resources import ResourceType, builtin
-from cacheproxy.sim import SimServer, Simulator
+from cacheproxy.sim import SimConfig, SimServer, Simulator
 from tests.integration.clients import kubectl_binary, run_kubectl, start_kubectl
 from tests.integration.daemon_support import daemon_for
 
@@ -40,6 +40,9 @@ TABLE_ACCEPT = (
     "application/json;as=Table;v=v1;g=meta.k8s.io,"
     "application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
 )
+
+SAMPLED = SimConfig(git_version="v1.28.7")
+"""The samples are kube-apiserver 1.28's: the simulator (and so the daemon) answers as that."""
 
 
 # sample stem → (resource, API path of the list, kubectl arguments, kubectl_*.txt suffix)
@@ -119,7 +122,7 @@ def load_samples(samples_dir: Path, sim: Simulator) -> None:
 
 @pytest.fixture
 async def daemon(samples_dir: Path) -> AsyncIterator[Daemon]:
-    sim = Simulator(custom_resources=[WIDGETS])
+    sim = Simulator(config=SAMPLED, custom_resources=[WIDGETS])
     load_samples(samples_dir, sim)
     resources = tuple(ResourceConfig(rtype=rtype) for rtype, *_ in KINDS.values())
     async with SimServer(sim) as server, daemon_for(server.url, resources=resources) as d:
@@ -255,7 +258,7 @@ async def test_kubectl_get_watch_prints_rows_as_events_arrive(
 async def test_custom_resource_columns_follow_their_crd(samples_dir: Path) -> None:
     """Without a readable CRD the widgets get the CRD default (Name, Age); once the CRD exists,
     its printer columns; after a CRD update, the new ones — without restarting anything."""
-    sim = Simulator(custom_resources=[WIDGETS])
+    sim = Simulator(config=SAMPLED, custom_resources=[WIDGETS])
     sim.load([("namespaces", {"metadata": {"name": "tables"}})])
     sim.load([(WIDGETS.config_name, {"metadata": {"name": "w1", "namespace": "tables"}, "spec": {"size": 3, "color": "red"}})])  # fmt: skip
     definition = orjson.loads(

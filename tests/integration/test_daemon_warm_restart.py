@@ -71,7 +71,7 @@ async def test_a_restart_over_snapshots_lists_nothing_and_catches_up(
     upstream = UpstreamConfig(server=demo_server.url)
     async with Daemon(config(tmp_path), upstream, manage_gc=False) as first:
         assert await first.wait_ready(10)
-        assert requests(first, "list") > 0 or requests(first, "watch") > 0
+        assert requests(first, "list") > 0 or requests(first, "watch-list") > 0
     assert files(tmp_path) == [
         "apps_v1_deployments.snapshot",
         "configmaps.snapshot",
@@ -86,7 +86,7 @@ async def test_a_restart_over_snapshots_lists_nothing_and_catches_up(
     assert deleted.status_code == 200
     async with Daemon(config(tmp_path), upstream, manage_gc=False) as second:
         assert await second.wait_ready(10)
-        assert requests(second, "list") == 0
+        assert requests(second, "list") == requests(second, "watch-list") == 0
         assert await states(second) == {"confirmed"}
         expected = sorted(p["metadata"]["name"] for p in pods[1:])
         for _ in range(200):

@@ -27,7 +27,7 @@ from cacheproxy.sim import SimServer, Simulator
 from cacheproxy.sim.churn import ChurnDriver
 from cacheproxy.upstream import UpstreamConfig
 from tests.integration.daemon_support import daemon_for, default_resources
-from tests.support import until
+from tests.support import POD_LIST_BLUEPRINT, end_annotations, until
 
 PODS = builtin("pods")
 CONFIGMAPS = builtin("configmaps")
@@ -396,7 +396,7 @@ async def test_a_watch_list_sends_the_state_then_one_end_bookmark_then_later_eve
     bookmark_rv = rv_of(end)
     assert bookmark_rv >= rv_of(fresh)
     marked = empty_pod(bookmark_rv)
-    marked["metadata"]["annotations"] = {"k8s.io/initial-events-end": "true"}
+    marked["metadata"]["annotations"] = end_annotations(POD_LIST_BLUEPRINT)
     assert end == marked
     # The initial events are exactly the state at the bookmark's RV, in key order.
     at_bookmark = sorted(

@@ -17,7 +17,7 @@ import pytest
 
 from cacheproxy.daemon.config import ResourceConfig
 from cacheproxy.kube.resources import builtin
-from cacheproxy.sim import SimServer, Simulator
+from cacheproxy.sim import SimConfig, SimServer, Simulator
 from cacheproxy.sim.churn import ChurnDriver
 from cacheproxy.sim.workload import DemoSpec, demo_objects
 from tests.integration.clients import kubectl_binary, run_kubectl
@@ -37,6 +37,8 @@ KINDS = {
 }
 """Each kind the test reads: its collection, and what ``kubectl get`` printed for it from a real
 kube-apiserver (``k8s-samples/tables``)."""
+SAMPLES_VERSION = "v1.28.7"
+"""The API server the samples are from: the demo answers as it, so its Tables are comparable."""
 DURATION = re.compile(r"^(?:(\d+)y)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 RESTARTS = re.compile(r"^(\d+)(?: \((.+) ago\))?$")
 
@@ -54,7 +56,7 @@ def demo_simulator() -> Simulator:
     stamps as its creation (retried in the rare case where the load straddles a second: its
     objects would then be dated one second before their creation)."""
     for _ in range(5):
-        sim = Simulator()
+        sim = Simulator(config=SimConfig(git_version=SAMPLES_VERSION))
         now = datetime.fromisoformat(sim.store.now())
         sim.load(demo_objects(SPEC, now=now))
         created = {

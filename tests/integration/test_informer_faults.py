@@ -353,7 +353,7 @@ async def test_a_throttled_watch_list_is_retried_after_retry_after_not_replaced_
         await r.converged()
         await r.writes_arrive()
         expect(r.calls(), [watch_list(""), watch_list("")])
-        starts = [t for t, kind, verb in r.metrics.log if (kind, verb) == ("request", "watch")]
+        starts = [t for t, kind, verb in r.metrics.log if (kind, verb) == ("request", "watch-list")]
         assert starts[1] - starts[0] >= 1.0  # Retry-After honoured (a lower bound)
 
 

@@ -117,7 +117,10 @@ async def test_a_list_at_rv_0_carries_its_own_caches_rv_and_rv_unset_the_storage
 
 
 async def test_a_read_at_a_newer_rv_waits_for_its_cache_then_504s() -> None:
-    async with simulator(per_resource_cache=True) as (sim, client):
+    async with simulator(per_resource_cache=True, consistent_list_from_cache=False) as (
+        sim,
+        client,
+    ):
         pods_rv = sim.store.cache_rv(sim.resource("pods"))
         latest = write_configmap(sim)
         for path in (PODS, f"{PODS}/a"):
@@ -127,6 +130,25 @@ async def test_a_read_at_a_newer_rv_waits_for_its_cache_then_504s() -> None:
             assert response.json()["message"] == (
                 f"Timeout: Too large resource version: {latest}, current: {pods_rv}"
             )
+
+
+async def test_with_consistent_lists_from_cache_a_waiting_read_makes_its_cache_catch_up() -> None:
+    # 1.31+: the cache asks etcd for progress while a read waits, so an RV another resource's
+    # write made is reached without a write of its own; a list with RV unset is the cache's,
+    # caught up first. An RV etcd has not reached still waits, then 504s.
+    async with simulator(per_resource_cache=True) as (sim, client):
+        pods = sim.resource("pods")
+        latest = write_configmap(sim)
+        assert sim.store.cache_rv(pods) < latest
+        for path in (PODS, f"{PODS}/a"):
+            response = await client.get(path, params={"resourceVersion": str(latest)})
+            assert response.status_code == 200
+        assert sim.store.cache_rv(pods) == latest
+        newer = write_configmap(sim)
+        listed = await client.get(PODS)
+        assert rv_of(listed.json()) == newer == sim.store.cache_rv(pods)
+        future = await client.get(PODS, params={"resourceVersion": str(newer + 5)})
+        assert future.status_code == 504
 
 
 async def test_a_progress_notification_lets_every_cache_serve_the_latest_rv() -> None:
@@ -206,7 +228,9 @@ async def test_bookmarks_come_only_once_the_caches_rv_moved_past_the_watchs() ->
 
 
 async def test_a_late_end_bookmark_waits_for_a_write_of_its_resource() -> None:
-    async with simulator(per_resource_cache=True, late_initial_events_end=True) as (sim, client):
+    async with simulator(
+        per_resource_cache=True, late_initial_events_end=True, git_version="v1.28.7"
+    ) as (sim, client):
         latest = write_configmap(sim)
         events: list[Json] = []
         params = {**WATCH_LIST, "timeoutSeconds": "10"}
@@ -332,8 +356,20 @@ async def test_a_pod_has_no_generation_when_the_switch_says_so() -> None:
 # ---------------------------------------------------------------------------- uncached resources
 
 
-async def test_a_resource_without_a_watch_cache_is_served_as_etcd_serves_it() -> None:
+async def test_a_watch_list_of_a_resource_without_a_watch_cache_is_served_from_storage() -> None:
+    # 1.32: etcd serves it, its objects then the end bookmark (at the storage's RV).
     async with simulator(uncached_resources=frozenset({"events"})) as (sim, client):
+        events = await events_of(client, EVENTS, WATCH_LIST, count=2)
+        assert kinds(events) == ["ADDED", "BOOKMARK"]
+        annotations = events[1]["object"]["metadata"]["annotations"]
+        assert annotations["k8s.io/initial-events-end"] == "true"
+        assert rv_of(events[1]["object"]) == sim.store.rv
+
+
+async def test_a_resource_without_a_watch_cache_is_served_as_etcd_serves_it() -> None:
+    async with simulator(
+        uncached_resources=frozenset({"events"}), watch_list_from_storage=False
+    ) as (sim, client):
         refused = await client.get(EVENTS, params=WATCH_LIST)
         assert refused.status_code == 422
         assert refused.json()["message"] == (

@@ -116,6 +116,7 @@ def print_pvc(pvc: Obj, now: datetime) -> list[Any]:
         capacity,
         modes,
         _storage_class(pvc),
+        _volume_attributes_class(pvc),
         age(pvc, now),
         str(spec.get("volumeMode") or "<unset>"),
     ]
@@ -137,10 +138,17 @@ def print_pv(pv: Obj, now: datetime) -> list[Any]:
         phase,
         claim_text,
         _storage_class(pv),
+        _volume_attributes_class(pv),
         str(st.get("reason") or ""),
         age(pv, now),
         str(spec.get("volumeMode") or "<unset>"),
     ]
+
+
+def _volume_attributes_class(obj: Obj) -> str:
+    """``spec.volumeAttributesClassName`` (1.32's VolumeAttributesClass column), else unset."""
+    name = (obj.get("spec") or {}).get("volumeAttributesClassName")
+    return "<unset>" if name is None else str(name)
 
 
 def _storage_class(obj: Obj) -> str:

@@ -90,6 +90,7 @@ def print_job(job: Obj, now: datetime) -> list[Any]:
     names, images = containers(dig(spec, "template", "spec"))
     return [
         name_of(job),
+        _job_status(job),
         completions,
         duration,
         age(job, now),
@@ -97,6 +98,25 @@ def print_job(job: Obj, now: datetime) -> list[Any]:
         images,
         format_label_selector(spec.get("selector")),
     ]
+
+
+def _job_status(job: Obj) -> str:
+    """What a Job came to (1.32's Status column): its first true condition of these, in order."""
+    true = {
+        str(c.get("type"))
+        for c in as_list(dig(job, "status", "conditions"))
+        if isinstance(c, dict) and c.get("status") == "True"
+    }
+    if "Complete" in true:
+        return "Complete"
+    if "Failed" in true:
+        return "Failed"
+    if dig(job, "metadata", "deletionTimestamp"):
+        return "Terminating"
+    for kind in ("Suspended", "FailureTarget", "SuccessCriteriaMet"):
+        if kind in true:
+            return kind
+    return "Running"
 
 
 def print_cronjob(cj: Obj, now: datetime) -> list[Any]:
@@ -109,6 +129,7 @@ def print_cronjob(cj: Obj, now: datetime) -> list[Any]:
     return [
         name_of(cj),
         str(spec.get("schedule") or ""),
+        NONE if spec.get("timeZone") is None else str(spec["timeZone"]),
         "<unset>" if not isinstance(suspend, bool) else str(suspend),
         len(as_list(st.get("active"))),
         NONE if last is None else since(last, now),

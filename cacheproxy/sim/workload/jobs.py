@@ -75,8 +75,11 @@ def make_job(
     active = len(phases) - succeeded - failed
     status: JsonObject = {}
     if succeeded:
+        # As the job controller writes them since 1.31; 1.32's API server refuses Complete
+        # without SuccessCriteriaMet.
         status["conditions"] = [
-            {"type": "Complete", "status": "True", "lastProbeTime": at, "lastTransitionTime": at}
+            {"type": kind, "status": "True", "lastProbeTime": at, "lastTransitionTime": at}
+            for kind in ("SuccessCriteriaMet", "Complete")
         ]
     status["startTime"] = at
     if succeeded:

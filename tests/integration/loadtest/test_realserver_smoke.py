@@ -91,7 +91,7 @@ def test_every_first_sync_figure_is_present_and_plausible(run: Run) -> None:
     assert sync["headers"]["User-Agent"].startswith("cacheproxy/")
     assert sync["headers"]["Accept-Encoding"] == "identity"  # a loopback upstream
     assert sync["pods_responses"]["list 200"] >= 1
-    assert sync["pods_responses"]["watch 422"] >= 1  # the refused watch-list
+    assert sync["pods_responses"]["watch-list 422"] >= 1  # the refused watch-list
     assert 0 < sync["empty_rss"] < max(r["daemon"]["rss"] for r in sync["reps"])
     assert sync["stored_bytes"] > 2_000 * PODS
     assert sync["apiserver_rss"] > 0 and sync["etcd_rss"] > 0

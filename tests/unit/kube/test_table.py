@@ -18,6 +18,7 @@ import pytest
 from cacheproxy.errors import ApiError
 from cacheproxy.kube import table as T
 from cacheproxy.kube.printers import PRINTERS, cells, core, network, pods, workloads
+from cacheproxy.kube.versions import NEWEST, OLDEST, KubeVersion
 
 NOW = datetime(2026, 11, 29, 14, 38, 1, tzinfo=UTC)
 
@@ -49,11 +50,12 @@ def load(samples_dir: Path, name: str) -> Any:
 
 @pytest.mark.parametrize(("group", "resource"), list(KINDS), ids=[r for _, r in KINDS])
 def test_table_equals_sample(samples_dir: Path, group: str, resource: str) -> None:
+    # The samples are kube-apiserver 1.28's.
     stem = KINDS[(group, resource)]
     listed = load(samples_dir, f"list_{stem}.json")
     expected = load(samples_dir, f"table_{stem}.json")
     got = T.table(
-        T.printer_for(group, resource),
+        T.printer_for(group, resource, OLDEST),
         listed["items"],
         now=NOW,
         resource_version=listed["metadata"]["resourceVersion"],
@@ -82,7 +84,7 @@ def test_table_equals_sample(samples_dir: Path, group: str, resource: str) -> No
 def test_kubectl_output_matches_cells(samples_dir: Path) -> None:
     """The wide kubectl output is the cells, column by column (a sanity check of the pairing)."""
     listed = load(samples_dir, "list_api_v1_namespaces_tables_pods.json")
-    got = T.table(T.printer_for("", "pods"), listed["items"], now=NOW)
+    got = T.table(T.printer_for("", "pods", OLDEST), listed["items"], now=NOW)
     lines = (samples_dir / "tables" / "kubectl_wide_pods.txt").read_text().splitlines()[1:]
     for row, line in zip(got["rows"], lines, strict=True):
         assert [str(c) for c in row["cells"]] == re.split(r"\s{2,}", line.strip())
@@ -108,7 +110,7 @@ def test_include_object(samples_dir: Path) -> None:
 def test_paged_metadata(samples_dir: Path) -> None:
     """Like ``protocol/table_limit2_kubectl_accept.http``: continue + remainingItemCount."""
     got = T.table(
-        T.printer_for("", "pods"),
+        T.printer_for("", "pods", OLDEST),
         [],
         now=NOW,
         resource_version="7",
@@ -408,12 +410,14 @@ def test_pvc_bound_cells() -> None:
         "5Gi",
         "RWO,RWX",
         "old",
+        "<unset>",
         "38m",
         "<unset>",
     ]
     pvc["metadata"] = {"name": "d", "deletionTimestamp": "2026-11-29T14:38:00Z"}
+    pvc["spec"]["volumeAttributesClassName"] = "gold"
     assert core.print_pvc(pvc, NOW)[1] == "Terminating"
-    assert core.print_pvc(pvc, NOW)[5] == "fast"
+    assert core.print_pvc(pvc, NOW)[5:7] == ["fast", "gold"]
 
 
 def test_event_series_and_source() -> None:
@@ -439,11 +443,35 @@ def test_job_cells() -> None:
         "spec": {"parallelism": 3, "template": {"spec": {"containers": []}}},
         "status": {"succeeded": 2, "startTime": "2026-11-29T14:00:00Z"},
     }
-    assert workloads.print_job(job, NOW)[1:4] == ["2/1 of 3", "38m", "38m"]
-    assert workloads.print_job(job, NOW)[6] == "<none>"
+    assert workloads.print_job(job, NOW)[1:5] == ["Running", "2/1 of 3", "38m", "38m"]
+    assert workloads.print_job(job, NOW)[7] == "<none>"
     job["status"]["completionTime"] = "2026-11-29T14:02:05Z"
     job["spec"]["completions"] = 2
-    assert workloads.print_job(job, NOW)[1:3] == ["2/2", "2m5s"]
+    assert workloads.print_job(job, NOW)[2:4] == ["2/2", "2m5s"]
+
+
+@pytest.mark.parametrize(
+    ("conditions", "status"),
+    [
+        ([], "Running"),
+        ([("SuccessCriteriaMet", "True")], "SuccessCriteriaMet"),
+        ([("SuccessCriteriaMet", "True"), ("Complete", "True")], "Complete"),
+        ([("FailureTarget", "True"), ("Failed", "True")], "Failed"),
+        ([("FailureTarget", "True")], "FailureTarget"),
+        ([("Suspended", "True"), ("FailureTarget", "True")], "Suspended"),
+        ([("Complete", "False"), ("Suspended", "False")], "Running"),
+    ],
+)
+def test_a_jobs_status_cell_is_its_first_true_condition_in_the_api_servers_order(
+    conditions: list[tuple[str, str]], status: str
+) -> None:
+    job = {
+        "metadata": {"name": "j"},
+        "status": {"conditions": [{"type": t, "status": s} for t, s in conditions]},
+    }
+    assert workloads.print_job(job, NOW)[1] == status
+    # 1.28 has no Status column: the cell is left out.
+    assert T.printer_for("batch", "jobs", OLDEST).cells(job, NOW)[1] == "0/1"
 
 
 def test_cronjob_cells() -> None:
@@ -455,20 +483,28 @@ def test_cronjob_cells() -> None:
             "lastScheduleTime": "2026-11-29T14:35:00Z",
         },
     }
-    assert workloads.print_cronjob(cj, NOW)[:6] == ["c", "*/5 * * * *", "<unset>", 2, "3m1s", "38m"]
+    cells = workloads.print_cronjob(cj, NOW)
+    assert cells[:7] == ["c", "*/5 * * * *", "<none>", "<unset>", 2, "3m1s", "38m"]
     cj["spec"]["suspend"] = True
-    assert workloads.print_cronjob(cj, NOW)[2] == "True"
+    cj["spec"]["timeZone"] = "Etc/UTC"
+    assert workloads.print_cronjob(cj, NOW)[2:4] == ["Etc/UTC", "True"]
+    assert T.printer_for("batch", "cronjobs", OLDEST).cells(cj, NOW)[:3] == [
+        "c",
+        "*/5 * * * *",
+        "True",
+    ]
 
 
 @pytest.mark.parametrize(("group", "resource"), sorted(PRINTERS))
-def test_every_printer_fills_every_column(group: str, resource: str) -> None:
-    """Even an object with nothing but a name yields one cell per column definition."""
+@pytest.mark.parametrize("version", [OLDEST, NEWEST, KubeVersion(1, 30), KubeVersion(1, 35)])
+def test_every_printer_fills_every_column(group: str, resource: str, version: KubeVersion) -> None:
+    """Even an object with nothing but a name yields one cell per column definition, in every
+    release's columns."""
     bare = {"metadata": {"name": "x"}}
-    row = T.table_row(T.printer_for(group, resource), bare, now=NOW)
-    assert len(row["cells"]) == len(T.printer_for(group, resource).column_definitions())
-    assert row["cells"][
-        [c["format"] for c in T.printer_for(group, resource).column_definitions()].index("name")
-    ]
+    printer = T.printer_for(group, resource, version)
+    row = T.table_row(printer, bare, now=NOW)
+    assert len(row["cells"]) == len(printer.column_definitions())
+    assert row["cells"][[c["format"] for c in printer.column_definitions()].index("name")] == "x"
 
 
 def test_endpoints_cells() -> None:
@@ -531,13 +567,14 @@ def test_persistentvolume_cells() -> None:
         "status": {"phase": "Bound"},
     }
     assert core.print_pv(pv, NOW) == [
-        "pv1", "5Gi", "RWO,RWX", "Retain", "Bound", "ns/data", "fast", "", "60s", "<unset>",
+        "pv1", "5Gi", "RWO,RWX", "Retain", "Bound", "ns/data", "fast", "<unset>", "", "60s",
+        "<unset>",
     ]  # fmt: skip
     pv["metadata"]["deletionTimestamp"] = "2026-11-29T14:38:00Z"
     pv["metadata"]["annotations"] = {"volume.beta.kubernetes.io/storage-class": "old"}
     pv["spec"]["volumeMode"] = "Block"
     cells = core.print_pv(pv, NOW)
-    assert (cells[4], cells[6], cells[9]) == ("Terminating", "old", "Block")
+    assert (cells[4], cells[6], cells[10]) == ("Terminating", "old", "Block")
     assert core.print_pv({"metadata": {"name": "p"}}, NOW)[1:6] == ["0", "", "", "", ""]
 
 

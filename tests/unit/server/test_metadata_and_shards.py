@@ -279,7 +279,7 @@ async def test_a_metadata_watch_list_sends_partial_objects_and_a_partial_end_boo
     events = client.events()
     assert [e["type"] for e in events] == ["ADDED", "ADDED", "BOOKMARK", "ADDED"]
     assert {e["object"]["kind"] for e in events} == {"PartialObjectMetadata"}
-    assert events[2]["object"] == metadata_initial_events_end("2")
+    assert events[2]["object"] == metadata_initial_events_end("2", blueprint=True)
     assert "spec" not in events[3]["object"]
 
 

@@ -137,7 +137,8 @@ async def test_staleness_counts_from_the_last_event_or_bookmark(rig: Rig) -> Non
 async def test_informer_metrics_count_requests_relists_and_watch_errors(rig: Rig) -> None:
     s = samples(rig.metrics)
     # The first sync is one watch-list, which goes on as the watch.
-    assert value(s, "cacheproxy_upstream_requests_total", resource="pods", verb="watch") == 1
+    assert value(s, "cacheproxy_upstream_requests_total", resource="pods", verb="watch-list") == 1
+    assert value(s, "cacheproxy_upstream_requests_total", resource="pods", verb="watch") is None
     assert value(s, "cacheproxy_upstream_requests_total", resource="pods", verb="list") is None
 
     # A watch that saw events ends; the next one gets 410 at once: relist.
@@ -151,8 +152,9 @@ async def test_informer_metrics_count_requests_relists_and_watch_errors(rig: Rig
     assert value(s, "cacheproxy_informer_watch_errors_total", **labels) == 1
     assert value(s, "cacheproxy_informer_relists_total", **labels) == 1
     assert value(s, "cacheproxy_informer_events_total", resource="pods") == 1
-    # watch-list, the watch that got 410, the relist's watch-list.
-    assert value(s, "cacheproxy_upstream_requests_total", resource="pods", verb="watch") == 3
+    # The first watch-list and the relist's; the watch that got 410 between them.
+    assert value(s, "cacheproxy_upstream_requests_total", resource="pods", verb="watch-list") == 2
+    assert value(s, "cacheproxy_upstream_requests_total", resource="pods", verb="watch") == 1
     assert value(s, "cacheproxy_cache_bytes", resource="pods") == rig.stored_bytes()
 
 

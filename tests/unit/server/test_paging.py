@@ -143,7 +143,7 @@ def reference(informer: FakeInformer, query: Query, opts: ListOptions) -> Outcom
             if token.resource_version > current:  # from a replica ahead: not reached (yet)
                 raise status.expired(
                     status.CONTINUE_EXPIRED_MESSAGE,
-                    continue_token=encode_continue(-1, token.start_key),
+                    continue_token=encode_continue(-1, token.key),
                 )
             rv = current if token.resource_version == -1 else token.resource_version
             try:
@@ -151,7 +151,7 @@ def reference(informer: FakeInformer, query: Query, opts: ListOptions) -> Outcom
             except TooOld:
                 raise status.expired(
                     status.CONTINUE_EXPIRED_MESSAGE,
-                    continue_token=encode_continue(-1, token.start_key),
+                    continue_token=encode_continue(-1, token.key),
                 ) from None
         else:
             exact = opts.resource_version_match == EXACT or (opts.limit > 0 and opts.rv > 0)
@@ -173,7 +173,10 @@ def reference(informer: FakeInformer, query: Query, opts: ListOptions) -> Outcom
     end = len(keys) if not opts.limit else min(len(keys), start + opts.limit)
     token, remaining = "", None
     if end < len(keys):
-        token = encode_continue(rv, keys[end - 1].removeprefix(prefix) + "\x00")
+        # As the newest API server (the resource's default) writes them: a first page's key
+        # rooted at "/", the pages' after it not.
+        root = "" if opts.continue_token else "/"
+        token = encode_continue(rv, root + keys[end - 1].removeprefix(prefix) + "\x00")
         remaining = None if query.selective else len(keys) - end
     return [state[k] for k in keys[start:end]], rv, token, remaining
 

@@ -22,7 +22,7 @@ from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.watchhub import WatchHub
 from cacheproxy.server.watching import INITIAL_BATCH_BYTES, serve_watch
 from cacheproxy.serving import BODY_WRITER, RESPONSE_FLOW, Message
-from tests.support import until
+from tests.support import CONFIGMAP_LIST_BLUEPRINT, end_annotations, until
 
 CONFIGMAPS = builtin("configmaps")
 
@@ -153,7 +153,7 @@ async def test_a_watch_list_sends_the_state_then_its_end_bookmark() -> None:
     assert rig.events() == [("ADDED", "a", 1), ("ADDED", "b", 2), ("BOOKMARK", "", 2)]
     last = b"".join(rig.writer.chunks[-1]).splitlines()[-1]
     annotations = orjson.loads(last)["object"]["metadata"]["annotations"]
-    assert annotations == {"k8s.io/initial-events-end": "true"}
+    assert annotations == end_annotations(CONFIGMAP_LIST_BLUEPRINT)
 
 
 async def test_a_large_initial_state_goes_out_in_batches_of_about_128_kib() -> None:

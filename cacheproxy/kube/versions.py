@@ -1,0 +1,91 @@
+"""kube-apiserver versions, and what the answers that differ between them depend on.
+
+cacheproxy answers as its upstream would, so a client sees the same protocol through it as
+without it: the daemon reads upstream's ``/version``, the simulator its own ``git_version``, and
+each asks a :class:`KubeVersion` what to send where versions differ (Table columns, the
+watch-list's end bookmark, defaulted watch-lists, wording). An unknown version is taken as
+:data:`NEWEST`, the newest release these answers were checked against (a real 1.32 API server).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+__all__ = ["NEWEST", "OLDEST", "UNCACHED", "KubeVersion"]
+
+_VERSION = re.compile(r"v?(\d+)\.(\d+)")
+_DIGITS = re.compile(r"\d+")
+
+
+class KubeVersion(NamedTuple):
+    """``major.minor`` of a kube-apiserver; compares as a tuple (``version >= (1, 32)``)."""
+
+    major: int
+    minor: int
+
+    @classmethod
+    def parse(cls, text: str) -> KubeVersion | None:
+        """``v1.32.0-beta.0+abc``, ``1.28.7`` or ``1.32`` → the version; None for anything else."""
+        found = _VERSION.match(text.strip())
+        return cls(int(found[1]), int(found[2])) if found else None
+
+    @classmethod
+    def of(cls, version: Mapping[str, Any]) -> KubeVersion:
+        """The version a ``/version`` document names (``major``/``minor``, which managed
+        clusters write as ``"32+"``, else ``gitVersion``); :data:`NEWEST` when it names none."""
+        major = _DIGITS.match(str(version.get("major", "")))
+        minor = _DIGITS.match(str(version.get("minor", "")))
+        if major and minor:
+            return cls(int(major[0]), int(minor[0]))
+        return cls.parse(str(version.get("gitVersion", ""))) or NEWEST
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+    # ---------------------------------------------------------------- what differs
+
+    @property
+    def watch_list_by_default(self) -> bool:
+        """The ``WatchList`` gate is on by default (beta, 1.32): a watch from RV unset or "0"
+        that sets neither ``sendInitialEvents`` nor ``resourceVersionMatch`` is defaulted to a
+        watch-list, so with bookmarks its initial events end with the initial-events-end
+        bookmark (``SetListOptionsDefaults``)."""
+        return self >= (1, 32)
+
+    @property
+    def sends_list_blueprint(self) -> bool:
+        """The initial-events-end bookmark also carries
+        ``kubernetes.io/initial-events-list-blueprint``: the empty list of the watched kind,
+        encoded as the watch is, in base64 (1.32 and 1.33; 1.34 stopped sending it)."""
+        return (1, 32) <= self < (1, 34)
+
+    @property
+    def quotes_bytes_as_runes(self) -> bool:
+        """A JSON syntax error quotes the byte it stopped at as a rune (``'\\u009e'``, 1.32),
+        not as a byte (``'\\x9e'``, 1.28)."""
+        return self >= (1, 32)
+
+    def roots_first_page_keys(self, resource: str) -> bool:
+        """Whether the continue token of a first page of ``resource`` (``pods``,
+        ``deployments.apps``) has a start key beginning with ``/`` (``/ns-1/pod-0\x00``): 1.32
+        for resources with a watch cache (the cacher hands paged lists to etcd with the key
+        prefix lacking its trailing slash). The tokens of the pages after it, of resources
+        without a cache (:data:`UNCACHED`) and 1.28's begin with the key itself
+        (``ns-1/pod-0\x00``). Both forms are accepted everywhere."""
+        return self >= (1, 32) and resource not in UNCACHED
+
+    @property
+    def table_columns(self) -> KubeVersion:
+        """The release whose built-in Table columns this version prints (the columns and their
+        descriptions were taken from 1.28 and from 1.32)."""
+        return NEWEST if self >= NEWEST else OLDEST
+
+
+UNCACHED = frozenset({"events"})
+"""The resources kube-apiserver keeps no watch cache for, in every version: etcd serves them."""
+NEWEST = KubeVersion(1, 32)
+"""The newest kube-apiserver cacheproxy's answers were compared with."""
+OLDEST = KubeVersion(1, 28)
+"""The oldest one."""
