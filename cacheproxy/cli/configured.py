@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import os
 import signal
@@ -153,11 +154,14 @@ def check_config_main(
 
 
 async def _live_problems(config: Any) -> list[str]:
-    """What upstream shows is wrong with the configuration: index paths no object of a sample
-    (the first page of each indexed resource) has."""
+    """What upstream shows is wrong with the configuration: custom resources its discovery does
+    not describe (a CRD not installed) or describes otherwise, and index paths no object of a
+    sample (the first page of each indexed resource) has."""
     from cacheproxy.daemon.config import resolve_upstream
+    from cacheproxy.daemon.customresources import describe
     from cacheproxy.daemon.indexcheck import SAMPLE, empty_indexes
     from cacheproxy.informer import ListRequest
+    from cacheproxy.kube.resources import BUILTIN_RESOURCES
     from cacheproxy.upstream import ApiListerWatcher, build_client
 
     problems: list[str] = []
@@ -166,13 +170,30 @@ async def _live_problems(config: Any) -> list[str]:
     except ConfigError as exc:
         return [f"--live: {exc}"]
     async with build_client(upstream) as client:
+        custom = [spec.rtype for spec in config.resources if spec.rtype not in BUILTIN_RESOURCES]
+        described = await describe(client, custom)
+        for rtype in custom:
+            gvr = (rtype.group, rtype.version, rtype.resource)
+            found = described.found.get(gvr)
+            if found is None:
+                problems.append(f"{rtype.config_name}: {described.problems[gvr]}")
+            elif rtype.kind and (rtype.kind, rtype.namespaced) != (found.kind, found.namespaced):
+                scope = {True: "namespaced", False: "cluster-scoped"}
+                problems.append(
+                    f"{rtype.config_name}: upstream's discovery says kind {found.kind}, "
+                    f"{scope[found.namespaced]}; the configuration says kind {rtype.kind}, "
+                    f"{scope[rtype.namespaced]}"
+                )
         for spec in config.resources:
-            if not spec.indexes:
+            rtype = spec.rtype
+            if spec.from_discovery:
+                rtype = described.found.get((rtype.group, rtype.version, rtype.resource))
+            if not spec.indexes or rtype is None:
                 continue
-            collection = spec.collection
+            collection = dataclasses.replace(spec, rtype=rtype).collection
             lw = ApiListerWatcher(
                 client,
-                spec.rtype,
+                rtype,
                 namespace=collection.namespace,
                 label_selector=collection.label_selector,
                 field_selector=collection.field_selector,

@@ -21,6 +21,7 @@ import uvicorn
 
 from cacheproxy.daemon.config import DaemonConfig, ResourceConfig
 from cacheproxy.daemon.consistency import consistent_reads
+from cacheproxy.daemon.customresources import CustomResources, with_kinds
 from cacheproxy.daemon.indexcheck import empty_indexes
 from cacheproxy.daemon.memory import MemoryTrimmer
 from cacheproxy.daemon.metrics import MeteredListerWatcher
@@ -88,6 +89,9 @@ class Daemon:
         self.trimmer = MemoryTrimmer()
         """Returns the memory a relist freed to the OS (when ``manage_gc``)."""
         self._version_task: asyncio.Task[None] | None = None
+        self._describer: CustomResources | None = None
+        """Asks upstream's discovery about the custom resources (customresources.py)."""
+        self._describe_task: asyncio.Task[None] | None = None
         self.persister: CachePersister | None = None
         """Snapshots of the resources on disk (``persistence.dir``): restored at start."""
         self.port = self.wiring.listener.port
@@ -150,9 +154,12 @@ class Daemon:
         )
         if wiring.persistence.directory is not None:
             self.persister = CachePersister(wiring.persistence, server=self.upstream.server)
+        # A custom resource named without its kind or scope is served once upstream's
+        # discovery said them (customresources.py); every other one at once.
         served = [
             self._serve_resource(factory, crd_factory, spec, options)
             for spec, options in zip(config.resources, wiring.resources, strict=True)
+            if not spec.from_discovery
         ]
         self.server = CacheServer(
             served,
@@ -203,6 +210,13 @@ class Daemon:
             self._cert_reloader.start()
         factory.start()
         crd_factory.start()
+        self._describer = CustomResources(
+            client,
+            [spec for spec in config.resources if spec.rtype not in BUILTIN_RESOURCES],
+            server=self.server,
+            serve=self._serve_described,
+        )
+        self._describe_task = self._describer.start()
         if self.persister is not None:
             self.persister.start()
         self._runner = UvicornRunner(
@@ -213,6 +227,24 @@ class Daemon:
         self.server.server_address = f"{listener.address}:{self.port}"
         log.info(
             "serving %s on %s", ", ".join(r.rtype.config_name for r in config.resources), self.url
+        )
+
+    def _serve_described(self, spec: ResourceConfig) -> None:
+        """Serve a custom resource upstream's discovery described (its kind and scope were not
+        configured): as a configuration that wrote them would have it served."""
+        assert self.server is not None
+        assert self.factory is not None
+        assert self.crd_factory is not None
+        name = spec.rtype.config_name
+        self.config = dataclasses.replace(
+            self.config,
+            resources=tuple(
+                spec if r.rtype.config_name == name else r for r in self.config.resources
+            ),
+        )
+        options = wire_resource(spec, self.config.server.limits)
+        self.server.add_resource(
+            self._serve_resource(self.factory, self.crd_factory, spec, options)
         )
 
     async def _fetch_version(self, client: Any, version: dict[str, Any]) -> None:
@@ -292,6 +324,9 @@ class Daemon:
         assert self.factory is not None
         assert self.crd_factory is not None
         wire(config)  # one entry per resource, as at start
+        config = await with_kinds(
+            config, client=self._client, served=self.server.resources, pending=self.server.pending
+        )
         old = {spec.rtype: spec for spec in self.config.resources}
         new = {spec.rtype: spec for spec in config.resources}
         gone = [r for r in old if old[r] != new.get(r)]
@@ -336,8 +371,16 @@ class Daemon:
         return changes
 
     async def wait_ready(self, within: float | None = None) -> bool:
+        """True once every configured resource is served and synced; False if ``within``
+        seconds passed first."""
         assert self.factory is not None
-        return await self.factory.wait_for_cache_sync(within)
+        try:
+            async with asyncio.timeout(within):
+                if self._describer is not None:
+                    await self._describer.all_served.wait()
+                return await self.factory.wait_for_cache_sync()
+        except TimeoutError:
+            return False
 
     async def stop(self) -> None:
         """Shut down in order, each step bounded: not ready (``/readyz`` 503) → keep serving for
@@ -346,7 +389,7 @@ class Daemon:
         if self._stopped:
             return
         self._stopped = True
-        await cancel_and_wait(self._version_task)
+        await cancel_and_wait(self._version_task, self._describe_task)
         if self._cert_reloader is not None:
             await self._cert_reloader.stop()
         if self.server is not None:

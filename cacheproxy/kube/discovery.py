@@ -109,7 +109,7 @@ def api_resource_list(
         if t.categories:
             entry["categories"] = list(t.categories)
         if "watch" in entry["verbs"]:  # kept in storage (not a review or a virtual resource)
-            entry["storageVersionHash"] = storage_version_hash(t)
+            entry["storageVersionHash"] = t.storage_version_hash or storage_version_hash(t)
         resources.append(entry)
     doc: dict[str, Any] = {"kind": "APIResourceList"}
     if gv.group:
@@ -131,9 +131,12 @@ def aggregated_discovery(
     for gv in gvs:
         resources = []
         for t in sorted(types_in(gv), key=lambda t: t.resource):
+            # Built-in kinds leave the group and version to the document's; a custom resource
+            # names its own, as kube-apiserver's aggregated discovery of CRDs does.
+            group, version = ("", "") if t.builtin else (t.group, t.version)
             entry: dict[str, Any] = {
                 "resource": t.resource,
-                "responseKind": {"group": "", "version": "", "kind": t.kind},
+                "responseKind": {"group": group, "version": version, "kind": t.kind},
                 "scope": t.scope,
                 "singularResource": t.singular,
                 "verbs": list(verbs_for(t)),

@@ -73,7 +73,10 @@ class GroupVersion:
 
 @dataclass(frozen=True, slots=True)
 class ResourceType:
-    """One resource at one group/version, as discovery describes it."""
+    """One resource at one group/version, as discovery describes it. Two types are the same
+    resource when their group, version, plural, kind and scope are: the names clients find it
+    by (singular, short names, categories) and its storage version hash describe it, and a
+    custom resource's are learnt from upstream after it is configured."""
 
     group: str
     version: str
@@ -81,10 +84,13 @@ class ResourceType:
     """Plural, lower case: the path segment (``pods``)."""
     kind: str
     namespaced: bool
-    singular: str = ""
-    short_names: tuple[str, ...] = ()
-    categories: tuple[str, ...] = ()
+    singular: str = field(default="", compare=False)
+    short_names: tuple[str, ...] = field(default=(), compare=False)
+    categories: tuple[str, ...] = field(default=(), compare=False)
     list_kind: str = field(default="")
+    storage_version_hash: str = field(default="", compare=False)
+    """Discovery's ``storageVersionHash`` as upstream says it (a custom resource's comes from its
+    CRD's storage version); "" to work it out from the served version (built-in kinds)."""
 
     def __post_init__(self) -> None:
         if not self.singular:

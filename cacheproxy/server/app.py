@@ -36,6 +36,7 @@ from cacheproxy.server.ownapi import LazyApi
 from cacheproxy.server.refusals import refusal, websocket_refusal
 from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.routing import HEALTH_CHECKS, health, route
+from cacheproxy.server.statuspage import cache_status
 from cacheproxy.server.watchhub import WatchHub
 from cacheproxy.serving import (
     Discovery,
@@ -103,6 +104,9 @@ class CacheServer:
         """cacheproxy's own API (:mod:`.ownapi`): handed only paths under ``/cacheproxy/``; built
         on its first request (FastAPI is not imported before: a start reaches ready sooner)."""
         self.draining = False
+        self.pending: dict[str, str] = {}
+        """Configured resources not served yet (by config name), and why: the server is not
+        ready while there is one."""
         self.watches_closed = False
         """Set by :meth:`close_watches`: new watches are refused (503) from then on."""
 
@@ -143,6 +147,12 @@ class CacheServer:
         self.hubs[res.rtype] = hub
         self._stats[res.rtype] = self.metrics.track(res, hub).stats
 
+    def describe(self, rtype: ResourceType) -> None:
+        """Describe a served resource anew in discovery (a custom resource's short names,
+        categories and storage version hash, once upstream's discovery gave them)."""
+        if rtype in self.resources:
+            self.registry.add(rtype)
+
     def remove_resource(self, rtype: ResourceType) -> ServedResource | None:
         """Stop serving ``rtype``: its watches end (clients see the stream end, and their
         resume gets 404), it leaves discovery and the metrics."""
@@ -159,10 +169,17 @@ class CacheServer:
 
     @property
     def ready(self) -> bool:
-        if self.draining or not all(r.synced for r in self.resources.values()):
+        if self.draining or self.pending or not all(r.synced for r in self.resources.values()):
             return False
         limit = self.options.ready_max_staleness
         return not limit or all(s.staleness() <= limit for s in self._stats.values())
+
+    def status_page(self) -> dict[str, Any]:
+        """The status document of ``/status``, the home page and the own API."""
+        metrics = self.metrics
+        return cache_status(
+            metrics.tracked, ready=self.ready, now=metrics.clock(), pending=self.pending
+        )
 
     def staleness(self, rtype: ResourceType) -> float:
         """Seconds since upstream last moved ``rtype``'s cache (the status page's number)."""

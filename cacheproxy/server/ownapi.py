@@ -40,7 +40,6 @@ from cacheproxy.server.indexquery import (
     value_counts,
 )
 from cacheproxy.server.resource import ServedResource
-from cacheproxy.server.statuspage import cache_status
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -200,8 +199,7 @@ def build_api(
 
     @api.get(f"{PREFIX}/v1/status", tags=["cache"], summary="The cache's status (as /status)")
     def cache_status_doc() -> dict[str, Any]:
-        metrics = server.metrics
-        return cache_status(metrics.tracked, ready=server.ready, now=metrics.clock())
+        return server.status_page()
 
     @api.get(
         f"{PREFIX}/v1/config",

@@ -38,7 +38,6 @@ from cacheproxy.server.query import Query
 from cacheproxy.server.reads import Form, build_query, negotiate, serve_get, serve_list
 from cacheproxy.server.refusals import not_served_here
 from cacheproxy.server.resource import ServedResource
-from cacheproxy.server.statuspage import cache_status
 from cacheproxy.server.watching import serve_watch
 from cacheproxy.serving import Message, Send, send_body, with_header
 
@@ -79,11 +78,11 @@ async def route(
         await send_body(send, 200, body, content_type=METRICS_CONTENT_TYPE)
         return
     if parts == ["status"]:
-        page = cache_status(server.metrics.tracked, ready=server.ready, now=server.metrics.clock())
+        page = server.status_page()
         await ANSWERS.send(send, req, orjson.dumps(page))
         return
     if not parts and wants_html(req.header("accept")):
-        state = cache_status(server.metrics.tracked, ready=server.ready, now=server.metrics.clock())
+        state = server.status_page()
         html = render_home(state, version=server.version, api_server=server.api_server)
         await send_body(send, 200, html, content_type=HTML, headers=[(b"vary", b"Accept")])
         return

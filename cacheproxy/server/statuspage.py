@@ -10,7 +10,7 @@ O(resources + indexes): it never walks the objects (except bytes in coalescing m
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from cacheproxy.server.metrics import TrackedResource
@@ -18,12 +18,21 @@ from cacheproxy.server.metrics import TrackedResource
 __all__ = ["cache_status"]
 
 
-def cache_status(tracked: Iterable[TrackedResource], *, ready: bool, now: float) -> dict[str, Any]:
-    """The status document; ``now`` is read from the metrics' clock."""
+def cache_status(
+    tracked: Iterable[TrackedResource],
+    *,
+    ready: bool,
+    now: float,
+    pending: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The status document; ``now`` is read from the metrics' clock. ``pending``: configured
+    resources not served yet, and why (a custom resource upstream's discovery has not
+    described)."""
     return {
         "kind": "CacheStatus",
         "ready": ready,
         "resources": {t.name: _resource_status(t, now) for t in tracked},
+        "pending": dict(pending or {}),
     }
 
 

@@ -105,6 +105,10 @@ class Simulator:
 
     # ------------------------------------------------------------------ Python API
 
+    def add_custom_resource(self, rtype: ResourceType) -> None:
+        """Serve custom resource ``rtype`` from now on, as when its CRD is installed."""
+        self.store.add_resource(rtype)
+
     def resource(self, name: str) -> ResourceType:
         found = self.registry.resolve(name)
         if found is None:

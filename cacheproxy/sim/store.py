@@ -109,6 +109,13 @@ class SimStore:
         """Pods get ``metadata.generation`` (current servers; 1.28 set none)."""
         self.writes = 0
 
+    def add_resource(self, rtype: ResourceType) -> None:
+        """Serve ``rtype`` from now on (a CRD installed): empty, its cache at the current RV."""
+        self.registry.add(rtype)
+        self._collections.setdefault(
+            rtype, _Collection(rtype, cache_rv=self.rv, watch_horizon=self.rv)
+        )
+
     # ------------------------------------------------------------------ reads
 
     def now(self) -> str:

@@ -10,6 +10,8 @@
 - :mod:`~cacheproxy.upstream.probe`: :class:`ResourceVersionProbe`, upstream's current
   resourceVersion of a resource, :class:`CollectionKeys`, what a collection holds now, and
   :class:`ObjectVersions`, one object's resourceVersion (for consistent reads from the cache);
+- :mod:`~cacheproxy.upstream.discovery`: :func:`resource_types`, what upstream's discovery says
+  of the resources of a group version (custom resources' kinds, scopes and names);
 - :mod:`~cacheproxy.upstream.reviews`: :class:`UpstreamReviews`, TokenReviews and
   SubjectAccessReviews asked of the API server (delegated authentication and authorization);
 - :mod:`~cacheproxy.upstream.errors`: the one place where HTTP error responses, watch ``ERROR``
@@ -27,6 +29,7 @@ from cacheproxy.upstream.config import (
     load_kubeconfig,
     load_upstream,
 )
+from cacheproxy.upstream.discovery import resource_types
 from cacheproxy.upstream.listwatch import ApiListerWatcher, VersionInfo, get_version, list_all
 from cacheproxy.upstream.probe import (
     CollectionKeys,
@@ -53,4 +56,5 @@ __all__ = [
     "load_incluster",
     "load_kubeconfig",
     "load_upstream",
+    "resource_types",
 ]

@@ -92,11 +92,13 @@ def _pairs(config: DaemonConfig, settings: Iterable[Setting], *, keys: bool = Fa
 
 def _resource(r: ResourceConfig) -> str:
     name = r.rtype.config_name
-    if r.rtype not in BUILTIN_RESOURCES:
+    if r.from_discovery:
+        name += " (custom, kind and scope from upstream's discovery)"
+    elif r.rtype not in BUILTIN_RESOURCES:
         name += f" (custom, kind {r.rtype.kind})"
     parts = [
         (f"namespace {r.namespace}" if r.namespace else "all namespaces")
-        if r.rtype.namespaced
+        if r.rtype.namespaced or r.from_discovery
         else "cluster-scoped"
     ]
     if r.label_selector:

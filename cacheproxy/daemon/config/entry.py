@@ -62,6 +62,9 @@ class ResourceConfig:
     ``resources``; what an entry may say is :class:`ResourceEntry`)."""
 
     rtype: ResourceType
+    from_discovery: bool = False
+    """A custom resource named without its kind or scope (``rtype.kind`` is ""): upstream's
+    discovery says them, and the daemon asks it before serving the resource."""
     namespace: str | None = None
     """Only this namespace (namespaced resources only); None = all namespaces."""
     label_selector: str = ""
@@ -104,9 +107,12 @@ class ResourceEntry:
     names are also accepted by short name, singular or `plural.group` (`po`, `deploy`,
     `deployments.apps`)."""
     kind: str | None = None
-    """Custom resources only (required for them): the Kind, e.g. `Widget`."""
+    """Custom resources only: the Kind, e.g. `Widget`. Without it (or without `namespaced`),
+    both are read from upstream's discovery before the resource is served, with its short
+    names and categories."""
     namespaced: bool | None = None
-    """Custom resources only (required for them): whether the resource lives in namespaces."""
+    """Custom resources only: whether the resource lives in namespaces (upstream's discovery
+    says when not written)."""
     namespace: (
         Annotated[str, AfterValidator(_namespace), Shown(default="all namespaces")] | None
     ) = None
@@ -134,9 +140,10 @@ class ResourceEntry:
     `server.limits.consistentProbesPerSecond`) and waits until the cache has reached it, usually
     a round-trip to upstream. A resource nobody writes never gets there by its own events
     (upstream's resourceVersion moves with every write to any resource): after
-    `consistentReadConfirmAfterSeconds` one metadata list of the resource (a get: one metadata
-    get of its object) confirms that the cache holds what upstream holds, and until the resource
-    changes later reads are confirmed at once, by that alone. A read not answered within `consistentReadTimeoutSeconds` is
+    `consistentReadConfirmAfterSeconds` one metadata list of the resource (a get: at once, one
+    metadata get of its object) confirms that the cache holds what upstream holds, and until the
+    resource changes later reads are confirmed at once, by that alone. A read not answered
+    within `consistentReadTimeoutSeconds` is
     answered as `consistentReadFallback` says. `cache`: from the cache as it is, at once, with no
     upstream request (as `resourceVersion=0`): they may miss a write upstream has acknowledged;
     for resources read far more often than their readers need to see their own writes."""

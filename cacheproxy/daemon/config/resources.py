@@ -40,7 +40,12 @@ from cacheproxy.informer import Transform
 from cacheproxy.kube.fieldpath import compile_field_path
 from cacheproxy.kube.fields import parse_field_selector, validate_field_selector
 from cacheproxy.kube.labels import parse_label_selector
-from cacheproxy.kube.resources import BUILTIN_RESOURCES, ResourceRegistry, ResourceType
+from cacheproxy.kube.resources import (
+    BUILTIN_GROUPS,
+    BUILTIN_RESOURCES,
+    ResourceRegistry,
+    ResourceType,
+)
 
 __all__ = ["ResourceReader"]
 
@@ -78,7 +83,7 @@ class ResourceReader:
             self.problems.at(node, RESOURCES, "expected a list of resources")
             return []
         out: list[ResourceConfig] = []
-        seen: dict[ResourceType, tuple[str, Node, tuple[str, ...]]] = {}
+        seen: dict[str, tuple[str, Node, tuple[str, ...]]] = {}
         for i, item in enumerate(node.value):
             path = f"{RESOURCES}[{i}]"
             read = self.read_item(item, path)
@@ -90,11 +95,12 @@ class ResourceReader:
                 str(parse_label_selector(res.label_selector)),
                 str(parse_field_selector(res.field_selector)),
             )
-            if res.rtype in seen:
-                first, first_at, first_key = seen[res.rtype]
+            name = res.rtype.config_name  # a custom resource's kind may be unknown yet
+            if name in seen:
+                first, first_at, first_key = seen[name]
                 self.problems.at(at, path, self._overlap(res, first, first_at, key == first_key))
                 continue
-            seen[res.rtype] = (path, at, key)
+            seen[name] = (path, at, key)
             out.append(res)
         return out
 
@@ -123,6 +129,9 @@ class ResourceReader:
         history = self.get(fields, "history", path)
         consistent_reads = self.get(fields, "consistentReads", path)
         transform = self.transform(fields.get("transform"), f"{path}.transform")
+        # A custom resource's kind and scope, when not written, are upstream's discovery's (the
+        # daemon checks the namespace against that scope).
+        described = rtype is not None and rtype.kind == ""
         if namespace not in (None, _BAD) and rtype is not None and not rtype.namespaced:
             self.problems.at(
                 fields["namespace"],
@@ -141,6 +150,7 @@ class ResourceReader:
             return None
         resource = ResourceConfig(
             rtype=rtype,
+            from_discovery=described,
             namespace=namespace,
             label_selector=labels,
             field_selector=field_selector,
@@ -215,21 +225,22 @@ class ResourceReader:
         if bad:
             self.problems.at(node, here, f"invalid resource {name!r}: {'; '.join(bad)}")
             return None
-        if kind is None or namespaced is None:
-            missing = " and ".join(
-                k for k, v in (("kind", kind), ("namespaced", namespaced)) if v is None
-            )
-            self.problems.at(
-                node,
-                here,
-                f"{name} is not a built-in resource{hint}: a custom resource needs {missing} "
-                "(e.g. kind: Widget, namespaced: true)",
-            )
-            return None
-        if (problem := kind_problem(kind)) is not None:
+        if kind is not None and (problem := kind_problem(kind)) is not None:
             self.problems.at(fields["kind"], f"{path}.kind", problem)
             return None
         group, version, plural = name.split("/")
+        if kind is None or namespaced is None:
+            if group in BUILTIN_GROUPS:
+                self.problems.at(
+                    node,
+                    here,
+                    f"{name} is not a built-in resource{hint} (a custom resource of a built-in "
+                    "group needs kind and namespaced)",
+                )
+                return None
+            # A custom resource: its kind and scope come from upstream's discovery, which the
+            # daemon asks before serving it. The kind stays "" until then.
+            return ResourceType(group, version, plural, "", namespaced=namespaced is not False)
         return ResourceType(group, version, plural, kind, namespaced=namespaced)
 
     def check_builtin(

@@ -450,11 +450,33 @@ def test_built_in_resources_resolve_by_any_of_their_names() -> None:
     ]
 
 
-def test_a_custom_resource_needs_its_kind_and_scope() -> None:
-    path = write("resources:\n  - resource: example.com/v1/widgets\n    kind: Widget\n")
+def test_a_custom_resource_without_its_kind_or_scope_is_left_to_upstreams_discovery() -> None:
+    path = write(
+        """
+        resources:
+          - example.com/v1/widgets
+          - resource: example.com/v1/gadgets
+            kind: Gadget
+          - resource: example.com/v1/gizmos
+            namespace: team-a
+        """
+    )
+    config = load(path)
+    assert [(r.rtype.config_name, r.rtype.kind, r.from_discovery) for r in config.resources] == [
+        ("example.com/v1/widgets", "", True),
+        ("example.com/v1/gadgets", "", True),  # the written kind is checked against it
+        ("example.com/v1/gizmos", "", True),
+    ]
+    # The namespace of a resource whose scope is not known yet is checked once it is.
+    assert config.resources[2].namespace == "team-a"
+
+
+def test_a_name_in_a_built_in_group_that_is_no_built_in_resource_is_a_problem() -> None:
+    path = write("resources:\n  - apps/v1/deploymnets\n")
     assert problems(path) == [
-        "config.yaml:2:15: resources[0].resource: example.com/v1/widgets is not a built-in "
-        "resource: a custom resource needs namespaced (e.g. kind: Widget, namespaced: true)"
+        "config.yaml:2:5: resources[0].resource: apps/v1/deploymnets is not a built-in "
+        'resource; did you mean "apps/v1/deployments"? (a custom resource of a built-in group '
+        "needs kind and namespaced)"
     ]
 
 

@@ -24,6 +24,7 @@ def test_the_package_exports_exactly_its_public_names() -> None:
         "load_incluster",
         "load_kubeconfig",
         "load_upstream",
+        "resource_types",
     ]
 
 
