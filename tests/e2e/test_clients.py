@@ -17,11 +17,14 @@ import pytest
 
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.envtest import Cluster
+from tests.e2e.clientgo import Informer
 from tests.e2e.support import (
     agreeing,
     converged,
     create,
+    delete,
     fresh_namespace,
+    merge_patch,
     without_managed_fields,
 )
 from tests.integration.clients import KUBECTL_VERSIONS, kubectl_binary
@@ -245,3 +248,61 @@ async def test_the_python_clients_watch_streams_a_change_made_upstream(
         assert await asyncio.wait_for(reader, GUARD) == ("ADDED", "x")
     finally:
         proxied.api_client.close()
+
+
+async def test_a_client_go_informer_syncs_by_watch_list_and_follows_events_as_from_the_api_server(
+    cluster: Cluster, daemon: Daemon, upstream: httpx.AsyncClient, proxy: httpx.AsyncClient
+) -> None:
+    # client-go 1.35's requests (tests/e2e/clientgo.py): a watch-list first, protobuf preferred.
+    ns = await fresh_namespace(upstream)
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    for i in range(3):
+        await create(upstream, path, {"metadata": {"name": f"cm-{i}"}, "data": {"n": str(i)}})
+    await converged(upstream, proxy, path)
+    changed = asyncio.Event()  # either informer's store moved
+    through = Informer(proxy, path, changed=changed)
+    direct = Informer(upstream, path, accept="application/json", changed=changed)
+
+    async def upstream_state() -> list[tuple[str, str]]:
+        items = (await upstream.get(path)).json()["items"]
+        return sorted(
+            (f"{ns}/{i['metadata']['name']}", i["metadata"]["resourceVersion"]) for i in items
+        )
+
+    async def agree() -> None:
+        want = await upstream_state()
+        async with asyncio.timeout(GUARD):
+            while not through.state() == direct.state() == want:
+                changed.clear()
+                await changed.wait()
+
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(i.run(), name="informer") for i in (through, direct)]
+        try:
+            async with asyncio.timeout(GUARD):
+                await asyncio.gather(through.synced.wait(), direct.synced.wait())
+            await agree()
+            first = through.requests[0]
+            assert first["sendInitialEvents"] == "true" and "resourceVersion" not in first
+            assert len(through.end_bookmarks) == 1  # synced by the watch-list, kept as the watch
+            if cluster.assets.minor >= (1, 32):
+                # The API server serves it too: the same end bookmark's annotations.
+                assert (
+                    through.end_bookmarks[0]["metadata"]["annotations"]
+                    == (direct.end_bookmarks[0]["metadata"]["annotations"])
+                )
+            else:
+                # Without the WatchList gate the API server refuses it: client-go lists.
+                assert direct.requests[1] == {"limit": "500", "resourceVersion": "0"}
+            made = await create(upstream, path, {"metadata": {"name": "later"}})
+            await merge_patch(upstream, f"{path}/cm-0", {"data": {"n": "changed"}})
+            await delete(upstream, f"{path}/cm-1")
+            await agree()
+            assert through.store[f"{ns}/cm-0"]["data"] == {"n": "changed"}
+            assert through.store[f"{ns}/later"]["metadata"]["uid"] == made["metadata"]["uid"]
+            # Asked protobuf first, answered in JSON, which client-go reads as well.
+            assert through.content_types == {"application/json"}
+            assert len(through.requests) == 1  # one stream all along
+        finally:
+            for task in tasks:
+                task.cancel()

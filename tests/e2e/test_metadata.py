@@ -23,7 +23,7 @@ import pytest
 
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.envtest import Cluster
-from tests.e2e.support import converged, create, delete, fresh_namespace, merge_patch
+from tests.e2e.support import converged, create, daemon_over, delete, fresh_namespace, merge_patch
 from tests.integration.clients import KUBECTL_VERSIONS, kubectl_binary, run_kubectl
 from tests.support import watch_events
 
@@ -249,3 +249,51 @@ async def test_kubectl_names_and_kinds_through_the_daemon(
         first = [line.split()[0] for line in out.decode().splitlines()]
         assert [line.split()[0] for line in proxied.splitlines()] == first
         assert any(line.startswith("pod/") for line in first)
+
+
+DROP = "application/json;drop=metadata.managedFields"
+"""KEP-5958's Accept parameter (alpha in 1.37): the objects without their managedFields."""
+
+
+async def test_a_protobuf_preferring_client_gets_json_and_drop_managed_fields_is_honoured(
+    cluster: Cluster, upstream: httpx.AsyncClient, proxy: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    ns = await fresh_namespace(upstream, "drop")
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    for name in ("a", "b"):
+        await create(upstream, path, {"metadata": {"name": name}, "data": {"k": name}})
+    await converged(upstream, proxy, path)
+    # A typed clientset's Accept: the daemon answers in JSON, what it answers plain JSON with.
+    typed = {"Accept": "application/vnd.kubernetes.protobuf,application/json"}
+    for target in (path, f"{path}/a"):
+        plain, preferring = [await proxy.get(target, headers=h) for h in ({}, typed)]
+        assert preferring.headers["content-type"] == "application/json"
+        assert preferring.content == plain.content
+    # The default transform drops managedFields: the parameter changes nothing.
+    assert (await proxy.get(path, headers={"Accept": DROP})).content == (
+        await proxy.get(path)
+    ).content
+    # A resource that keeps them: served with them, and without them when asked.
+    keeping = [{"resource": "configmaps", "transform": {"dropFields": []}}]
+    async with (
+        daemon_over(cluster, tmp_path, resources=keeping) as daemon,
+        httpx.AsyncClient(base_url=daemon.url, timeout=GUARD) as kept,
+    ):
+        up, down = await converged(upstream, kept, path)
+        assert [i["metadata"]["managedFields"] for i in down["items"]] == [
+            i["metadata"]["managedFields"] for i in up["items"]
+        ]
+        dropped = (await kept.get(path, headers={"Accept": DROP})).json()
+        assert [orjson.dumps(i) for i in dropped["items"]] == [
+            bytes_without_managed_fields(i) for i in up["items"]
+        ]
+        assert dropped["metadata"] == down["metadata"]
+        one = (await kept.get(f"{path}/a", headers={"Accept": DROP})).json()
+        assert orjson.dumps(one) == bytes_without_managed_fields(
+            (await upstream.get(f"{path}/a")).json()
+        )
+        params = {"watch": "1", "resourceVersion": "0", "timeoutSeconds": "1"}
+        async with kept.stream("GET", path, params=params, headers={"Accept": DROP}) as watch:
+            lines = [orjson.loads(line) async for line in watch.aiter_lines() if line]
+        assert [e["object"]["metadata"]["name"] for e in lines] == ["a", "b"]
+        assert all("managedFields" not in e["object"]["metadata"] for e in lines)

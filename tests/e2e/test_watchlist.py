@@ -123,36 +123,44 @@ async def test_a_watch_list_served_by_the_daemon_has_the_api_servers_initial_eve
     assert int(bookmark["object"]["metadata"]["resourceVersion"]) >= items_rv
 
 
+@pytest.mark.parametrize("rv", ["", "0", "N"], ids=["rv-unset", "rv-0", "rv-N"])
 async def test_both_keep_the_watch_list_protocol_across_a_write_during_it(
-    wl_upstream: httpx.AsyncClient, wl_proxy: httpx.AsyncClient
+    wl_upstream: httpx.AsyncClient, wl_proxy: httpx.AsyncClient, rv: str
 ) -> None:
     # Where the end bookmark falls differs (1.28 sends it at its next bookmark tick, the daemon
-    # at once); the protocol both keep: initial ADDED events, one annotated bookmark not older
-    # than them, then only newer events — and together, every write.
+    # and 1.32 at once); the protocol both keep: initial ADDED events, one annotated bookmark not
+    # older than them (annotated alike), then only newer events — and together, every write.
     ns = await fresh_namespace(wl_upstream)
     path = f"/api/v1/namespaces/{ns}/configmaps"
-    await create(wl_upstream, path, {"metadata": {"name": "before"}})
+    made = await create(wl_upstream, path, {"metadata": {"name": "before"}})
     await converged(wl_upstream, wl_proxy, path)
+    params = dict(WATCH_LIST)
+    if rv:
+        params["resourceVersion"] = made["metadata"]["resourceVersion"] if rv == "N" else rv
 
     def ended(events: list[dict[str, Any]]) -> bool:
         return any(_is_end(e) for e in events) and any(_name(e) == "after" for e in events)
 
     async with (
-        watching(wl_proxy, path, WATCH_LIST) as down,
-        watching(wl_upstream, path, WATCH_LIST) as up,
+        watching(wl_proxy, path, params) as down,
+        watching(wl_upstream, path, params) as up,
     ):
         for watch in (up, down):
             await watch.wait_named("before")
         await create(wl_upstream, path, {"metadata": {"name": "after"}})
         for watch in (up, down):
             await watch.wait_for(ended, "the end bookmark and the write")
+    annotations = []
     for watch in (up, down):
         [end] = [i for i, e in enumerate(watch.events) if _is_end(e)]
         initial, rest = watch.events[:end], watch.events[end + 1 :]
         end_rv = _rv(watch.events[end])
+        annotations.append(watch.events[end]["object"]["metadata"]["annotations"])
         assert all(e["type"] == "ADDED" and _rv(e) <= end_rv for e in initial)
         assert all(_rv(e) > end_rv for e in rest if e["type"] != "BOOKMARK")
         assert {_name(e) for e in initial + rest if e["type"] != "BOOKMARK"} == {"before", "after"}
+        assert "before" in {_name(e) for e in initial}  # the state it started from
+    assert annotations[1] == annotations[0]
 
 
 def _is_end(event: dict[str, Any]) -> bool:
