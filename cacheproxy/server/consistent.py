@@ -151,18 +151,19 @@ def is_consistent_get(resource_version: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class ConsistencyOptions:
-    probes_per_second: int = 10
-    """At most this many probes of one resource per second (the API server's progress
-    requests are batched at 10/s too)."""
+    probes_per_second: int = 100
+    """At most this many probes of one resource per second, one at a time: a read that comes
+    while none is in flight starts one at once, the reads that come while one is share the
+    next, which starts when it returned (and ``1/probes_per_second`` after it started)."""
     timeout: float = 3.0
     """A consistent read waits this long for the probe and the cache (the watch cache's 3 s)."""
     on_timeout: OnTimeout = SERVE_FROM_CACHE
     """``cache``: serve the cache as it is with a ``Warning``; ``error``: 504."""
     confirm_after: float = 0.1
-    """A read whose cache has not reached the probed RV after this long is confirmed by a
+    """A list whose cache has not reached the probed RV after this long is confirmed by a
     listing (when the resource has one; see the module). Its events normally arrive within
     milliseconds of the write: this is the wait after which a quiet resource is more likely than
-    an event in flight."""
+    an event in flight. A get is confirmed by its object at once (one small request)."""
 
 
 class FreshCache(Protocol):
@@ -324,18 +325,21 @@ class ConsistentReads:
         if cache.resource_version >= target:
             return FRESH
         self.stats.waits += 1
+        if get is not None and by_object:
+            # Its object says it at the cost of one small request, sooner than the events of a
+            # resource that may be quiet: asked at once.
+            self._quiet_at = cache.resource_version
+            return await self._confirm_object(cache, get, deadline)
         wait = self._left(deadline)
-        if by_object or self.listing is not None:
+        if self.listing is not None:
             wait = min(wait, self.options.confirm_after)
         try:
             await cache.wait_for(target, within=wait)
             return FRESH
         except ApiError:
-            if not (by_object or self.listing is not None) or self._left(deadline) <= 0:
+            if self.listing is None or self._left(deadline) <= 0:
                 raise self._behind(cache, target) from None
         self._quiet_at = cache.resource_version
-        if get is not None and by_object:
-            return await self._confirm_object(cache, get, deadline)
         return await self._confirm(cache, start, deadline, target)
 
     async def _ensure_at(
