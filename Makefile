@@ -72,8 +72,10 @@ bench: $(TEST_STAMP)
 	$(BIN)/python -m loadtest.authbench --out $(BENCH_OUT)
 	$(BIN)/python -m loadtest.overload --seconds 15 --out $(BENCH_OUT)
 	$(BIN)/python -m loadtest.realserver --skip-without-assets --out $(BENCH_OUT)-real
+	$(BIN)/python -m loadtest.realserver --kube 1.32 --skip-without-assets --no-queries --relists 0 --out $(BENCH_OUT)-real-1.32
 	$(BIN)/python -m loadtest.tiers --skip-without-assets --out $(BENCH_OUT)-tiers
 	$(BIN)/python -m loadtest.consistentbench --pods 10000 --skip-without-assets --out $(BENCH_OUT)-consistent
+	$(BIN)/python -m loadtest.syncmodes --kube 1.32 --pods 10000 --skip-without-assets --out $(BENCH_OUT)-syncmodes
 
 .PHONY: bench-full
 bench-full: $(TEST_STAMP)
@@ -83,6 +85,8 @@ bench-full: $(TEST_STAMP)
 	$(BIN)/python -m loadtest.authbench --pods 10000 --out $(BENCH_OUT)
 	$(BIN)/python -m loadtest.overload --out $(BENCH_OUT)
 	$(BIN)/python -m loadtest.realserver --skip-without-assets --pods 50000 --out $(BENCH_OUT)-real
+	$(BIN)/python -m loadtest.realserver --kube 1.32 --skip-without-assets --pods 50000 --out $(BENCH_OUT)-real-1.32
+	$(BIN)/python -m loadtest.syncmodes --kube 1.32 --pods 10000 50000 --skip-without-assets --out $(BENCH_OUT)-syncmodes
 
 # Chaos soak (loadtest/soak.py): 10 minutes of churn, every simulator fault and daemon restarts,
 # 16 clients checked against upstream's history; fails on any invariant violation.

@@ -46,14 +46,13 @@ from pathlib import Path
 
 import yaml
 
-from cacheproxy.envtest import ASSETS_HINT, Cluster, find_assets
+from cacheproxy.envtest import ASSETS_HINT, Cluster
 from loadtest.httpclient import Connection, fetch, open_connection
 from loadtest.processes import start_daemon
-from loadtest.realcluster import APPS, build_objects, load
+from loadtest.realcluster import APPS, add_kube_option, build_objects, envtest_assets, load
 
 __all__ = ["BenchResult", "main"]
 
-DEFAULT_ASSETS = Path(__file__).resolve().parents[2] / "shared" / "envtest"
 JSON = "application/json"
 METADATA = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 PROBES: dict[str, tuple[str, str]] = {
@@ -312,12 +311,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--report-from", type=Path, help="write the summary of a run's JSON again, and exit"
     )
+    add_kube_option(parser)
     args = parser.parse_args(argv)
     if args.report_from is not None:
         result = _load(args.report_from)
         args.report_from.with_suffix(".md").write_text(_report(result))
         return 0
-    assets = find_assets(DEFAULT_ASSETS)
+    assets = envtest_assets(args.kube)
     if assets is None:
         if args.skip_without_assets:
             print(f"loadtest.consistentbench skipped: {ASSETS_HINT}", flush=True)

@@ -208,10 +208,16 @@ class _Probe:
         """GET the object through the daemon until it has ``write``'s version or newer."""
         resource, namespace, name, rv = write.key
         target = f"/api/v1/namespaces/{namespace}/{resource}/{name}"
-        conn = self._idle.pop() if self._idle else await open_connection(self.daemon_url)
+        conn = await self._connection()
         try:
             while time.perf_counter() - write.at < self.deadline:
-                response = await conn.request(target, keep_body=True)
+                try:
+                    response = await conn.request(target, keep_body=True)
+                except (ConnectionError, RuntimeError):
+                    # The server closed it (an idle keep-alive connection reaped): another one.
+                    conn.close()
+                    conn = await self._connection()
+                    continue
                 self.polls += 1
                 if response.status == 200 and response.body:
                     have = int(orjson.loads(response.body)["metadata"]["resourceVersion"])
@@ -222,6 +228,14 @@ class _Probe:
                 await asyncio.sleep(self.poll_interval)
         finally:
             self._idle.append(conn)
+
+    async def _connection(self) -> Connection:
+        """A pooled keep-alive connection still open, else a new one."""
+        while self._idle:
+            conn = self._idle.pop()
+            if conn.transport is not None and not conn.transport.is_closing():
+                return conn
+        return await open_connection(self.daemon_url)
 
     def close(self) -> None:
         for conn in self._idle:

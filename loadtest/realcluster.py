@@ -9,11 +9,14 @@
 - :func:`daemon_headers`: the headers the daemon's own upstream client sends (built by
   ``cacheproxy.upstream.build_client`` from that config), so that :func:`curl` asks exactly
   what the daemon asks.
-- :func:`upstream_connections`: how many TCP connections a process holds to the API server.
+- :func:`upstream_connections`: how many TCP connections a process holds to the API server;
+- :func:`add_kube_option` and :func:`envtest_assets`: a benchmark's ``--kube VERSION`` (the envtest
+  server to run against: ``../shared/envtest`` and the folders in it, 1.28 and 1.32).
 """
 
 from __future__ import annotations
 
+import argparse
 import base64
 import random
 import re
@@ -27,20 +30,23 @@ from typing import Any
 import yaml
 
 from cacheproxy.daemon.config import load_config, resolve_upstream
-from cacheproxy.envtest import Cluster
+from cacheproxy.envtest import Assets, Cluster, find_all_assets
 from cacheproxy.sim.workload import make_configmap, make_deployment, make_event, make_pod
 from cacheproxy.upstream import build_client
 
 __all__ = [
     "APPS",
+    "ENVTEST_ROOT",
     "NAMESPACES",
     "NODES",
     "POD_LIST",
     "RESOURCES",
     "CurlRun",
+    "add_kube_option",
     "build_objects",
     "curl",
     "daemon_headers",
+    "envtest_assets",
     "load",
     "port_of",
     "upstream_connections",
@@ -220,3 +226,24 @@ def _readlink(path: Path) -> str:
 def port_of(url: str) -> int:
     """The port of ``scheme://host:port[/…]``."""
     return int(url.rsplit(":", 1)[1].split("/", 1)[0])
+
+
+ENVTEST_ROOT = Path(__file__).resolve().parents[2] / "shared" / "envtest"
+"""``../shared/envtest`` beside the repository, where the tests find the servers too."""
+
+
+def add_kube_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--kube",
+        default=None,
+        help="the kube-apiserver version to run against (1.28, 1.32; default: the oldest found)",
+    )
+
+
+def envtest_assets(version: str | None) -> Assets | None:
+    """The envtest server of ``version`` (``$KUBEBUILDER_ASSETS``, else :data:`ENVTEST_ROOT` and
+    its folders); the oldest found when None; None when there is none."""
+    found = find_all_assets(ENVTEST_ROOT)
+    if version is None:
+        return found[0] if found else None
+    return next((a for a in found if a.version == version), None)

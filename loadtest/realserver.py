@@ -1,8 +1,8 @@
 """Benchmark against a real kube-apiserver: first sync, memory, event lag, queries (docs/design.md §6).
 
 ``python -m loadtest.realserver --out DIR [--pods 10000] [--writes 500]`` starts etcd and
-kube-apiserver v1.28.7 on loopback (:mod:`cacheproxy.envtest`; the assets from
-``$KUBEBUILDER_ASSETS`` or ``../shared/envtest`` beside the repository), creates N pods of ~7 KB
+kube-apiserver on loopback (:mod:`cacheproxy.envtest`; ``--kube`` picks the version, by default
+the oldest of ``$KUBEBUILDER_ASSETS`` or ``../shared/envtest`` and its folders: 1.28), creates N pods of ~7 KB
 and some ConfigMaps, Secrets, ServiceAccounts, Deployments and Events (:mod:`loadtest.realcluster`),
 then, each daemon a ``cacheproxy serve --config FILE`` process caching pods, configmaps,
 namespaces, serviceaccounts, secrets, apps/v1/deployments and events, default settings:
@@ -51,7 +51,7 @@ from typing import Any
 
 import orjson
 
-from cacheproxy.envtest import ASSETS_HINT, Assets, Cluster, find_assets
+from cacheproxy.envtest import ASSETS_HINT, Assets, Cluster
 from cacheproxy.informer.gcpause import gc_paused
 from cacheproxy.kube.liststream import ListSplitter
 from loadtest.httpclient import fetch
@@ -61,9 +61,11 @@ from loadtest.processes import Service, rss_bytes, start_daemon
 from loadtest.realcluster import (
     NAMESPACES,
     POD_LIST,
+    add_kube_option,
     build_objects,
     curl,
     daemon_headers,
+    envtest_assets,
     load,
     port_of,
     upstream_connections,
@@ -84,10 +86,8 @@ from loadtest.relists import measure_relists
 from loadtest.report import collect_machine_info
 from loadtest.serve import _progress
 
-__all__ = ["DEFAULT_ASSETS", "main"]
+__all__ = ["main"]
 
-DEFAULT_ASSETS = Path(__file__).resolve().parents[2] / "shared" / "envtest"
-"""``../shared/envtest`` beside the repository, where the tests find it too."""
 _NOTHING = "loadtest/none=1"
 _SYNCED = re.compile(r"pods: synced (\d+) objects by (.+?) in ([\d.]+) s")
 _RESPONSES = re.compile(r"^cacheproxy_upstream_responses_total\{([^}]*)\} (\S+)", re.MULTILINE)
@@ -374,6 +374,7 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
         help="without a kube-apiserver, say so and exit 0 (for make bench)",
     )
     parser.add_argument("--keep-logs", action="store_true", help="keep the processes' logs")
+    add_kube_option(parser)
     args = parser.parse_args(argv)
     if args.pods < 1 or args.writes < 1 or args.repeat < 1 or args.rate <= 0:
         parser.error("--pods, --writes, --repeat and --rate must be positive")
@@ -386,7 +387,7 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parse_args(argv)
-    assets = find_assets(DEFAULT_ASSETS)
+    assets = envtest_assets(args.kube)
     if assets is None:
         if args.skip_without_assets:
             print(f"loadtest.realserver skipped: {ASSETS_HINT}", flush=True)

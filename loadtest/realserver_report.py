@@ -435,7 +435,7 @@ def render_report(result: RealServerResult, *, charts: Sequence[str] = ()) -> st
 - command: `{m.command}`
 - date: {m.date}; cacheproxy: {result.source}
 - upstream: **a real kube-apiserver {up.get("gitVersion", "?")}** ({up.get("goVersion", "?")}),
-  etcd {up.get("etcd", "?")}, both on 127.0.0.1 (TLS, bearer token, RBAC; no WatchList gate),
+  etcd {up.get("etcd", "?")}, both on 127.0.0.1 (TLS, bearer token, RBAC; no feature gates set),
   started by `cacheproxy.envtest`; nothing else runs (no controllers, no kubelets)
 - workload: {created}; pods spread over {len(NAMESPACES)} namespaces,
   `app=app-0..{len(APPS) - 1}`, `spec.nodeName` `node-0..{NODES - 1}`; the API server returns {up.get("podBytes", "?")} bytes of JSON per pod

@@ -1,8 +1,8 @@
 """Watch delivery through tiers: what each cacheproxy in a chain adds to a watch event's lag.
 
 ``python -m loadtest.tiers [--writes 400] [--rate 20] --out DIR`` (``make bench``) starts a real kube-apiserver
-v1.28.7 on loopback (:mod:`cacheproxy.envtest`; the assets from ``$KUBEBUILDER_ASSETS`` or
-``../shared/envtest`` beside the repository) and a chain of three daemons, each its own process
+on loopback (:mod:`cacheproxy.envtest`; ``--kube`` picks the version, by default the oldest of
+``$KUBEBUILDER_ASSETS`` or ``../shared/envtest`` and its folders: 1.28) and a chain of three daemons, each its own process
 (``cacheproxy serve --config FILE``): *top* in front of the API server, *middle* in front of top,
 *bottom* in front of middle. A watcher on each of the four servers watches ConfigMaps in one
 namespace; a writer creates and updates ConfigMaps there at ``--rate`` per second. For every
@@ -34,12 +34,11 @@ import httpx
 import orjson
 import yaml
 
-from cacheproxy.envtest import ASSETS_HINT, Cluster, find_assets
+from cacheproxy.envtest import ASSETS_HINT, Cluster
 from loadtest.fanout import percentile
 from loadtest.processes import Service, start_daemon
+from loadtest.realcluster import add_kube_option, envtest_assets
 
-DEFAULT_ASSETS = Path(__file__).resolve().parents[2] / "shared" / "envtest"
-"""``../shared/envtest`` beside the repository, where the tests find it too."""
 NAMESPACE = "tiers"
 SERVERS = ("api-server", "top", "middle", "bottom")
 
@@ -208,7 +207,7 @@ def _markdown(report: Report) -> str:
         "",
         f"`{report.command}`",
         "",
-        f"A real kube-apiserver v1.28.7, then three cacheproxies in a chain (top → middle → "
+        f"A real kube-apiserver, then three cacheproxies in a chain (top → middle → "
         f"bottom), each its own process; {report.writes} ConfigMap writes at "
         f"{report.rate:g}/s, one watcher per server.",
         "",
@@ -247,9 +246,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="exit 0 with a note when no kube-apiserver is at hand (as make bench runs it)",
     )
+    add_kube_option(parser)
     args = parser.parse_args(argv)
     args.command = " ".join(["python -m loadtest.tiers", *(argv or sys.argv[1:])])
-    assets = find_assets(DEFAULT_ASSETS)
+    assets = envtest_assets(args.kube)
     if assets is None:
         print(f"loadtest.tiers: {ASSETS_HINT}", file=sys.stderr)
         return 0 if args.skip_without_assets else 2

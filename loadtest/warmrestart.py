@@ -1,7 +1,8 @@
 """Warm restarts against a real kube-apiserver: restart to ready from snapshots.
 
 ``python -m loadtest.warmrestart --out DIR [--pods 10000] [--repeat 5]`` starts etcd and
-kube-apiserver v1.28.7 (:mod:`cacheproxy.envtest`), creates the workload of
+kube-apiserver (:mod:`cacheproxy.envtest`; ``--kube`` picks the version, by default the oldest
+found: 1.28), creates the workload of
 :mod:`loadtest.realserver` (N pods of ~7 KB, ConfigMaps, Secrets, …) and runs ``cacheproxy serve
 --config FILE`` processes caching its 7 resources with ``persistence.dir`` set:
 
@@ -60,10 +61,9 @@ import yaml
 import cacheproxy
 from cacheproxy.daemon.config import load_config, resolve_upstream
 from cacheproxy.daemon.runtime import Daemon
-from cacheproxy.envtest import ASSETS_HINT, Cluster, find_assets
+from cacheproxy.envtest import ASSETS_HINT, Cluster
 from loadtest.processes import Service, start_daemon
-from loadtest.realcluster import RESOURCES, build_objects, load
-from loadtest.realserver import DEFAULT_ASSETS
+from loadtest.realcluster import RESOURCES, add_kube_option, build_objects, envtest_assets, load
 from loadtest.report import collect_machine_info
 from loadtest.serve import _progress
 
@@ -465,7 +465,7 @@ def render(result: dict[str, Any], *, machine: Any, pods: int) -> str:
     worst = max(w["ready_s"] for w in warm)
     lists = sum(sum(w["lists"].values()) for w in [*warm, *processes])
     lines = [
-        "# Warm restarts against kube-apiserver v1.28.7",
+        "# Warm restarts against a real kube-apiserver",
         "",
         f"- command: `{machine.command}`",
         f"- date: {machine.date}; {machine.python}; nproc {machine.nproc}, {machine.cpu_model}",
@@ -564,8 +564,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--process-repeat", type=int, default=5, help="warm starts as a new process (installed)"
     )
+    add_kube_option(parser)
     args = parser.parse_args(argv)
-    assets = find_assets(DEFAULT_ASSETS)
+    assets = envtest_assets(args.kube)
     if assets is None:
         print(f"loadtest.warmrestart: {ASSETS_HINT}", file=sys.stderr)
         return 2

@@ -20,11 +20,11 @@ import pytest
 
 import loadtest.realqueries
 import loadtest.realserver
-from cacheproxy.envtest import ASSETS_HINT, find_assets
+from cacheproxy.envtest import ASSETS_HINT
 from loadtest.lagprobe import lag_stats
-from loadtest.realcluster import RESOURCES
+from loadtest.realcluster import RESOURCES, envtest_assets
 from loadtest.realqueries import WHOLE_COLLECTION
-from loadtest.realserver import DEFAULT_ASSETS, main
+from loadtest.realserver import main
 
 PODS = 50
 WRITES = 20
@@ -43,7 +43,7 @@ Run = tuple[Path, dict[str, Any], str]
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    if find_assets(DEFAULT_ASSETS) is None:
+    if envtest_assets(None) is None:
         if os.environ.get("CACHEPROXY_REQUIRE_ENVTEST"):
             pytest.fail(f"CACHEPROXY_REQUIRE_ENVTEST is set but {ASSETS_HINT}")
         pytest.skip(ASSETS_HINT)
@@ -158,7 +158,7 @@ def test_the_report_judges_every_budget(run: Run) -> None:
 def test_without_a_kube_apiserver_it_says_why_and_skips_only_when_asked(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(loadtest.realserver, "find_assets", lambda *_: None)
+    monkeypatch.setattr(loadtest.realserver, "envtest_assets", lambda *_: None)
     assert main(["--out", str(tmp_path), "--skip-without-assets"]) == 0
     assert f"loadtest.realserver skipped: {ASSETS_HINT}" in capsys.readouterr().out
     assert main(["--out", str(tmp_path)]) == 2
