@@ -133,10 +133,10 @@ def aggregated_discovery(
         for t in sorted(types_in(gv), key=lambda t: t.resource):
             # Built-in kinds leave the group and version to the document's; a custom resource
             # names its own, as kube-apiserver's aggregated discovery of CRDs does.
-            group, version = ("", "") if t.builtin else (t.group, t.version)
+            kind_group, kind_version = ("", "") if t.builtin else (t.group, t.version)
             entry: dict[str, Any] = {
                 "resource": t.resource,
-                "responseKind": {"group": group, "version": version, "kind": t.kind},
+                "responseKind": {"group": kind_group, "version": kind_version, "kind": t.kind},
                 "scope": t.scope,
                 "singularResource": t.singular,
                 "verbs": list(verbs_for(t)),
