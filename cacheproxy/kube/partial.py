@@ -10,7 +10,7 @@ order the object itself had (a custom resource's metadata is alphabetical). Tabl
 ``includeObject=Metadata`` carry the same object in each row (:mod:`.table`).
 
 - :func:`object_meta`: an object's ``metadata`` in that form;
-- :func:`partial_object_metadata` (a dict) and :func:`partial_object_bytes` (from stored JSON);
+- :func:`partial_object_metadata` (a dict; :class:`Reform` from stored JSON);
 - :func:`partial_list_head` and :func:`list_meta`: a ``PartialObjectMetadataList``'s head, and
   the ``ListMeta`` every list carries;
 - :class:`Reform`: how each object of an answer is written when it is not as stored — its
@@ -34,7 +34,6 @@ __all__ = [
     "list_meta",
     "object_meta",
     "partial_list_head",
-    "partial_object_bytes",
     "partial_object_metadata",
 ]
 
@@ -141,11 +140,6 @@ class Reform:
         if self.metadata is not None:
             return orjson.dumps(partial_object_metadata(obj, self.metadata))
         return orjson.dumps(obj)
-
-
-def partial_object_bytes(raw: bytes, api_version: str) -> bytes:
-    """:func:`partial_object_metadata` of an object's JSON, as compact JSON."""
-    return orjson.dumps(partial_object_metadata(orjson.loads(raw), api_version))
 
 
 def list_meta(

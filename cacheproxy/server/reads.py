@@ -53,11 +53,6 @@ class Form:
     """A Table's ``includeObject``."""
     reform: Reform | None = None
 
-    @property
-    def metadata(self) -> str | None:
-        """The apiVersion of a metadata-only answer's ``PartialObjectMetadata``."""
-        return self.reform.metadata if self.reform is not None else None
-
 
 _AS_STORED = Form()
 

@@ -12,10 +12,10 @@ import pytest
 
 from cacheproxy.kube.negotiation import AS_STORED, AnswerAs, negotiate_answer
 from cacheproxy.kube.partial import (
+    Reform,
     list_meta,
     object_meta,
     partial_list_head,
-    partial_object_bytes,
     partial_object_metadata,
 )
 
@@ -48,7 +48,7 @@ def test_a_custom_resources_alphabetical_metadata_comes_out_in_object_meta_order
 
 def test_a_pods_metadata_is_kept_as_it_is(samples_dir: Path) -> None:
     pod = orjson.loads((samples_dir / "protocol" / "pod.json").read_bytes())
-    partial = orjson.loads(partial_object_bytes(orjson.dumps(pod), "meta.k8s.io/v1"))
+    partial = orjson.loads(Reform("meta.k8s.io/v1").encode(orjson.dumps(pod)))
     assert list(partial) == ["kind", "apiVersion", "metadata"]
     assert partial["kind"] == "PartialObjectMetadata"
     assert ordered(partial["metadata"]) == ordered(pod["metadata"])
@@ -138,9 +138,35 @@ KUBECTL = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Tabl
         (KUBECTL, "list", AnswerAs("table", "v1")),
         ("application/yaml", "list", None),
         ("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v2", "get", None),
+        (
+            "application/json;drop=metadata.managedFields",
+            "list",
+            AnswerAs(drop_managed_fields=True),
+        ),
+        (
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1;drop=metadata.managedFields",
+            "watch",
+            AnswerAs("metadata", "v1", drop_managed_fields=True),
+        ),
+        ("application/json;drop=metadata.labels", "get", AS_STORED),  # only managedFields
     ],
 )
 def test_the_form_is_the_first_usable_clause(
     accept: str, verb: str | None, expected: AnswerAs | None
 ) -> None:
     assert negotiate_answer(accept, verb=verb) == expected
+
+
+def test_a_reform_drops_managed_fields_and_keeps_the_rest_in_its_order() -> None:
+    obj = {
+        "kind": "ConfigMap",
+        "metadata": {"name": "a", "managedFields": [{"manager": "m"}], "uid": "u"},
+        "data": {"k": "v"},
+    }
+    raw = orjson.dumps(obj)
+    dropped = Reform(drop_managed_fields=True).encode(raw)
+    assert dropped == b'{"kind":"ConfigMap","metadata":{"name":"a","uid":"u"},"data":{"k":"v"}}'
+    partial = orjson.loads(Reform("meta.k8s.io/v1", drop_managed_fields=True).encode(raw))
+    assert partial["metadata"] == {"name": "a", "uid": "u", "creationTimestamp": None}
+    kept = orjson.loads(Reform("meta.k8s.io/v1").encode(raw))
+    assert kept["metadata"]["managedFields"] == [{"manager": "m"}]
