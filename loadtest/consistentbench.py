@@ -46,10 +46,17 @@ from pathlib import Path
 
 import yaml
 
-from cacheproxy.envtest import ASSETS_HINT, Cluster
+from cacheproxy.envtest import Cluster
 from loadtest.httpclient import Connection, fetch, open_connection
 from loadtest.processes import start_daemon
-from loadtest.realcluster import APPS, add_kube_option, build_objects, envtest_assets, load
+from loadtest.realcluster import (
+    APPS,
+    NoServer,
+    add_kube_option,
+    build_objects,
+    load,
+    required_assets,
+)
 
 __all__ = ["BenchResult", "main"]
 
@@ -317,13 +324,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = _load(args.report_from)
         args.report_from.with_suffix(".md").write_text(_report(result))
         return 0
-    assets = envtest_assets(args.kube)
-    if assets is None:
-        if args.skip_without_assets:
-            print(f"loadtest.consistentbench skipped: {ASSETS_HINT}", flush=True)
-            return 0
-        print(f"loadtest.consistentbench: {ASSETS_HINT}", file=sys.stderr)
-        return 2
+    try:
+        assets = required_assets(args, "loadtest.consistentbench")
+    except NoServer as none:
+        return none.code
     workdir = Path(tempfile.mkdtemp(prefix="loadtest-consistent-"))
     cluster = Cluster(assets, workdir=workdir / "cluster")
     daemon = None

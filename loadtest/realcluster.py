@@ -21,6 +21,7 @@ import base64
 import random
 import re
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from typing import Any
 import yaml
 
 from cacheproxy.daemon.config import load_config, resolve_upstream
-from cacheproxy.envtest import Assets, Cluster, find_all_assets
+from cacheproxy.envtest import ASSETS_HINT, Assets, Cluster, find_all_assets
 from cacheproxy.sim.workload import make_configmap, make_deployment, make_event, make_pod
 from cacheproxy.upstream import build_client
 
@@ -42,6 +43,7 @@ __all__ = [
     "POD_LIST",
     "RESOURCES",
     "CurlRun",
+    "NoServer",
     "add_kube_option",
     "build_objects",
     "curl",
@@ -49,6 +51,7 @@ __all__ = [
     "envtest_assets",
     "load",
     "port_of",
+    "required_assets",
     "upstream_connections",
     "write_config",
 ]
@@ -238,6 +241,29 @@ def add_kube_option(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="the kube-apiserver version to run against (1.28, 1.32; default: the oldest found)",
     )
+
+
+class NoServer(Exception):
+    """No envtest server of the version asked for; :attr:`code` is the exit code to end with."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def required_assets(args: argparse.Namespace, program: str) -> Assets:
+    """The server ``args.kube`` asks for (:func:`envtest_assets`). Without it: says so and raises
+    :class:`NoServer` with the exit code: 0 with ``--skip-without-assets`` (``make bench``),
+    else 2."""
+    assets = envtest_assets(args.kube)
+    if assets is not None:
+        return assets
+    message = f"no kube-apiserver {args.kube} ({ASSETS_HINT})" if args.kube else ASSETS_HINT
+    if getattr(args, "skip_without_assets", False):
+        print(f"{program} skipped: {message}", flush=True)
+        raise NoServer(0)
+    print(f"{program}: {message}", file=sys.stderr)
+    raise NoServer(2)
 
 
 def envtest_assets(version: str | None) -> Assets | None:

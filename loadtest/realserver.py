@@ -51,7 +51,7 @@ from typing import Any
 
 import orjson
 
-from cacheproxy.envtest import ASSETS_HINT, Assets, Cluster
+from cacheproxy.envtest import Assets, Cluster
 from cacheproxy.informer.gcpause import gc_paused
 from cacheproxy.kube.liststream import ListSplitter
 from loadtest.httpclient import fetch
@@ -61,13 +61,14 @@ from loadtest.processes import Service, rss_bytes, start_daemon
 from loadtest.realcluster import (
     NAMESPACES,
     POD_LIST,
+    NoServer,
     add_kube_option,
     build_objects,
     curl,
     daemon_headers,
-    envtest_assets,
     load,
     port_of,
+    required_assets,
     upstream_connections,
     write_config,
 )
@@ -387,13 +388,10 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parse_args(argv)
-    assets = envtest_assets(args.kube)
-    if assets is None:
-        if args.skip_without_assets:
-            print(f"loadtest.realserver skipped: {ASSETS_HINT}", flush=True)
-            return 0
-        print(f"loadtest.realserver: {ASSETS_HINT}", file=sys.stderr)
-        return 2
+    try:
+        assets = required_assets(args, "loadtest.realserver")
+    except NoServer as none:
+        return none.code
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     command = " ".join([_python_command(), "-m", "loadtest.realserver", *argv])

@@ -39,10 +39,10 @@ from typing import Any
 import orjson
 import yaml
 
-from cacheproxy.envtest import ASSETS_HINT, Assets, Cluster
+from cacheproxy.envtest import Assets, Cluster
 from loadtest.ingest import _loop_factory, _python_command
 from loadtest.processes import rss_bytes, start_daemon
-from loadtest.realcluster import build_objects, envtest_assets, load
+from loadtest.realcluster import NoServer, build_objects, load, required_assets
 from loadtest.report import MachineInfo, collect_machine_info
 
 __all__ = ["main"]
@@ -256,14 +256,10 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parse_args(argv)
-    assets = envtest_assets(args.kube)
-    if assets is None:
-        message = f"no kube-apiserver {args.kube} ({ASSETS_HINT})"
-        if args.skip_without_assets:
-            print(f"loadtest.syncmodes skipped: {message}", flush=True)
-            return 0
-        print(f"loadtest.syncmodes: {message}", file=sys.stderr)
-        return 2
+    try:
+        assets = required_assets(args, "loadtest.syncmodes")
+    except NoServer as none:
+        return none.code
     command = " ".join([_python_command(), "-m", "loadtest.syncmodes", *argv])
     machine = collect_machine_info(command=command, loop="uvloop (the daemon)", cpu=None)
     workdir = Path(tempfile.mkdtemp(prefix="loadtest-syncmodes-"))

@@ -34,10 +34,10 @@ import httpx
 import orjson
 import yaml
 
-from cacheproxy.envtest import ASSETS_HINT, Cluster
+from cacheproxy.envtest import Cluster
 from loadtest.fanout import percentile
 from loadtest.processes import Service, start_daemon
-from loadtest.realcluster import add_kube_option, envtest_assets
+from loadtest.realcluster import NoServer, add_kube_option, required_assets
 
 NAMESPACE = "tiers"
 SERVERS = ("api-server", "top", "middle", "bottom")
@@ -249,10 +249,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_kube_option(parser)
     args = parser.parse_args(argv)
     args.command = " ".join(["python -m loadtest.tiers", *(argv or sys.argv[1:])])
-    assets = envtest_assets(args.kube)
-    if assets is None:
-        print(f"loadtest.tiers: {ASSETS_HINT}", file=sys.stderr)
-        return 0 if args.skip_without_assets else 2
+    try:
+        assets = required_assets(args, "loadtest.tiers")
+    except NoServer as none:
+        return none.code
     workdir = Path(tempfile.mkdtemp(prefix="loadtest-tiers-"))
     services: list[Service] = []
     with Cluster(assets, workdir=workdir / "cluster") as cluster:

@@ -61,9 +61,16 @@ import yaml
 import cacheproxy
 from cacheproxy.daemon.config import load_config, resolve_upstream
 from cacheproxy.daemon.runtime import Daemon
-from cacheproxy.envtest import ASSETS_HINT, Cluster
+from cacheproxy.envtest import Cluster
 from loadtest.processes import Service, start_daemon
-from loadtest.realcluster import RESOURCES, add_kube_option, build_objects, envtest_assets, load
+from loadtest.realcluster import (
+    RESOURCES,
+    NoServer,
+    add_kube_option,
+    build_objects,
+    load,
+    required_assets,
+)
 from loadtest.report import collect_machine_info
 from loadtest.serve import _progress
 
@@ -566,10 +573,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     add_kube_option(parser)
     args = parser.parse_args(argv)
-    assets = envtest_assets(args.kube)
-    if assets is None:
-        print(f"loadtest.warmrestart: {ASSETS_HINT}", file=sys.stderr)
-        return 2
+    try:
+        assets = required_assets(args, "loadtest.warmrestart")
+    except NoServer as none:
+        return none.code
     args.out.mkdir(parents=True, exist_ok=True)
     command = " ".join([".venv/bin/python", "-m", "loadtest.warmrestart", *argv])
     machine = collect_machine_info(command=command, loop="uvloop", cpu=None)

@@ -13,7 +13,7 @@ import contextlib
 import copy
 import operator
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -228,3 +228,88 @@ def syncs(daemon: Daemon) -> dict[str, float]:
         if (found["verb"], found["code"]) == ("watch-list", "200"):
             out[found["resource"]] = out.get(found["resource"], 0) + value
     return out
+
+
+KUBECTL_GUARD = 60.0
+"""How long one kubectl may run before the test fails (liveness, not speed)."""
+
+
+async def kubectl_output(binary: str, *args: str) -> str:
+    """What ``kubectl ARGS`` prints (it must succeed)."""
+    proc = await asyncio.create_subprocess_exec(
+        binary, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), KUBECTL_GUARD)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    assert proc.returncode == 0, err.decode()
+    return out.decode()
+
+
+async def kubectl_both(
+    kubectl: str, cluster: Cluster, daemon_url: str, cache: Path, *args: str
+) -> tuple[str, str]:
+    """What ``kubectl ARGS`` prints against the API server and through the daemon, run at once
+    (AGE columns: a pair that straddles a second is run again, :func:`agreeing`)."""
+
+    async def ask() -> tuple[str, str]:
+        direct = kubectl_output(
+            kubectl,
+            "--kubeconfig",
+            str(cluster.admin.kubeconfig),
+            "--cache-dir",
+            str(cache / "direct"),
+            *args,
+        )
+        proxied = kubectl_output(
+            kubectl,
+            "--kubeconfig",
+            "/dev/null",
+            "--server",
+            daemon_url,
+            "--cache-dir",
+            str(cache / "proxied"),
+            *args,
+        )
+        up, down = await asyncio.gather(direct, proxied)
+        return up, down
+
+    return await agreeing(ask)
+
+
+def crd(
+    group: str,
+    kind: str,
+    *,
+    plural: str,
+    short_names: Sequence[str] = (),
+    categories: Sequence[str] = (),
+    scope: str = "Namespaced",
+) -> dict[str, Any]:
+    """A CustomResourceDefinition of one served and stored version ``v1`` whose objects may hold
+    anything (``x-kubernetes-preserve-unknown-fields``)."""
+    names: dict[str, Any] = {
+        "kind": kind,
+        "listKind": f"{kind}List",
+        "plural": plural,
+        "singular": kind.lower(),
+    }
+    if short_names:
+        names["shortNames"] = list(short_names)
+    if categories:
+        names["categories"] = list(categories)
+    schema = {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "names": names,
+            "scope": scope,
+            "versions": [{"name": "v1", "served": True, "storage": True, "schema": schema}],
+        },
+    }

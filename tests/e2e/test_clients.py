@@ -19,11 +19,12 @@ from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.envtest import Cluster
 from tests.e2e.clientgo import Informer
 from tests.e2e.support import (
-    agreeing,
     converged,
     create,
     delete,
     fresh_namespace,
+    kubectl_both,
+    kubectl_output,
     merge_patch,
     without_managed_fields,
 )
@@ -37,51 +38,6 @@ GUARD = 30.0
 @pytest.fixture(params=KUBECTL_VERSIONS)
 def kubectl(request: pytest.FixtureRequest) -> str:
     return kubectl_binary(request.param)
-
-
-async def _run(binary: str, *args: str) -> str:
-    proc = await asyncio.create_subprocess_exec(
-        binary, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), GUARD)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise
-    assert proc.returncode == 0, err.decode()
-    return out.decode()
-
-
-async def _both(
-    kubectl: str, cluster: Cluster, daemon: Daemon, tmp_path: Path, *args: str
-) -> tuple[str, str]:
-    """What ``kubectl ARGS`` prints against the API server and through the daemon, run at once
-    (AGE columns: a pair that straddles a second is run again, :func:`agreeing`)."""
-
-    async def ask() -> tuple[str, str]:
-        direct = _run(
-            kubectl,
-            "--kubeconfig",
-            str(cluster.admin.kubeconfig),
-            "--cache-dir",
-            str(tmp_path / "direct"),
-            *args,
-        )
-        proxied = _run(
-            kubectl,
-            "--kubeconfig",
-            "/dev/null",
-            "--server",
-            daemon.url,
-            "--cache-dir",
-            str(tmp_path / "proxied"),
-            *args,
-        )
-        up, down = await asyncio.gather(direct, proxied)
-        return up, down
-
-    return await agreeing(ask)
 
 
 GETS = [
@@ -109,7 +65,7 @@ async def test_kubectl_get_prints_what_it_prints_against_the_api_server(
     args: tuple[str, ...],
 ) -> None:
     await converged(upstream, proxy, "/api/v1/pods")
-    direct, proxied = await _both(kubectl, cluster, daemon, tmp_path, *args)
+    direct, proxied = await kubectl_both(kubectl, cluster, daemon.url, tmp_path, *args)
     assert direct.strip(), "the query prints something"
     assert proxied == direct
 
@@ -123,8 +79,8 @@ async def test_kubectl_get_as_json_is_the_api_servers_objects(
     tmp_path: Path,
 ) -> None:
     await converged(upstream, proxy, "/apis/apps/v1/deployments")
-    direct, proxied = await _both(
-        kubectl, cluster, daemon, tmp_path, "get", "deployments", "-A", "-o", "json"
+    direct, proxied = await kubectl_both(
+        kubectl, cluster, daemon.url, tmp_path, "get", "deployments", "-A", "-o", "json"
     )
     assert json.loads(proxied) == without_managed_fields(json.loads(direct))
 
@@ -164,7 +120,7 @@ async def test_kubectl_get_watch_prints_a_change_made_upstream(
 async def test_kubectl_api_resources_lists_the_cached_resources(
     kubectl: str, daemon: Daemon, tmp_path: Path
 ) -> None:
-    out = await _run(
+    out = await kubectl_output(
         kubectl,
         "--kubeconfig",
         "/dev/null",

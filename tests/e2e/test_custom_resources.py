@@ -20,42 +20,20 @@ from cacheproxy.daemon.config import load_config, resolve_upstream
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.envtest import Cluster
 from cacheproxy.kube.resources import BUILTIN_RESOURCES
-from tests.e2e.support import agreeing, converged, daemon_over, fresh_namespace, write_config
+from tests.e2e.support import (
+    converged,
+    crd,
+    daemon_over,
+    fresh_namespace,
+    kubectl_both,
+    write_config,
+)
 from tests.integration.clients import KUBECTL_VERSIONS, kubectl_binary
 
 pytestmark = [pytest.mark.every_server, pytest.mark.kubectl]
 
 GROUP_VERSION = "/apis/example.com/v1"
-CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "widgets.example.com"},
-    "spec": {
-        "group": "example.com",
-        "names": {
-            "plural": "widgets",
-            "singular": "widget",
-            "kind": "Widget",
-            "listKind": "WidgetList",
-            "shortNames": ["wd"],
-            "categories": ["all", "toys"],
-        },
-        "scope": "Namespaced",
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "x-kubernetes-preserve-unknown-fields": True,
-                    }
-                },
-            }
-        ],
-    },
-}
+CRD = crd("example.com", "Widget", plural="widgets", short_names=["wd"], categories=["all", "toys"])
 ALL = [r.config_name for r in BUILTIN_RESOURCES if "all" in r.categories]
 """The built-in kinds of category ``all`` (what ``kubectl get all`` lists besides widgets)."""
 PROTOBUF = {"Accept": "application/vnd.kubernetes.protobuf"}
@@ -138,15 +116,6 @@ async def test_a_custom_resource_named_alone_is_described_as_the_api_server_desc
         assert down["kind"] == up["kind"] == "WidgetList"
 
 
-async def _kubectl(binary: str, *args: str) -> str:
-    proc = await asyncio.create_subprocess_exec(
-        binary, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode == 0, err.decode()
-    return out.decode()
-
-
 @pytest.mark.parametrize("version", KUBECTL_VERSIONS)
 @pytest.mark.parametrize("args", [("get", "wd"), ("get", "all")], ids=["short-name", "all"])
 async def test_kubectl_finds_it_by_its_short_name_and_category_as_against_the_api_server(
@@ -163,33 +132,9 @@ async def test_kubectl_finds_it_by_its_short_name_and_category_as_against_the_ap
         httpx.AsyncClient(base_url=daemon_with_widgets.url, timeout=30) as proxy,
     ):
         await converged(upstream, proxy, f"{GROUP_VERSION}/namespaces/{widgets_ns}/widgets")
-    namespace = ("-n", widgets_ns)
-
-    async def ask() -> tuple[str, str]:
-        direct = _kubectl(
-            kubectl,
-            "--kubeconfig",
-            str(cluster.admin.kubeconfig),
-            "--cache-dir",
-            str(tmp_path / "direct"),
-            *args,
-            *namespace,
-        )
-        proxied = _kubectl(
-            kubectl,
-            "--kubeconfig",
-            "/dev/null",
-            "--server",
-            daemon_with_widgets.url,
-            "--cache-dir",
-            str(tmp_path / "proxied"),
-            *args,
-            *namespace,
-        )
-        up, down = await asyncio.gather(direct, proxied)
-        return up, down
-
-    direct, proxied = await agreeing(ask)
+    direct, proxied = await kubectl_both(
+        kubectl, cluster, daemon_with_widgets.url, tmp_path, *args, "-n", widgets_ns
+    )
     assert proxied == direct
     assert "w-1" in proxied and "w-2" in proxied
 

@@ -19,38 +19,11 @@ import yaml
 from cacheproxy.daemon.config import load_config, resolve_upstream
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.envtest import Cluster
-from tests.e2e.support import converged, create, fresh_namespace
+from tests.e2e.support import converged, crd, create, fresh_namespace
 from tests.integration.clients import kubectl_binary
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-SERVICE_MONITOR_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "servicemonitors.monitoring.coreos.com"},
-    "spec": {
-        "group": "monitoring.coreos.com",
-        "names": {
-            "kind": "ServiceMonitor",
-            "listKind": "ServiceMonitorList",
-            "plural": "servicemonitors",
-            "singular": "servicemonitor",
-        },
-        "scope": "Namespaced",
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "x-kubernetes-preserve-unknown-fields": True,
-                    }
-                },
-            }
-        ],
-    },
-}
+SERVICE_MONITOR_CRD = crd("monitoring.coreos.com", "ServiceMonitor", plural="servicemonitors")
 
 
 def _kubectl(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 import pytest
 
+import loadtest.realcluster
 import loadtest.realqueries
 import loadtest.realserver
 from cacheproxy.envtest import ASSETS_HINT
@@ -158,7 +159,7 @@ def test_the_report_judges_every_budget(run: Run) -> None:
 def test_without_a_kube_apiserver_it_says_why_and_skips_only_when_asked(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(loadtest.realserver, "envtest_assets", lambda *_: None)
+    monkeypatch.setattr(loadtest.realcluster, "envtest_assets", lambda *_: None)
     assert main(["--out", str(tmp_path), "--skip-without-assets"]) == 0
     assert f"loadtest.realserver skipped: {ASSETS_HINT}" in capsys.readouterr().out
     assert main(["--out", str(tmp_path)]) == 2
