@@ -42,6 +42,7 @@ from cacheproxy.server.app import CacheServer
 from cacheproxy.server.crdtables import CrdTablePrinter, crd_name
 from cacheproxy.server.metrics import ServerMetrics
 from cacheproxy.server.openapi import Fetched
+from cacheproxy.server.passthrough import PassThrough
 from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.snapshots import SnapshotCache
 from cacheproxy.server.tokenfile import StaticTokens
@@ -52,6 +53,7 @@ from cacheproxy.upstream import (
     UpstreamConfig,
     UpstreamReviews,
     build_client,
+    build_forwarding_client,
     get_version,
 )
 
@@ -79,6 +81,8 @@ class Daemon:
         """The daemon owns the process's garbage collector: paused while syncs decode their
         lists, frozen after the first sync. Off for daemons sharing a process (tests)."""
         self._client: Any = None
+        self._forwarding: httpx.AsyncClient | None = None
+        """Pass-through's client: the upstream without the daemon's credentials."""
         self.factory: InformerFactory | None = None
         self.crd_factory: InformerFactory | None = None
         self.server: CacheServer | None = None
@@ -161,6 +165,16 @@ class Daemon:
             for spec, options in zip(config.resources, wiring.resources, strict=True)
             if not spec.from_discovery
         ]
+        passthrough = None
+        if wiring.passthrough is not None:
+            self._forwarding = build_forwarding_client(self.upstream, http2=wiring.http2)
+            passthrough = PassThrough(
+                self._forwarding,
+                options=wiring.passthrough,
+                impersonating=client,
+                registry=metrics.registry,
+                api_server=self.upstream.server,
+            )
         self.server = CacheServer(
             served,
             version=version,
@@ -170,6 +184,8 @@ class Daemon:
             api_server=self.upstream.server,
             configuration=lambda: effective_config(self.config, self.upstream),
             openapi=_UpstreamOpenApi(client),
+            passthrough=passthrough,
+            local_tokens=wiring.token_file is not None,
         )
         listener = wiring.listener
         kwargs: dict[str, Any] = {}
@@ -415,6 +431,8 @@ class Daemon:
         if self.persister is not None:
             await self.persister.stop()  # the informers' last state
         self.trimmer.stop()
+        if self._forwarding is not None:
+            await self._forwarding.aclose()
         if self._client is not None:
             await self._client.aclose()
 

@@ -33,6 +33,7 @@ from cacheproxy.kube.resources import BUILTIN_RESOURCES
 from cacheproxy.server.access import AccessSettings
 from cacheproxy.server.app import ServerOptions
 from cacheproxy.server.consistent import ConsistencyOptions
+from cacheproxy.server.passthrough import PassThroughOptions
 from cacheproxy.upstream import UpstreamConfig
 
 __all__ = ["Listener", "ResourceWiring", "Wiring", "effective_config", "wire", "wire_resource"]
@@ -89,6 +90,8 @@ class Wiring:
     log_level: LogLevel
     log_format: LogFormat
     persistence: PersistenceOptions
+    passthrough: PassThroughOptions | None
+    """None: read-only (what the cache does not answer is refused)."""
     warnings: tuple[str, ...]
     """Logged at start: legal but risky choices."""
 
@@ -111,6 +114,7 @@ def wire_resource(spec: ResourceConfig, limits: ServerLimits) -> ResourceWiring:
             probes_per_second=limits.consistent_probes_per_second,
             timeout=limits.consistent_read_timeout_seconds,
             confirm_after=limits.consistent_read_confirm_after_seconds,
+            after_write=limits.consistent_read_after_write_seconds,
             on_timeout=limits.consistent_read_fallback,
         ),
     )
@@ -180,7 +184,21 @@ def wire(config: DaemonConfig) -> Wiring:
             interval=config.persistence.interval_seconds,
             serve_stale=config.persistence.serve_stale,
         ),
+        passthrough=_passthrough(config),
         warnings=config.warnings,
+    )
+
+
+def _passthrough(config: DaemonConfig) -> PassThroughOptions | None:
+    settings = config.passthrough
+    if not settings.enabled:
+        return None
+    return PassThroughOptions(
+        max_in_flight=settings.max_in_flight,
+        max_long_running=settings.max_long_running,
+        max_body_bytes=settings.max_body_bytes,
+        timeout=settings.timeout_seconds,
+        impersonate=settings.impersonate,
     )
 
 

@@ -1,4 +1,6 @@
-"""The one protobuf cacheproxy writes: a ``metav1.Status`` for a client that accepts nothing else.
+"""The protobuf cacheproxy writes — a ``metav1.Status`` for a client that accepts nothing else —
+and the one field it reads: an object's resourceVersion, from a write's protobuf answer that
+passed through.
 
 Typed client-go clients ask ``Accept: application/vnd.kubernetes.protobuf, application/json`` and
 get JSON, which they read as well. A client that accepts only protobuf cannot be answered (the
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["PROTOBUF", "accepts_only_protobuf", "status_protobuf"]
+__all__ = ["PROTOBUF", "accepts_only_protobuf", "object_resource_version", "status_protobuf"]
 
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 _MAGIC = b"k8s\x00"
@@ -86,3 +88,57 @@ def status_protobuf(status: Mapping[str, Any]) -> bytes:
     )
     unknown = _bytes(1, type_meta) + _bytes(2, body) + _string(3, "") + _string(4, "")
     return _MAGIC + unknown
+
+
+def object_resource_version(body: bytes) -> str | None:
+    """``metadata.resourceVersion`` of an object encoded in protobuf (the ``k8s\\x00``
+    envelope), or None when ``body`` is not one: the envelope's ``raw`` (field 2) holds the
+    object, whose field 1 is its ``ObjectMeta`` (every Kubernetes kind's), whose field 6 is the
+    resourceVersion."""
+    if not body.startswith(_MAGIC):
+        return None
+    try:
+        raw = _field(memoryview(body)[len(_MAGIC) :], 2)
+        meta = _field(raw, 1) if raw is not None else None
+        rv = _field(meta, 6) if meta is not None else None
+    except (IndexError, ValueError):
+        return None
+    return bytes(rv).decode() if rv is not None else None
+
+
+def _field(message: memoryview, number: int) -> memoryview | None:
+    """The last length-delimited field ``number`` of ``message`` (None: absent)."""
+    found = None
+    at, end = 0, len(message)
+    while at < end:
+        key, at = _read_varint(message, at)
+        wire = key & 7
+        if wire == 0:
+            _, at = _read_varint(message, at)
+        elif wire == 1:
+            at += 8
+        elif wire == 2:
+            size, at = _read_varint(message, at)
+            if at + size > end:
+                raise ValueError("truncated")
+            if key >> 3 == number:
+                found = message[at : at + size]
+            at += size
+        elif wire == 5:
+            at += 4
+        else:
+            raise ValueError(f"wire type {wire}")
+    return found
+
+
+def _read_varint(data: memoryview, at: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, at
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")

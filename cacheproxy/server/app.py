@@ -16,6 +16,7 @@ unexpected exception becomes a 500 Status and a log line, never a traceback
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections import Counter
@@ -23,19 +24,27 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from cacheproxy.errors import ApiError
+from cacheproxy.kube.access import UserInfo
 from cacheproxy.kube.protobuf import accepts_only_protobuf
 from cacheproxy.kube.request import ApiPath, parse_api_path, split_path, verb_of
 from cacheproxy.kube.resources import ResourceRegistry, ResourceType
 from cacheproxy.kube.versions import NEWEST, KubeVersion
 from cacheproxy.server.access import AccessControl
 from cacheproxy.server.admission import Admission, ServedRequest
+from cacheproxy.server.homepage import wants_html
 from cacheproxy.server.metrics import ResourceStats, ServerMetrics
 from cacheproxy.server.openapi import OpenApiDocuments, OpenApiSource
 from cacheproxy.server.options import ANSWERS, ServerOptions, read_verbs
 from cacheproxy.server.ownapi import LazyApi
-from cacheproxy.server.refusals import refusal, websocket_refusal
+from cacheproxy.server.passthrough import (
+    LONG_RUNNING_SUBRESOURCES,
+    WRITE_VERBS,
+    Forward,
+    PassThrough,
+)
+from cacheproxy.server.refusals import refusal, upgrade_refused, websocket_refusal
 from cacheproxy.server.resource import ServedResource
-from cacheproxy.server.routing import HEALTH_CHECKS, health, route
+from cacheproxy.server.routing import HEALTH_CHECKS, OWN_PATHS, health, route
 from cacheproxy.server.statuspage import cache_status
 from cacheproxy.server.watchhub import WatchHub
 from cacheproxy.serving import (
@@ -72,6 +81,8 @@ class CacheServer:
         api_server: str = "",
         configuration: Callable[[], Mapping[str, Any]] | None = None,
         openapi: OpenApiSource | None = None,
+        passthrough: PassThrough | None = None,
+        local_tokens: bool = False,
     ) -> None:
         self.options = options or ServerOptions()
         self.api_server = api_server
@@ -109,6 +120,12 @@ class CacheServer:
         ready while there is one."""
         self.watches_closed = False
         """Set by :meth:`close_watches`: new watches are refused (503) from then on."""
+        self.passthrough = passthrough
+        """Forwards what the cache does not answer (:mod:`.passthrough`); None: refused, as a
+        read-only cache (:mod:`.refusals`)."""
+        self.local_tokens = local_tokens
+        """Bearer tokens are checked against a static token file of the daemon's (``auth.mode:
+        token``): they are not the API server's, so a forwarded request cannot carry them."""
 
     @property
     def kube_version(self) -> KubeVersion:
@@ -261,6 +278,9 @@ class CacheServer:
             return
         path = parse_api_path(parts)
         verb = verb_of(req.method, path, req.query) if path and path.resource else None
+        if self.passthrough is not None and not self._answers(req, parts, path):
+            await self._forward(self.passthrough, req, send, parts, path, verb)
+            return
         refused = refusal(req, path, verb, api_server=self.api_server)
         if refused is not None:
             # Refused whoever asks: only who asks is checked (401), not what they may do.
@@ -284,6 +304,99 @@ class CacheServer:
             await route(self, req, send, parts, path, verb)
         finally:
             admission.release()
+
+    # ------------------------------------------------------------------ pass-through
+
+    def _answers(self, req: ServedRequest, parts: list[str], path: ApiPath | None) -> bool:
+        """Whether the cache answers ``req`` itself with pass-through on: its own paths and
+        ``/version``, and reads of what it caches (no subresource, no upgrade)."""
+        if path is None or path.resource is None:
+            head = parts[:1]
+            return head in OWN_PATHS or (not parts and wants_html(req.header("accept")))
+        if req.method not in ("GET", "HEAD") or path.subresource or req.header("upgrade"):
+            return False
+        gv = path.group_version
+        rtype = self.registry.get_gvr(gv.group, gv.version, path.resource)
+        return rtype is not None and rtype in self.resources
+
+    async def _forward(
+        self,
+        passthrough: PassThrough,
+        req: ServedRequest,
+        send: Send,
+        parts: list[str],
+        path: ApiPath | None,
+        verb: str | None,
+    ) -> None:
+        """Forward ``req`` upstream as its caller (:mod:`.passthrough`)."""
+        as_user = await self._impersonated(req)
+        what = self._forwarded(req, parts, path, verb)
+        discovery = (
+            req.method == "GET"
+            and parts[:1] in (["api"], ["apis"], ["openapi"])
+            and (path is None or path.resource is None)
+        )
+        if discovery and as_user is not None and not passthrough.impersonates:
+            # A caller whose identity cannot be forwarded still reads the cache: it is told
+            # what the cache serves (its own discovery, as without pass-through).
+            await route(self, req, send, parts, path, verb)
+            return
+        if discovery:
+            # The cache's own also when upstream cannot be reached, or refuses a caller that
+            # sent no credentials.
+            what = dataclasses.replace(
+                what,
+                fallback=lambda: route(self, req, send, parts, path, verb),
+                fallback_when_refused=as_user is None and not req.header("authorization"),
+            )
+        if req.header("upgrade") and not passthrough.tunnels:
+            raise upgrade_refused(
+                req.header("upgrade").split("/", 1)[0].lower(),
+                what.resource or req.path,
+                api_server=self.api_server,
+            )
+        await passthrough.forward(req, send, what, as_user=as_user)
+
+    async def _impersonated(self, req: ServedRequest) -> UserInfo | None:
+        """Who a forwarded request impersonates: None to forward the caller's credentials as
+        sent (a bearer token the API server checks, or none: anonymous); the verified user of
+        a caller only cacheproxy can vouch for (a static token, a client certificate)."""
+        if req.header("authorization") and not self.local_tokens:
+            return None
+        if req.header("authorization"):
+            await self.admission.authenticate(req)  # 401 for a token the file does not hold
+            return req.user
+        if req.peer_user is not None and req.peer_user[0]:
+            name, groups = req.peer_user
+            return UserInfo(name, tuple(groups))
+        return None
+
+    def _forwarded(
+        self, req: ServedRequest, parts: list[str], path: ApiPath | None, verb: str | None
+    ) -> Forward:
+        """What a forwarded request is (metrics, limits, the reads after a write)."""
+        if path is None or path.resource is None:
+            return Forward(verb=req.method.lower(), resource="")
+        gv = path.group_version
+        resource = f"{path.resource}.{gv.group}" if gv.group else path.resource
+        sub = (path.subresource or "").split("/", 1)[0]
+        if sub:
+            resource = f"{resource}/{sub}"
+        long_running = (
+            verb == "watch" or sub in LONG_RUNNING_SUBRESOURCES or path.resource == "proxy"
+        )
+        on_written = None
+        if verb in WRITE_VERBS and not sub:
+            rtype = self.registry.get_gvr(gv.group, gv.version, path.resource)
+            served = self.resources.get(rtype) if rtype is not None else None
+            if served is not None:
+                on_written = served.wrote
+        return Forward(
+            verb=verb or "other",
+            resource=resource,
+            long_running=long_running,
+            on_written=on_written,
+        )
 
 
 class _CodeRecording:

@@ -41,6 +41,7 @@ a 504.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
@@ -164,6 +165,10 @@ class ConsistencyOptions:
     listing (when the resource has one; see the module). Its events normally arrive within
     milliseconds of the write: this is the wait after which a quiet resource is more likely than
     an event in flight. A get is confirmed by its object at once (one small request)."""
+    after_write: float = 1.0
+    """For this long after a write through the daemon (:meth:`wrote`), a read waits for the
+    cache to hold that write instead of asking upstream (read-your-writes at no upstream
+    cost; other writes in that window show once their events came). 0: never."""
 
 
 class FreshCache(Protocol):
@@ -250,10 +255,19 @@ class ConsistentReads:
         if list_keys is not None:
             self.listing = shared(list_keys, count=count_listing, name=f"{name} listing")
         self._object_version = object_version
+        self._written, self._written_at = 0, float("-inf")
+        """The newest resourceVersion a write through the daemon returned, and when."""
         self._quiet_at: int | None = None
         """The cache's RV when a read last found that its events did not bring it to upstream's:
         while the cache stays there (nothing changed), the next read is confirmed at once (a
         listing, or a get's object), without a probe."""
+
+    def wrote(self, rv: int) -> None:
+        """A write to the resource passed through the daemon and upstream answered it at
+        ``rv``: the reads that follow wait for the cache to hold it (see ``after_write``)."""
+        if rv > self._written or self._clock() - self._written_at > self.options.after_write:
+            self._written = rv
+        self._written_at = self._clock()
 
     async def read(
         self,
@@ -308,6 +322,14 @@ class ConsistentReads:
         by_object = get is not None and self._object_version is not None
         if at_least is not None:
             return await self._ensure_at(cache, get, at_least, start, deadline)
+        if start - self._written_at <= self.options.after_write:
+            # Just after a write through the daemon: its RV is the target (a collection whose
+            # selector never gets its event asks upstream).
+            with contextlib.suppress(ApiError):
+                within = min(self.options.confirm_after, self._left(deadline))
+                await cache.wait_for(self._written, within=within)
+                self.stats.after_write += 1
+                return FRESH
         if self._quiet_at == cache.resource_version and (by_object or self.listing is not None):
             self.stats.waits += 1
             if get is not None and by_object:

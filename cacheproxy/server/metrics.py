@@ -447,6 +447,8 @@ _CONSISTENCY_COUNTERS: Final = {
     "cache its events had not brought to upstream's resourceVersion.",
     "confirmed": "Consistent reads served because a listing (a get: its object's "
     "resourceVersion) showed the cache holds what upstream holds (nothing written since).",
+    "after_write": "Consistent reads answered once the cache held a write that passed through "
+    "the daemon just before, without asking upstream.",
 }
 """The consistent reads' counters (``cacheproxy_consistent_<name>``): ConsistencyStats fields."""
 

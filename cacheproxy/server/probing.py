@@ -40,6 +40,9 @@ class ConsistencyStats:
     confirmed: int = 0
     """Reads whose cache a listing, or for a get its object's resourceVersion, confirmed (it
     had not reached the probed RV by its events)."""
+    after_write: int = 0
+    """Reads answered once the cache held a write that passed through the daemon just before,
+    without asking upstream."""
     fallbacks: dict[str, int] = field(
         default_factory=lambda: {"probe_failed": 0, "probe_timeout": 0, "cache_behind": 0}
     )

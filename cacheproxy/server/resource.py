@@ -30,6 +30,8 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import orjson
+
 from cacheproxy.errors import ApiError
 from cacheproxy.informer.eventlog import TooOld
 from cacheproxy.informer.informer import SharedInformer
@@ -37,6 +39,7 @@ from cacheproxy.informer.store import Entry, Store
 from cacheproxy.kube import status
 from cacheproxy.kube.listoptions import EXACT, ListOptions
 from cacheproxy.kube.partial import list_meta
+from cacheproxy.kube.protobuf import object_resource_version
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.rv import decode_continue, encode_continue
 from cacheproxy.kube.table import TablePrinter, printer_for
@@ -193,6 +196,16 @@ class ServedResource:
         """The resourceVersion of the object at ``key`` in the cache (None: none)."""
         entry = self.informer.store.get(key)
         return None if entry is None else entry.rv
+
+    def wrote(self, answer: bytes) -> None:
+        """A write to this resource passed through the daemon and upstream answered it with
+        ``answer`` (the object, JSON or protobuf): consistent reads that follow wait for its
+        resourceVersion (:meth:`.ConsistentReads.wrote`)."""
+        if self.consistency is None:
+            return
+        rv = _answer_rv(answer)
+        if rv > 0:
+            self.consistency.wrote(rv)
 
     # ------------------------------------------------------------------ RVs
 
@@ -454,3 +467,20 @@ def _page(
         if not query.selective:
             page.remaining = total - end
     return page
+
+
+def _answer_rv(answer: bytes) -> int:
+    """The resourceVersion of a write's answer (0 when it has none: a Status, or a body that
+    is neither a JSON nor a protobuf object)."""
+    text = object_resource_version(answer)
+    if text is None:
+        try:
+            doc = orjson.loads(answer)
+        except orjson.JSONDecodeError:
+            return 0
+        meta = doc.get("metadata") if isinstance(doc, dict) else None
+        text = meta.get("resourceVersion") if isinstance(meta, dict) else None
+    try:
+        return int(text) if isinstance(text, str) else 0
+    except ValueError:
+        return 0

@@ -44,11 +44,14 @@ from cacheproxy.serving import Message, Send, send_body, with_header
 if TYPE_CHECKING:
     from cacheproxy.server.app import CacheServer
 
-__all__ = ["HEALTH_CHECKS", "STALENESS_HEADER", "health", "route"]
+__all__ = ["HEALTH_CHECKS", "OWN_PATHS", "STALENESS_HEADER", "health", "route"]
 
 HEALTH_CHECKS = (["healthz"], ["livez"], ["readyz"])
 STALENESS_HEADER = b"x-cacheproxy-staleness-seconds"
 OWN_API = [PREFIX.strip("/")]
+OWN_PATHS = (OWN_API, ["metrics"], ["status"], ["version"])
+"""Paths (their first segment) the daemon answers itself, with pass-through on too (with
+health checks and the home page)."""
 
 
 async def health(server: CacheServer, send: Send, check: str) -> None:

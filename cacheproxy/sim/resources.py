@@ -43,6 +43,8 @@ class RequestRecord:
     namespace: str | None
     name: str | None
     params: dict[str, str]
+    user: str | None = None
+    """Who the simulator authenticated (None without a policy): its audit log's username."""
 
 
 async def serve_resource(
@@ -74,6 +76,7 @@ async def serve_resource(
             namespace=namespace,
             name=name,
             params={k: v[0] for k, v in query.items() if v},
+            user=user.name if user is not None else None,
         )
     )
     failure = sim.faults.take_failure(

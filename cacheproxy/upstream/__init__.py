@@ -21,7 +21,7 @@ Imports ``cacheproxy.kube``, ``cacheproxy.errors`` and the informer's protocol t
 ``server/`` or ``sim/`` (docs/design.md §2). Import from here; the submodules may move.
 """
 
-from cacheproxy.upstream.client import BearerTokenAuth, build_client
+from cacheproxy.upstream.client import BearerTokenAuth, build_client, build_forwarding_client
 from cacheproxy.upstream.config import (
     TokenSource,
     UpstreamConfig,
@@ -51,6 +51,7 @@ __all__ = [
     "UpstreamReviews",
     "VersionInfo",
     "build_client",
+    "build_forwarding_client",
     "get_version",
     "list_all",
     "load_incluster",

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 
 import httpx
@@ -46,6 +47,7 @@ __all__ = [
     "WATCH_TIMEOUT",
     "BearerTokenAuth",
     "build_client",
+    "build_forwarding_client",
     "ssl_context",
 ]
 
@@ -78,9 +80,11 @@ class BearerTokenAuth(httpx.Auth):
         yield request
 
 
-def ssl_context(config: UpstreamConfig) -> ssl.SSLContext:
+def ssl_context(config: UpstreamConfig, *, client_cert: bool = True) -> ssl.SSLContext:
     """The client TLS context: verify with the CA (or the system store) unless told not to, and
-    present the client certificate if there is one. httpx sets ALPN on it per connection."""
+    present the client certificate if there is one (and ``client_cert``: a forwarded request
+    carries its caller's credentials, never the daemon's). httpx sets ALPN on it per
+    connection."""
     try:
         ctx = ssl.create_default_context(
             cafile=str(config.ca_file) if config.ca_file and config.verify else None
@@ -90,7 +94,7 @@ def ssl_context(config: UpstreamConfig) -> ssl.SSLContext:
     if not config.verify:
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
-    if config.client_cert is not None:
+    if config.client_cert is not None and client_cert:
         try:
             ctx.load_cert_chain(config.client_cert, config.client_key)
         except (OSError, ssl.SSLError) as exc:
@@ -134,6 +138,38 @@ def build_client(
         )
     except ImportError as exc:  # a socks5:// proxy without socksio, h2 missing
         raise ConfigError(f"{config.source}: {exc}") from exc
+
+
+def build_forwarding_client(config: UpstreamConfig, *, http2: bool = False) -> httpx.AsyncClient:
+    """An ``AsyncClient`` for requests forwarded as their callers sent them: the same server,
+    trust, server name and proxy as :func:`build_client`, and **no credentials of the daemon's**
+    (no client certificate, no token, no default headers: a request carries exactly the headers
+    its caller sent). It keeps no cookies (one caller's would reach the next), follows no
+    redirect, decodes nothing (bodies are relayed as they come) and sets no timeout of its own:
+    the forwarding code gives each request its own."""
+    hooks: dict[str, list[Callable[..., Any]]] = {}
+    if config.tls_server_name:
+        hooks["request"] = [_sni_hook(config.tls_server_name)]
+    try:
+        return httpx.AsyncClient(
+            base_url=config.server,
+            verify=ssl_context(config, client_cert=False),
+            http2=http2,
+            auth=None,
+            cookies=_NO_COOKIES,
+            proxy=config.proxy,
+            trust_env=False,
+            follow_redirects=False,
+            timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=100),
+            event_hooks=hooks,
+        )
+    except ImportError as exc:
+        raise ConfigError(f"{config.source}: {exc}") from exc
+
+
+_NO_COOKIES = CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
+"""A cookie jar that keeps nothing (no domain is allowed)."""
 
 
 def _sni_hook(name: str) -> Callable[[httpx.Request], Awaitable[None]]:

@@ -119,6 +119,13 @@ async def daemon(cluster: Cluster, tmp_path: Path) -> AsyncIterator[Daemon]:
 
 
 @pytest.fixture
+async def read_only_daemon(cluster: Cluster, tmp_path: Path) -> AsyncIterator[Daemon]:
+    """cacheproxy with pass-through off (what the cache does not answer is refused)."""
+    async with daemon_over(cluster, tmp_path, extra={"passthrough.enabled": False}) as d:
+        yield d
+
+
+@pytest.fixture
 async def upstream(cluster: Cluster) -> AsyncIterator[httpx.AsyncClient]:
     """The API server, as admin."""
     async with cluster.async_client() as c:

@@ -81,9 +81,10 @@ async def test_kubectl_explain_through_the_daemon_prints_what_the_api_server_exp
 
 
 @pytest.mark.kubectl
-async def test_kubectl_apply_through_the_daemon_is_told_the_cache_is_read_only(
-    kubectl: str, cluster: Cluster, daemon: Daemon, tmp_path: Path
+async def test_kubectl_apply_through_the_read_only_daemon_is_told_the_cache_is_read_only(
+    kubectl: str, cluster: Cluster, read_only_daemon: Daemon, tmp_path: Path
 ) -> None:
+    daemon = read_only_daemon
     manifest = tmp_path / "cm.yaml"
     manifest.write_text(
         "apiVersion: v1\nkind: ConfigMap\n"

@@ -1,6 +1,7 @@
 """Fixtures the daemon's integration tests share: the daemon in its default configuration in
-front of the demo simulator, a client of it, and each pinned kubectl (oldest and newest). A
-module that needs another daemon defines its own ``daemon``."""
+front of the demo simulator (and the read-only one: pass-through off), a client of it, and each
+pinned kubectl (oldest and newest). A module that needs another daemon defines its own
+``daemon``."""
 
 from __future__ import annotations
 
@@ -18,6 +19,13 @@ from tests.integration.daemon_support import daemon_for
 @pytest.fixture
 async def daemon(demo_server: SimServer) -> AsyncIterator[Daemon]:
     async with daemon_for(demo_server.url) as d:
+        yield d
+
+
+@pytest.fixture
+async def read_only_daemon(demo_server: SimServer) -> AsyncIterator[Daemon]:
+    """The daemon with pass-through off: what the cache does not answer is refused."""
+    async with daemon_for(demo_server.url, passthrough=False) as d:
         yield d
 
 

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 
 from cacheproxy.daemon.config import DaemonConfig, ResourceConfig, ServerSettings
+from cacheproxy.daemon.config.model import PassthroughSettings
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.kube.resources import builtin
 from cacheproxy.sim import SimServer
@@ -30,11 +31,17 @@ async def daemon_for(
     *,
     resources: tuple[ResourceConfig, ...] | None = None,
     upstream: UpstreamConfig | None = None,
+    passthrough: bool | PassthroughSettings = True,
     **server: object,
 ) -> AsyncIterator[Daemon]:
-    """A daemon in front of ``upstream_url`` (or the full ``upstream`` config), synced."""
+    """A daemon in front of ``upstream_url`` (or the full ``upstream`` config), synced;
+    ``passthrough=False``: the read-only cache (what it does not answer is refused)."""
     settings = replace(ServerSettings(port=0), **server)  # type: ignore[arg-type]
-    config = DaemonConfig(resources=resources or default_resources(), server=settings)
+    if isinstance(passthrough, bool):
+        passthrough = PassthroughSettings(enabled=passthrough)
+    config = DaemonConfig(
+        resources=resources or default_resources(), server=settings, passthrough=passthrough
+    )
     upstream = upstream or UpstreamConfig(server=upstream_url)
     daemon = Daemon(config, upstream, manage_gc=False)
     async with daemon:

@@ -22,6 +22,8 @@ def config_text(sim_url: str, kubeconfig: Path, resources: list[str]) -> str:
         f"upstream:\n  kubeconfig: {kubeconfig}\n  inCluster: false\n"
         "server:\n  port: 0\n  shutdownGraceSeconds: 2\n"
         "logging:\n  level: info\n"
+        # Read-only, so that what is not cached answers 404 (else it passes through).
+        "passthrough:\n  enabled: false\n"
     )
 
 

@@ -147,9 +147,10 @@ async def test_kubectl_lists_through_the_daemon_what_the_simulator_lists(
 
 @pytest.mark.kubectl
 async def test_kubectl_api_resources_lists_the_cached_resources_read_only(
-    kubectl: str, daemon: Daemon, tmp_path: Path
+    kubectl: str, read_only_daemon: Daemon, tmp_path: Path
 ) -> None:
-    code, out, err = await run_kubectl(kubectl, daemon.url, tmp_path, "api-resources", "-o", "wide")
+    url = read_only_daemon.url
+    code, out, err = await run_kubectl(kubectl, url, tmp_path, "api-resources", "-o", "wide")
     assert code == 0, err
     rows = [line.split() for line in out.splitlines()[1:] if line.strip()]
     assert {(r[0], r[-2] if r[-1] == "all" else r[-1]) for r in rows} == {

@@ -60,9 +60,10 @@ def browser(tmp_path: Path) -> Iterator[webdriver.Chrome]:
         driver.quit()
 
 
-async def test_json_clients_get_a_status_at_the_root(proxy: httpx.AsyncClient) -> None:
+async def test_json_clients_get_a_status_at_the_root(read_only_daemon: Daemon) -> None:
     for accept in ("application/json", "*/*", ""):
-        response = await proxy.get("/", headers={"Accept": accept} if accept else {})
+        async with httpx.AsyncClient(base_url=read_only_daemon.url) as proxy:
+            response = await proxy.get("/", headers={"Accept": accept} if accept else {})
         assert response.status_code == 404
         body = response.json()
         assert (body["kind"], body["reason"]) == ("Status", "NotFound")

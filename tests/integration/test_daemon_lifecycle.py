@@ -68,7 +68,9 @@ async def test_a_reload_adds_and_removes_resources_without_dropping_other_watche
 ) -> None:
     pods_only = (ResourceConfig(rtype=builtin("pods")), ResourceConfig(rtype=builtin("configmaps")))
     async with (
-        daemon_for(demo_server.url, resources=pods_only) as daemon,
+        # Read-only: what is no longer served is refused (with pass-through it would be
+        # forwarded, and discovery would be upstream's).
+        daemon_for(demo_server.url, resources=pods_only, passthrough=False) as daemon,
         httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,
     ):
         assert daemon.server is not None

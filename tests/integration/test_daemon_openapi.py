@@ -48,7 +48,7 @@ async def test_kubectl_explain_through_the_daemon_prints_what_the_simulator_expl
 @pytest.mark.parametrize("change", ["create", "patch"])
 async def test_kubectl_apply_through_the_daemon_is_told_the_cache_is_read_only(
     kubectl: str,
-    daemon: Daemon,
+    read_only_daemon: Daemon,
     demo_server: SimServer,
     tmp_path: Path,
     change: str,
@@ -61,8 +61,8 @@ async def test_kubectl_apply_through_the_daemon_is_told_the_cache_is_read_only(
                 "/api/v1/namespaces/ns-0/configmaps", json={"metadata": {"name": name}}
             )
         assert created.status_code == 201, created.text
-        assert daemon.server is not None
-        configmaps = daemon.server.resources[builtin("configmaps")]
+        assert read_only_daemon.server is not None
+        configmaps = read_only_daemon.server.resources[builtin("configmaps")]
         await until(lambda: configmaps.store.get(f"ns-0/{name}") is not None, "the cache has it")
     manifest = tmp_path / "cm.yaml"
     manifest.write_text(
@@ -70,7 +70,7 @@ async def test_kubectl_apply_through_the_daemon_is_told_the_cache_is_read_only(
         "data: {a: b}\n"
     )
     code, out, err = await run_kubectl(
-        kubectl, daemon.url, tmp_path / "p", "apply", "-f", str(manifest)
+        kubectl, read_only_daemon.url, tmp_path / "p", "apply", "-f", str(manifest)
     )
     assert code != 0, out
     assert "openapi" not in err.lower(), err
@@ -129,10 +129,13 @@ async def test_the_simulators_openapi_v2_is_an_empty_document(demo_server: SimSe
         assert as_proto.content == b"\n\x032.0\x12" + bytes([len(info)]) + info
 
 
-async def test_the_daemon_passes_the_upstreams_documents_on(
-    demo_server: SimServer, proxy: httpx.AsyncClient
+async def test_the_read_only_daemon_passes_the_upstreams_documents_on(
+    demo_server: SimServer, read_only_daemon: Daemon
 ) -> None:
-    async with httpx.AsyncClient(base_url=demo_server.url) as sim:
+    async with (
+        httpx.AsyncClient(base_url=demo_server.url) as sim,
+        httpx.AsyncClient(base_url=read_only_daemon.url) as proxy,
+    ):
         for accept in ("application/json", V2_PROTOBUF):
             up = await sim.get("/openapi/v2", headers={"Accept": accept})
             down = await proxy.get("/openapi/v2", headers={"Accept": accept})

@@ -1,4 +1,4 @@
-"""What a read-only cache cannot serve gets a Status that says so and names the API server:
+"""With pass-through off, what a read-only cache cannot serve gets a Status that says so and names the API server:
 writes, logs, exec, attach, port-forward, proxies and websocket upgrades, through real clients
 (the pinned kubectl versions, a websocket client) in front of the simulator — and nothing is
 logged for it, neither by the daemon nor by uvicorn."""
@@ -17,6 +17,12 @@ from cacheproxy.sim import SimServer
 from tests.integration.clients import run_kubectl
 
 READ_ONLY = "cacheproxy is a read-only cache of the Kubernetes API"
+
+
+@pytest.fixture
+def daemon(read_only_daemon: Daemon) -> Daemon:
+    """Every test here is of the read-only answers: pass-through off."""
+    return read_only_daemon
 
 
 @pytest.fixture

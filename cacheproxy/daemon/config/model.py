@@ -23,6 +23,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import AfterValidator, Field
 
 from cacheproxy.daemon.config.entry import ResourceConfig
+from cacheproxy.daemon.config.limits import ServerLimits
 from cacheproxy.daemon.config.settings import (
     NOT_A_SETTING,
     TRISTATE,
@@ -34,10 +35,8 @@ from cacheproxy.daemon.persistence import PersistenceOptions
 from cacheproxy.informer import ReflectorOptions
 from cacheproxy.server.access import AccessSettings
 from cacheproxy.server.app import ServerOptions
-from cacheproxy.server.consistent import SERVE_FROM_CACHE, ConsistencyOptions, OnTimeout
-from cacheproxy.server.resource import ServedResource
-from cacheproxy.server.snapshots import SnapshotCache
-from cacheproxy.serving import ServingProtocol
+from cacheproxy.server.consistent import ConsistencyOptions
+from cacheproxy.server.passthrough import PassThroughOptions
 from cacheproxy.upstream import (
     UpstreamConfig,
     build_client,
@@ -54,6 +53,7 @@ __all__ = [
     "LogFormat",
     "LogLevel",
     "LoggingSettings",
+    "PassthroughSettings",
     "PersistenceSettings",
     "ResourceConfig",
     "ServerLimits",
@@ -222,110 +222,6 @@ class AuthSettings:
 
 
 @dataclass(frozen=True, slots=True)
-class ServerLimits:
-    """``server.limits``: bounds that keep one client from hurting the others (docs/design.md §7:
-    every buffer bounded)."""
-
-    max_in_flight: Annotated[int, Field(ge=1, le=1_000_000)] = library_default(
-        _SERVER, "max_in_flight"
-    )
-    """Requests other than watches served at once; more get 429 with `Retry-After: 1`."""
-    max_watchers: Annotated[int, Field(ge=1, le=1_000_000)] = library_default(
-        _SERVER, "max_watchers"
-    )
-    """Concurrent watches served per resource; more get 429."""
-    max_watchers_per_user: Annotated[int, Field(ge=1, le=1_000_000)] = library_default(
-        _SERVER, "max_watchers_per_user"
-    )
-    """Concurrent watches of one authenticated user; more get 429."""
-    max_url_bytes: Annotated[int, Field(ge=256, le=1_048_576, alias="maxURLBytes")] = (
-        library_default(_SERVER, "max_url_bytes")
-    )
-    """Path and query string; longer → 414."""
-    max_header_bytes: Annotated[int, Field(ge=1_024, le=16_777_216)] = library_default(
-        _SERVER, "max_header_bytes"
-    )
-    """All request headers together; more → 431."""
-    ready_max_staleness_seconds: Annotated[float, Field(ge=0, le=86_400)] = library_default(
-        _SERVER, "ready_max_staleness"
-    )
-    """`/readyz` fails (503) while some resource has not heard from upstream (an event or a
-    bookmark) for longer than this, so a load balancer can prefer fresher replicas; `0` = stay
-    ready once synced. The cache keeps serving its last state either way. Upstream bookmarks
-    come about once a minute on a quiet resource: use more than 120."""
-    header_timeout_seconds: Annotated[float, Field(ge=0.1, le=600)] = library_default(
-        ServingProtocol, "header_timeout"
-    )
-    """A connection that has not sent a request's complete headers this long after it opened
-    (or after the request began) is closed, so slow clients cannot hold connections."""
-    watch_buffer: Annotated[int, Field(ge=1, le=1_000_000)] = library_default(
-        _SERVER, "watch_buffer"
-    )
-    """Events queued per watcher; a watcher that falls this far behind is closed (it resumes
-    from its last resourceVersion)."""
-    watch_stall_seconds: Annotated[float, Field(ge=0.1, le=3600)] = library_default(
-        _SERVER, "watch_stall"
-    )
-    """A watch whose client takes no bytes for this long while events wait for it is dropped
-    (connection closed; counted in `cacheproxy_watch_evicted_total`), as the API server drops
-    watchers that do not keep up."""
-    rv_wait_seconds: Annotated[float, Field(ge=0.1, le=60)] = library_default(
-        ServedResource, "rv_wait"
-    )
-    """How long a list, get or watch-list at a resourceVersion newer than the cache waits
-    before 504 (as the API server). A plain watch from a newer resourceVersion does not time
-    out: it waits for the events after it, as the API server's."""
-    bookmark_interval_seconds: Annotated[float, Field(ge=1, le=3600)] = library_default(
-        _SERVER, "bookmark_interval"
-    )
-    """Bookmarks sent to watchers that asked for them."""
-    continue_token_ttl_seconds: Annotated[
-        float, Field(ge=1, le=86_400, alias="continueTokenTTLSeconds")
-    ] = library_default(SnapshotCache, "ttl")
-    """How long the state at an older resourceVersion that a paged list is served from (its
-    pages after the cache moved on, or a `limit` or `Exact` list at an older resourceVersion)
-    is kept after its last page, so the next page is a slice of it rather than a rebuild. A
-    continue token used later still works while the event history (`resources[].history`)
-    reaches its resourceVersion (the state is rebuilt), and gets 410 Expired with an
-    inconsistent continue token once it does not, as before."""
-    list_snapshot_entries: Annotated[int, Field(ge=0, le=1_000_000_000)] = library_default(
-        SnapshotCache, "max_entries"
-    )
-    """Objects those kept states (and the parts of them that paged selector queries select) may
-    reference together, per resource; the least recently used are dropped first. They refer to
-    the cache's objects, not copies: about 8 bytes an object. `0` keeps none: every page
-    rebuilds its state."""
-    max_page_size: Annotated[int, Field(ge=1, le=1_000_000)] = library_default(
-        _SERVER, "max_page_size"
-    )
-    """A larger `limit` is served in pages of this size."""
-    consistent_probes_per_second: Annotated[int, Field(ge=1, le=1_000)] = library_default(
-        _CONSISTENCY, "probes_per_second"
-    )
-    """Consistent reads (`resources[].consistentReads`): at most this many probes of upstream's
-    current resourceVersion per resource per second, one at a time. A read that comes while none
-    is in flight starts one at once; the reads that come while one is share the next one,
-    however many clients read. Idle: none."""
-    consistent_read_timeout_seconds: Annotated[float, Field(ge=0.1, le=60)] = library_default(
-        _CONSISTENCY, "timeout"
-    )
-    """How long a consistent read waits for upstream's resourceVersion and for the cache to
-    reach it before `consistentReadFallback` applies."""
-    consistent_read_confirm_after_seconds: Annotated[float, Field(ge=0, le=60)] = library_default(
-        _CONSISTENCY, "confirm_after"
-    )
-    """How long a consistent list waits for the cache to reach upstream's resourceVersion by its
-    events before one metadata list of the resource (shared by the reads waiting) confirms that
-    the cache holds what upstream holds: a resource nobody writes never gets there by its
-    events. `0`: confirm at once; at least `consistentReadTimeoutSeconds`: never (such reads
-    wait, then fall back). A get whose cache is behind is confirmed at once, by one metadata
-    get of its object."""
-    consistent_read_fallback: OnTimeout = SERVE_FROM_CACHE
-    """What a consistent read that timed out answers: `cache`: the cache as it is, with a
-    `Warning` header saying it may be stale; `error`: 504 with `Retry-After: 1`."""
-
-
-@dataclass(frozen=True, slots=True)
 class ServerSettings:
     """``server``: where and how the daemon listens."""
 
@@ -400,6 +296,43 @@ class PersistenceSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class PassthroughSettings:
+    """``passthrough``: what the cache does not answer goes to the API server as its caller sent
+    it (docs/operations.md, "What passes through")."""
+
+    enabled: bool = True
+    """Forward every request the cache does not answer — writes, subresources (`status`,
+    `scale`, `log`, `exec`, …), resources that are not cached, discovery, non-resource paths —
+    to the API server unchanged, with the caller's own credentials (never the daemon's), and
+    relay its answer. `false`: the read-only answers (405 for writes, 501 for `log`/`exec`/…,
+    404 for what is not cached)."""
+    impersonate: bool = library_default(PassThroughOptions, "impersonate")
+    """Forward callers cacheproxy authenticated by a client certificate or a static token (the
+    API server cannot check those) by impersonation: the daemon's identity with
+    `Impersonate-User`/`-Group`/`-Uid` of the verified user, any the caller sent dropped (RBAC
+    `impersonate` on `users`, `groups`, `uids` needed). Else such callers get 401."""
+    max_in_flight: Annotated[int, Field(ge=1, le=1_000_000)] = library_default(
+        PassThroughOptions, "max_in_flight"
+    )
+    """Forwarded requests at once (long-running ones apart); more get 429."""
+    max_long_running: Annotated[int, Field(ge=1, le=1_000_000)] = library_default(
+        PassThroughOptions, "max_long_running"
+    )
+    """Forwarded watches, logs, exec, attach, port-forward and proxy requests at once; more
+    get 429."""
+    max_body_bytes: Annotated[int, Field(ge=1_024, le=1_073_741_824)] = library_default(
+        PassThroughOptions, "max_body_bytes"
+    )
+    """A request body larger than this gets 413 and is not forwarded (the API server refuses
+    most bodies over 3 MiB itself)."""
+    timeout_seconds: Annotated[float, Field(ge=1, le=3600)] = library_default(
+        PassThroughOptions, "timeout"
+    )
+    """How long a forwarded request other than a long-running one may take, its answer
+    included, before 504 (the API server ends its own at 60 s)."""
+
+
+@dataclass(frozen=True, slots=True)
 class DaemonConfig:
     """Everything the daemon needs to start, validated."""
 
@@ -408,6 +341,7 @@ class DaemonConfig:
     server: ServerSettings = dataclasses.field(default_factory=ServerSettings)
     logging: LoggingSettings = dataclasses.field(default_factory=LoggingSettings)
     persistence: PersistenceSettings = dataclasses.field(default_factory=PersistenceSettings)
+    passthrough: PassthroughSettings = dataclasses.field(default_factory=PassthroughSettings)
     source: str = dataclasses.field(default="defaults", metadata=NOT_A_SETTING)
     """The file read, or ``defaults`` when there was none."""
     overridden_by: tuple[str, ...] = dataclasses.field(default=(), metadata=NOT_A_SETTING)

@@ -19,6 +19,7 @@ def test_the_package_exports_exactly_its_public_names() -> None:
         "UpstreamReviews",
         "VersionInfo",
         "build_client",
+        "build_forwarding_client",
         "get_version",
         "list_all",
         "load_incluster",

@@ -1,0 +1,486 @@
+"""Pass-through: every request the cache does not answer goes to the upstream API server as its
+caller sent it, and the answer comes back as upstream gave it (docs/operations.md, "What passes
+through").
+
+What is forwarded — writes, subresources, resources that are not cached, non-resource paths,
+discovery — is decided by the server (:mod:`.app`); this module forwards one request:
+
+- **unchanged**: method, path and query as raw bytes, the body's bytes in any content type
+  (JSON, protobuf, CBOR, YAML apply patches), every request header but the hop-by-hop ones
+  (RFC 9110 §7.6.1) and ``Host``; ``X-Forwarded-For`` gains the caller's address;
+- **as the caller**: through a client that holds none of the daemon's credentials
+  (:func:`cacheproxy.upstream.build_forwarding_client`), so the caller's own ``Authorization``
+  (or none: anonymous) is all upstream sees. A caller the daemon authenticated by something
+  upstream cannot check (a client certificate, a static token) is forwarded only by
+  impersonation: the daemon's identity with ``Impersonate-User``/``-Group``/``-Uid``/
+  ``-Extra-*`` of the verified user (the caller's own impersonation headers dropped);
+- **streamed back**: status, headers (hop-by-hop ones and ``Date`` aside: the server writes its
+  own) and body bytes as they arrive, still encoded as upstream encoded them, with the client's
+  back-pressure; a client that goes away cancels the upstream request.
+
+Bounded: a body larger than ``max_body_bytes`` is a 413 before anything is sent; short requests
+in flight beyond ``max_in_flight`` and long-running ones (watch, log, exec, attach,
+port-forward, proxy: the API server's own long-running set) beyond ``max_long_running`` get 429
+with ``Retry-After``; a short request is given up after ``timeout`` seconds. Upstream
+unreachable is a 503 Status naming it, a timeout a 504: never a hang, never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+import httpx
+from prometheus_client import CollectorRegistry, Gauge, Histogram
+from prometheus_client import Counter as PromCounter
+
+from cacheproxy.errors import ApiError
+from cacheproxy.kube import status
+from cacheproxy.kube.access import UserInfo
+from cacheproxy.server.admission import ServedRequest
+from cacheproxy.server.proxying import impersonation_headers, request_headers, response_headers
+from cacheproxy.serving import Send
+
+__all__ = [
+    "LONG_RUNNING_SUBRESOURCES",
+    "Forward",
+    "PassThrough",
+    "PassThroughOptions",
+]
+
+log = logging.getLogger(__name__)
+
+LONG_RUNNING_SUBRESOURCES: Final = frozenset({"attach", "exec", "log", "portforward", "proxy"})
+"""Subresources the API server counts as long-running (with the ``watch`` and ``proxy`` verbs):
+its ``--max-requests-inflight`` does not count them, neither does ours."""
+
+READ_VERBS: Final = frozenset({"get", "list", "watch"})
+WRITE_VERBS: Final = frozenset({"create", "update", "patch", "delete"})
+
+_MAX_LABELS: Final = 1_000
+"""Distinct ``resource`` label values of the pass-through metrics; more are ``other`` (the
+names come from callers: a bound keeps a scan of made-up paths from growing the registry)."""
+
+CONNECT_TIMEOUT: Final = 10.0
+"""Seconds to connect to upstream, and to send a request (as the daemon's own requests)."""
+
+_TIMEOUT: Final = httpx.Timeout(
+    None, connect=CONNECT_TIMEOUT, write=CONNECT_TIMEOUT, pool=CONNECT_TIMEOUT
+).as_dict()
+"""Per request: connecting and sending bounded; the answer's bytes may pause as long as they
+like (a watch, ``logs -f``): a short request's whole exchange is bounded by ``timeout``."""
+
+DURATION_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+
+@dataclass(frozen=True, slots=True)
+class PassThroughOptions:
+    max_in_flight: int = 400
+    """Short forwarded requests (not long-running) at once; more get 429."""
+    max_long_running: int = 10_000
+    """Long-running forwarded requests (watches, logs, exec, attach, port-forward, proxy) at
+    once; more get 429."""
+    max_body_bytes: int = 4 * 1024 * 1024
+    """A request body larger than this is refused (413) without forwarding it. The API server's
+    own limit is 3 MiB for most requests: above it, its own answer comes back."""
+    timeout: float = 65.0
+    """Seconds a short request may take, answer included (the API server ends its own at 60 s
+    with a 504 that then comes back as it is)."""
+    impersonate: bool = False
+    """Forward callers authenticated by a client certificate or a static token by impersonating
+    them with the daemon's identity (which then needs RBAC ``impersonate``); without it they
+    get 401."""
+
+
+@dataclass(frozen=True, slots=True)
+class Forward:
+    """What a forwarded request is, for its limits, metrics and the reads that follow it."""
+
+    verb: str
+    """Its Kubernetes verb (``get`` … ``deletecollection``), or the lower-cased method of a
+    request that is not on a resource."""
+    resource: str
+    """``pods``, ``deployments.apps``, ``pods/log``; "" when not on a resource."""
+    long_running: bool = False
+    on_written: Callable[[bytes], None] | None = None
+    """Given the body of a successful write's answer (a cached resource's object: its new
+    resourceVersion tells the reads that follow what to wait for)."""
+    fallback: Callable[[], Awaitable[None]] | None = None
+    """Answers instead when upstream cannot be reached (the cache's own discovery)…"""
+    fallback_when_refused: bool = False
+    """…and when upstream refuses the caller (401 or 403): for callers that sent no
+    credentials, whom the cache serves what upstream would not tell them."""
+
+
+@dataclass(slots=True)
+class _Labels:
+    """The metrics' children of one (verb, resource), looked up once."""
+
+    requests: dict[str, PromCounter] = field(default_factory=dict)
+    duration: Histogram | None = None
+
+
+class PassThroughMetrics:
+    """``cacheproxy_passthrough_*``: forwarded requests by verb, resource and code, their
+    latency (long-running ones excluded), those in flight, and refusals."""
+
+    def __init__(self, registry: CollectorRegistry | None) -> None:
+        self.requests = PromCounter(
+            "cacheproxy_passthrough_requests_total",
+            "Requests forwarded to the upstream API server (what the cache does not answer), by "
+            'verb, resource ("" for non-resource paths) and HTTP code ("error" when upstream '
+            "could not be reached or the caller went away first).",
+            ["verb", "resource", "code"],
+            registry=registry,
+        )
+        self.duration = Histogram(
+            "cacheproxy_passthrough_request_duration_seconds",
+            "Time from a forwarded request's arrival to the end of its answer (long-running "
+            "requests excluded: watches, logs, exec, attach, port-forward, proxy).",
+            ["verb", "resource"],
+            buckets=DURATION_BUCKETS,
+            registry=registry,
+        )
+        self.in_flight = Gauge(
+            "cacheproxy_passthrough_in_flight",
+            "Forwarded requests being served now, by kind (short, long_running).",
+            ["kind"],
+            registry=registry,
+        )
+        self._labels: dict[tuple[str, str], _Labels] = {}
+
+    def observe(self, verb: str, resource: str, code: str, seconds: float | None) -> None:
+        try:
+            key = (verb, resource)
+            children = self._labels.get(key)
+            if children is None:
+                if len(self._labels) >= _MAX_LABELS:
+                    key = (verb, "other")
+                children = self._labels.setdefault(key, _Labels())
+            counter = children.requests.get(code)
+            if counter is None:
+                counter = children.requests[code] = self.requests.labels(*key, code)
+            counter.inc()
+            if seconds is not None:
+                if children.duration is None:
+                    children.duration = self.duration.labels(*key)
+                children.duration.observe(seconds)
+        except Exception:  # pragma: no cover - defensive: metrics never break a request
+            log.debug("metrics: could not record a forwarded request", exc_info=True)
+
+
+class PassThrough:
+    """Forwards requests upstream (see the module). ``client`` holds no credentials;
+    ``impersonating``, the daemon's own client, is used only to impersonate a verified caller
+    (None: such callers get 401)."""
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        *,
+        options: PassThroughOptions | None = None,
+        impersonating: httpx.AsyncClient | None = None,
+        registry: CollectorRegistry | None = None,
+        api_server: str = "",
+    ) -> None:
+        self.options = options or PassThroughOptions()
+        self._client = client
+        self._impersonating = impersonating if self.options.impersonate else None
+        self.api_server = api_server or str(client.base_url)
+        self.metrics = PassThroughMetrics(registry)
+        self.short = 0
+        self.long_running = 0
+        self.reads: Counter[str] = Counter()
+        """Forwarded reads (get, list, watch) by resource: what is read but not cached."""
+        base = client.base_url
+        self._base_path = base.raw_path.rstrip(b"/")
+        """A server URL's own path (``https://host/k8s/clusters/c-1``), kept before each
+        request's."""
+
+    tunnels = False
+    """Whether connection upgrades (websocket, SPDY) are tunnelled; refused (501) while not."""
+
+    @property
+    def impersonates(self) -> bool:
+        return self._impersonating is not None
+
+    def top_reads(self, n: int = 10) -> list[tuple[str, int]]:
+        return self.reads.most_common(n)
+
+    async def forward(
+        self, req: ServedRequest, send: Send, what: Forward, *, as_user: UserInfo | None = None
+    ) -> None:
+        """Forward ``req`` and relay upstream's answer through ``send``. ``as_user``: impersonate
+        this verified caller (the daemon must have been given an impersonating client)."""
+        began = time.perf_counter()
+        code = "error"
+        recording = _Recording(send)
+        kind = "long_running" if what.long_running else "short"
+        self._admit(what.long_running)
+        self.metrics.in_flight.labels(kind).inc()
+        try:
+            body = await self._body(req)
+            client, headers = self._prepare(req, as_user)
+            request = httpx.Request(
+                req.method,
+                self._url(req),
+                headers=headers,
+                content=body,
+                extensions={"timeout": _TIMEOUT},
+            )
+            await self._exchange(req, recording, client, request, what)
+        except _ClientGone:
+            pass  # nobody to answer
+        finally:
+            self._release(what.long_running)
+            self.metrics.in_flight.labels(kind).dec()
+            if recording.code:
+                code = str(recording.code)
+            self.metrics.observe(
+                what.verb,
+                what.resource,
+                code,
+                None if what.long_running else time.perf_counter() - began,
+            )
+            if what.verb in READ_VERBS and what.resource:
+                self.reads[what.resource] += 1
+                if len(self.reads) > _MAX_LABELS:
+                    # Keep the most read: drop the rarest half.
+                    self.reads = Counter(dict(self.reads.most_common(_MAX_LABELS // 2)))
+
+    # ------------------------------------------------------------------ the request
+
+    def _admit(self, long_running: bool) -> None:
+        options = self.options
+        if long_running:
+            if self.long_running >= options.max_long_running:
+                raise status.too_many_requests(
+                    "too many long-running requests forwarded to the API server "
+                    f"(passthrough.maxLongRunning {options.max_long_running})"
+                )
+            self.long_running += 1
+        else:
+            if self.short >= options.max_in_flight:
+                raise status.too_many_requests(
+                    "too many requests forwarded to the API server at once "
+                    f"(passthrough.maxInFlight {options.max_in_flight}), please try again later"
+                )
+            self.short += 1
+
+    def _release(self, long_running: bool) -> None:
+        if long_running:
+            self.long_running -= 1
+        else:
+            self.short -= 1
+
+    async def _body(self, req: ServedRequest) -> bytes:
+        """The request's body, whole (bounded by ``max_body_bytes``: 413 past it)."""
+        limit = self.options.max_body_bytes
+        declared = req.header("content-length")
+        if declared.isdigit() and int(declared) > limit:
+            raise _too_large(limit)
+        if not declared and not req.header("transfer-encoding"):
+            return b""
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await req.receive()
+            if message["type"] == "http.disconnect":
+                raise _ClientGone
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise _too_large(limit)
+            chunks.append(chunk)
+            if not message.get("more_body"):
+                return b"".join(chunks)
+
+    def _url(self, req: ServedRequest) -> httpx.URL:
+        scope = req.scope
+        raw = scope.get("raw_path") or scope["path"].encode()
+        query = scope.get("query_string") or b""
+        target = self._base_path + raw + (b"?" + query if query else b"")
+        return self._client.base_url.copy_with(raw_path=target)
+
+    def _prepare(
+        self, req: ServedRequest, as_user: UserInfo | None
+    ) -> tuple[httpx.AsyncClient, list[tuple[bytes, bytes]]]:
+        """The client to send with, and the headers to send."""
+        client_addr = req.scope.get("client")
+        headers = request_headers(
+            req.scope["headers"],
+            peer=str(client_addr[0]) if client_addr else "",
+            impersonating=as_user is not None,
+        )
+        if as_user is None:
+            return self._client, headers
+        if self._impersonating is None:
+            raise status.unauthorized(
+                "this request would pass through to the API server, but its caller was "
+                "authenticated by cacheproxy alone (a client certificate or a static token) "
+                "and cacheproxy forwards only its callers' own bearer tokens: send a bearer "
+                "token the API server accepts, or set passthrough.impersonate"
+            )
+        headers.extend(impersonation_headers(as_user))
+        return self._impersonating, headers
+
+    # ------------------------------------------------------------------ the answer
+
+    async def _exchange(
+        self,
+        req: ServedRequest,
+        send: _Recording,
+        client: httpx.AsyncClient,
+        request: httpx.Request,
+        what: Forward,
+    ) -> None:
+        """Send ``request``, relay the answer; cancelled when the client goes away."""
+        relay = asyncio.ensure_future(self._send(req, send, client, request, what))
+        gone = asyncio.ensure_future(req.wait_disconnect())
+        try:
+            if what.long_running:
+                await asyncio.wait((relay, gone), return_when=asyncio.FIRST_COMPLETED)
+            else:
+                await asyncio.wait(
+                    (relay, gone), timeout=self.options.timeout, return_when=asyncio.FIRST_COMPLETED
+                )
+        finally:
+            gone.cancel()
+            if not relay.done():
+                relay.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await relay
+        if not relay.cancelled():
+            relay.result()
+            return
+        if gone.done() and not gone.cancelled():
+            return  # the client went away: nobody to answer
+        if req.started:
+            _abort(req)  # timed out in the middle of the answer: it cannot be finished
+            return
+        raise _status(
+            504,
+            "Timeout",
+            f"the API server at {self.api_server} did not answer within "
+            f"{self.options.timeout:g}s (passthrough.timeoutSeconds)",
+        )
+
+    async def _send(
+        self,
+        req: ServedRequest,
+        send: _Recording,
+        client: httpx.AsyncClient,
+        request: httpx.Request,
+        what: Forward,
+    ) -> None:
+        try:
+            response = await client.send(request, stream=True)
+        except httpx.TimeoutException as exc:
+            if what.fallback is not None:
+                await what.fallback()
+                return
+            raise _status(
+                504,
+                "Timeout",
+                f"the API server at {self.api_server} did not answer in time ({_why(exc)})",
+            ) from None
+        except httpx.HTTPError as exc:
+            if what.fallback is not None:
+                await what.fallback()
+                return
+            raise status.service_unavailable(
+                f"cannot reach the API server at {self.api_server} to forward this request: "
+                f"{_why(exc)}"
+            ) from None
+        try:
+            code = response.status_code
+            if what.fallback is not None and what.fallback_when_refused and code in (401, 403):
+                await what.fallback()
+                return
+            headers = response_headers(response.headers.raw)
+            if what.on_written is not None and 200 <= code < 300:
+                # A write's answer (one object): read whole, for its resourceVersion.
+                body = await response.aread()
+                await send.start(code, headers)
+                req.started = True
+                await send.body(body, more=False)
+                _notify(what.on_written, body)
+                return
+            await send.start(code, headers)
+            req.started = True
+            async for chunk in response.aiter_raw():
+                if chunk:
+                    await send.body(chunk, more=True)
+            await send.body(b"", more=False)
+        except httpx.HTTPError as exc:
+            if not req.started:
+                raise status.service_unavailable(
+                    f"the API server at {self.api_server} broke off its answer: {_why(exc)}"
+                ) from None
+            log.debug("forwarded %s %s: upstream broke off: %s", req.method, req.path, exc)
+            _abort(req)
+        finally:
+            await response.aclose()
+
+
+class _Recording:
+    """``send`` with the answer's code noted."""
+
+    __slots__ = ("_send", "code")
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.code = 0
+
+    async def start(self, code: int, headers: list[tuple[bytes, bytes]]) -> None:
+        self.code = code
+        await self._send({"type": "http.response.start", "status": code, "headers": headers})
+
+    async def body(self, chunk: bytes, *, more: bool) -> None:
+        await self._send({"type": "http.response.body", "body": chunk, "more_body": more})
+
+    async def __call__(self, message: dict[str, object]) -> None:
+        if message["type"] == "http.response.start":
+            code = message["status"]
+            assert isinstance(code, int)
+            self.code = code
+        await self._send(message)
+
+
+class _ClientGone(Exception):
+    """The client went away while its request's body was read."""
+
+
+def _status(code: int, reason: str, message: str) -> ApiError:
+    return ApiError(status.status_body(code=code, reason=reason, message=message))
+
+
+def _too_large(limit: int) -> ApiError:
+    return _status(
+        413,
+        "RequestEntityTooLarge",
+        f"Request entity too large: limit is {limit} (passthrough.maxBodyBytes)",
+    )
+
+
+def _notify(on_written: Callable[[bytes], None], body: bytes) -> None:
+    try:
+        on_written(body)
+    except Exception:  # pragma: no cover - defensive: the answer went out
+        log.debug("pass-through: could not note a write", exc_info=True)
+
+
+def _abort(req: ServedRequest) -> None:
+    if req.flow is not None:
+        req.flow.abort()
+
+
+def _why(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
