@@ -430,7 +430,7 @@ class PassThrough:
 
 
 class _Recording:
-    """``send`` with the answer's code noted."""
+    """``send`` for an answer's start and body, its code noted."""
 
     __slots__ = ("_send", "code")
 
@@ -444,13 +444,6 @@ class _Recording:
 
     async def body(self, chunk: bytes, *, more: bool) -> None:
         await self._send({"type": "http.response.body", "body": chunk, "more_body": more})
-
-    async def __call__(self, message: dict[str, object]) -> None:
-        if message["type"] == "http.response.start":
-            code = message["status"]
-            assert isinstance(code, int)
-            self.code = code
-        await self._send(message)
 
 
 class _ClientGone(Exception):

@@ -114,30 +114,19 @@ def build_client(
     ``compression``: ask for gzip; None (auto) asks unless the server is nearby."""
     if compression is None:
         compression = not config.nearby
-    hooks: dict[str, list[Callable[..., Any]]] = {}
-    if config.tls_server_name:
-        hooks["request"] = [_sni_hook(config.tls_server_name)]
-    try:
-        return httpx.AsyncClient(
-            base_url=config.server,
-            verify=ssl_context(config),
-            http2=http2,
-            auth=BearerTokenAuth(config.token_source),
-            proxy=config.proxy,
-            # Proxies were resolved into the config (with NO_PROXY); nothing else of the
-            # environment (.netrc, SSL_CERT_FILE) may change how we talk to the API server.
-            trust_env=False,
-            timeout=LIST_TIMEOUT,
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=10),
-            headers={
-                "User-Agent": USER_AGENT,
-                "Accept": "application/json",
-                "Accept-Encoding": "gzip" if compression else "identity",
-            },
-            event_hooks=hooks,
-        )
-    except ImportError as exc:  # a socks5:// proxy without socksio, h2 missing
-        raise ConfigError(f"{config.source}: {exc}") from exc
+    return _client(
+        config,
+        verify=ssl_context(config),
+        http2=http2,
+        auth=BearerTokenAuth(config.token_source),
+        timeout=LIST_TIMEOUT,
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=10),
+        headers={
+            "User-Agent": USER_AGENT,
+            "Accept": "application/json",
+            "Accept-Encoding": "gzip" if compression else "identity",
+        },
+    )
 
 
 def build_forwarding_client(config: UpstreamConfig, *, http2: bool = False) -> httpx.AsyncClient:
@@ -147,29 +136,37 @@ def build_forwarding_client(config: UpstreamConfig, *, http2: bool = False) -> h
     its caller sent). It keeps no cookies (one caller's would reach the next), follows no
     redirect, decodes nothing (bodies are relayed as they come) and sets no timeout of its own:
     the forwarding code gives each request its own."""
+    return _client(
+        config,
+        verify=ssl_context(config, client_cert=False),
+        http2=http2,
+        auth=None,
+        # A jar that keeps nothing: no domain is allowed.
+        cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
+        follow_redirects=False,
+        timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT),
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=100),
+    )
+
+
+def _client(config: UpstreamConfig, **kwargs: Any) -> httpx.AsyncClient:
+    """An ``AsyncClient`` for ``config``'s server, through its proxy, sending its TLS server
+    name; ``kwargs`` say the rest."""
     hooks: dict[str, list[Callable[..., Any]]] = {}
     if config.tls_server_name:
         hooks["request"] = [_sni_hook(config.tls_server_name)]
     try:
         return httpx.AsyncClient(
             base_url=config.server,
-            verify=ssl_context(config, client_cert=False),
-            http2=http2,
-            auth=None,
-            cookies=_NO_COOKIES,
             proxy=config.proxy,
+            # Proxies were resolved into the config (with NO_PROXY); nothing else of the
+            # environment (.netrc, SSL_CERT_FILE) may change how we talk to the API server.
             trust_env=False,
-            follow_redirects=False,
-            timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=100),
             event_hooks=hooks,
+            **kwargs,
         )
-    except ImportError as exc:
+    except ImportError as exc:  # a socks5:// proxy without socksio, h2 missing
         raise ConfigError(f"{config.source}: {exc}") from exc
-
-
-_NO_COOKIES = CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
-"""A cookie jar that keeps nothing (no domain is allowed)."""
 
 
 def _sni_hook(name: str) -> Callable[[httpx.Request], Awaitable[None]]:

@@ -35,6 +35,18 @@ async def proxy(daemon: Daemon) -> AsyncIterator[httpx.AsyncClient]:
         yield c
 
 
+@pytest.fixture
+async def both(
+    daemon: Daemon, demo_server: SimServer
+) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:
+    """A client of the daemon and one of the simulator behind it."""
+    async with (
+        httpx.AsyncClient(base_url=daemon.url, timeout=10) as proxy,
+        httpx.AsyncClient(base_url=demo_server.url, timeout=10) as upstream,
+    ):
+        yield proxy, upstream
+
+
 @pytest.fixture(params=KUBECTL_VERSIONS)
 def kubectl(request: pytest.FixtureRequest) -> str:
     return kubectl_binary(request.param)

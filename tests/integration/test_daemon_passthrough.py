@@ -6,7 +6,6 @@ the daemon see it without asking upstream; real kubectl drives it."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -24,17 +23,6 @@ from tests.integration.daemon_support import daemon_for
 from tests.support import until
 
 CONFIGMAPS = "/api/v1/namespaces/ns-0/configmaps"
-
-
-@pytest.fixture
-async def both(
-    daemon: Daemon, demo_server: SimServer
-) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:
-    async with (
-        httpx.AsyncClient(base_url=daemon.url, timeout=10) as proxy,
-        httpx.AsyncClient(base_url=demo_server.url, timeout=10) as upstream,
-    ):
-        yield proxy, upstream
 
 
 def _without_volatile(body: dict[str, object]) -> dict[str, object]:
@@ -268,8 +256,6 @@ async def test_reads_after_a_write_through_the_daemon_see_it_without_asking_upst
 async def test_kubectl_writes_through_the_daemon_as_straight_to_upstream(
     kubectl: str, daemon: Daemon, demo_server: SimServer, tmp_path: Path
 ) -> None:
-    manifest = tmp_path / "cm.yaml"
-
     async def both(*args: str) -> tuple[tuple[int, str, str], tuple[int, str, str]]:
         for_daemon = [a.replace("{cm}", "via-daemon") for a in args]
         direct = [a.replace("{cm}", "direct") for a in args]
@@ -293,7 +279,6 @@ async def test_kubectl_writes_through_the_daemon_as_straight_to_upstream(
         ("delete", "configmap", "-n", "ns-0", "{cm}"),
         ("get", "configmap", "-n", "ns-0", "{cm}"),
     ]  # fmt: skip
-    del manifest
     for step in steps:
         mine, theirs = await both(*step)
         assert mine[0] == theirs[0], (step, mine, theirs)

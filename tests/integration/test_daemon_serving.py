@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -15,17 +14,6 @@ from cacheproxy.sim import SimServer, Simulator
 from tests.integration.clients import kubectl_binary, run_kubectl
 from tests.integration.daemon_support import daemon_for
 from tests.support import POD_LIST_BLUEPRINT, end_annotations
-
-
-@pytest.fixture
-async def both(
-    daemon: Daemon, demo_server: SimServer
-) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:
-    async with (
-        httpx.AsyncClient(base_url=daemon.url, timeout=10) as proxy,
-        httpx.AsyncClient(base_url=demo_server.url, timeout=10) as upstream,
-    ):
-        yield proxy, upstream
 
 
 def _keys(body: dict[str, object]) -> list[tuple[str, str]]:
