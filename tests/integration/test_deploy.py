@@ -545,7 +545,8 @@ def test_docs_offline_command_runs(command: str) -> None:
 
 def test_docs_name_real_metrics() -> None:
     """Every cacheproxy_* name in the docs is one the daemon exports."""
-    source = (REPO / "cacheproxy" / "server" / "metrics.py").read_text()
+    # The server's metrics (metrics.py) and pass-through's (passthrough.py).
+    source = "".join(f.read_text() for f in (REPO / "cacheproxy" / "server").glob("*.py"))
     exported = set(re.findall(r'"(cacheproxy_[a-z_]+)"', source))
     counters = {
         "cacheproxy_cache_events",
