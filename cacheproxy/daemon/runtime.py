@@ -167,7 +167,9 @@ class Daemon:
         ]
         passthrough = None
         if wiring.passthrough is not None:
-            self._forwarding = build_forwarding_client(self.upstream, http2=wiring.http2)
+            # HTTP/1.1 whatever upstream.http2 says: an upgrade (exec, attach, port-forward) can
+            # only be offered on an HTTP/1.1 connection.
+            self._forwarding = build_forwarding_client(self.upstream)
             passthrough = PassThrough(
                 self._forwarding,
                 options=wiring.passthrough,

@@ -42,7 +42,8 @@ from cacheproxy.server.passthrough import (
     Forward,
     PassThrough,
 )
-from cacheproxy.server.refusals import refusal, upgrade_refused, websocket_refusal
+from cacheproxy.server.proxying import tunnelled_upgrade
+from cacheproxy.server.refusals import refusal, websocket_refusal
 from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.routing import HEALTH_CHECKS, OWN_PATHS, health, route
 from cacheproxy.server.statuspage import cache_status
@@ -313,7 +314,11 @@ class CacheServer:
         if path is None or path.resource is None:
             head = parts[:1]
             return head in OWN_PATHS or (not parts and wants_html(req.header("accept")))
-        if req.method not in ("GET", "HEAD") or path.subresource or req.header("upgrade"):
+        if (
+            req.method not in ("GET", "HEAD")
+            or path.subresource
+            or tunnelled_upgrade(req.header("upgrade"), req.header("connection"))
+        ):
             return False
         gv = path.group_version
         rtype = self.registry.get_gvr(gv.group, gv.version, path.resource)
@@ -349,12 +354,6 @@ class CacheServer:
                 fallback=lambda: route(self, req, send, parts, path, verb),
                 fallback_when_refused=as_user is None and not req.header("authorization"),
             )
-        if req.header("upgrade") and not passthrough.tunnels:
-            raise upgrade_refused(
-                req.header("upgrade").split("/", 1)[0].lower(),
-                what.resource or req.path,
-                api_server=self.api_server,
-            )
         await passthrough.forward(req, send, what, as_user=as_user)
 
     async def _impersonated(self, req: ServedRequest) -> UserInfo | None:
@@ -375,15 +374,19 @@ class CacheServer:
         self, req: ServedRequest, parts: list[str], path: ApiPath | None, verb: str | None
     ) -> Forward:
         """What a forwarded request is (metrics, limits, the reads after a write)."""
+        upgrading = bool(tunnelled_upgrade(req.header("upgrade"), req.header("connection")))
         if path is None or path.resource is None:
-            return Forward(verb=req.method.lower(), resource="")
+            return Forward(verb=req.method.lower(), resource="", long_running=upgrading)
         gv = path.group_version
         resource = f"{path.resource}.{gv.group}" if gv.group else path.resource
         sub = (path.subresource or "").split("/", 1)[0]
         if sub:
             resource = f"{resource}/{sub}"
         long_running = (
-            verb == "watch" or sub in LONG_RUNNING_SUBRESOURCES or path.resource == "proxy"
+            verb == "watch"
+            or sub in LONG_RUNNING_SUBRESOURCES
+            or path.resource == "proxy"
+            or upgrading
         )
         on_written = None
         if verb in WRITE_VERBS and not sub:

@@ -16,7 +16,11 @@ discovery — is decided by the server (:mod:`.app`); this module forwards one r
   ``-Extra-*`` of the verified user (the caller's own impersonation headers dropped);
 - **streamed back**: status, headers (hop-by-hop ones and ``Date`` aside: the server writes its
   own) and body bytes as they arrive, still encoded as upstream encoded them, with the client's
-  back-pressure; a client that goes away cancels the upstream request.
+  back-pressure; a client that goes away cancels the upstream request;
+- **tunnelled**: a websocket or SPDY upgrade (``kubectl exec``/``attach``/``port-forward``, a
+  websocket watch) is offered upstream again; if upstream switches (``101``), the client's
+  connection switches too and bytes flow both ways until either side closes. Any other answer
+  to the offer is relayed as any answer.
 
 Bounded: a body larger than ``max_body_bytes`` is a 413 before anything is sent; short requests
 in flight beyond ``max_in_flight`` and long-running ones (watch, log, exec, attach,
@@ -36,6 +40,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Final
 
+import httpcore
 import httpx
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 from prometheus_client import Counter as PromCounter
@@ -44,8 +49,14 @@ from cacheproxy.errors import ApiError
 from cacheproxy.kube import status
 from cacheproxy.kube.access import UserInfo
 from cacheproxy.server.admission import ServedRequest
-from cacheproxy.server.proxying import impersonation_headers, request_headers, response_headers
-from cacheproxy.serving import Send
+from cacheproxy.server.proxying import (
+    impersonation_headers,
+    request_headers,
+    response_headers,
+    switching_headers,
+    tunnelled_upgrade,
+)
+from cacheproxy.serving import Send, Tunnel
 
 __all__ = [
     "LONG_RUNNING_SUBRESOURCES",
@@ -203,9 +214,6 @@ class PassThrough:
         """A server URL's own path (``https://host/k8s/clusters/c-1``), kept before each
         request's."""
 
-    tunnels = False
-    """Whether connection upgrades (websocket, SPDY) are tunnelled; refused (501) while not."""
-
     @property
     def impersonates(self) -> bool:
         return self._impersonating is not None
@@ -225,8 +233,16 @@ class PassThrough:
         self._admit(what.long_running)
         self.metrics.in_flight.labels(kind).inc()
         try:
+            upgrade = tunnelled_upgrade(req.header("upgrade"), req.header("connection"))
+            if upgrade and req.upgrade is None:
+                raise _status(
+                    501,
+                    "NotImplemented",
+                    f"this server cannot switch a connection's protocol ({upgrade}); "
+                    f"send this request to the API server at {self.api_server}",
+                )
             body = await self._body(req)
-            client, headers = self._prepare(req, as_user)
+            client, headers = self._prepare(req, as_user, upgrade)
             request = httpx.Request(
                 req.method,
                 self._url(req),
@@ -309,7 +325,7 @@ class PassThrough:
         return self._client.base_url.copy_with(raw_path=target)
 
     def _prepare(
-        self, req: ServedRequest, as_user: UserInfo | None
+        self, req: ServedRequest, as_user: UserInfo | None, upgrade: str
     ) -> tuple[httpx.AsyncClient, list[tuple[bytes, bytes]]]:
         """The client to send with, and the headers to send."""
         client_addr = req.scope.get("client")
@@ -317,6 +333,7 @@ class PassThrough:
             req.scope["headers"],
             peer=str(client_addr[0]) if client_addr else "",
             impersonating=as_user is not None,
+            upgrade=upgrade,
         )
         if as_user is None:
             return self._client, headers
@@ -403,6 +420,13 @@ class PassThrough:
             if what.fallback is not None and what.fallback_when_refused and code in (401, 403):
                 await what.fallback()
                 return
+            stream = response.extensions.get("network_stream")
+            if code == 101 and req.upgrade is not None and stream is not None:
+                tunnel = await req.upgrade.accept(101, switching_headers(response.headers.raw))
+                send.code = code
+                req.started = True
+                await _pump(tunnel, stream)
+                return
             headers = response_headers(response.headers.raw)
             if what.on_written is not None and 200 <= code < 300:
                 # A write's answer (one object): read whole, for its resourceVersion.
@@ -427,6 +451,35 @@ class PassThrough:
             _abort(req)
         finally:
             await response.aclose()
+
+
+async def _pump(tunnel: Tunnel, upstream: httpcore.AsyncNetworkStream) -> None:
+    """Bytes both ways between a switched client connection and upstream's, until either side
+    closes (or fails); then both are closed."""
+
+    async def up() -> None:
+        while data := await tunnel.receive():
+            await upstream.write(data)
+
+    async def down() -> None:
+        while data := await upstream.read(_TUNNEL_READ):
+            await tunnel.send(data)
+
+    directions = [asyncio.ensure_future(up()), asyncio.ensure_future(down())]
+    try:
+        await asyncio.wait(directions, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for direction in directions:
+            direction.cancel()
+        for direction in directions:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await direction
+        tunnel.close()
+        with contextlib.suppress(Exception):
+            await upstream.aclose()
+
+
+_TUNNEL_READ: Final = 64 * 1024
 
 
 class _Recording:

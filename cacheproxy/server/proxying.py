@@ -10,7 +10,13 @@ from typing import Final
 
 from cacheproxy.kube.access import AUTHENTICATED, UserInfo
 
-__all__ = ["impersonation_headers", "request_headers", "response_headers"]
+__all__ = [
+    "impersonation_headers",
+    "request_headers",
+    "response_headers",
+    "switching_headers",
+    "tunnelled_upgrade",
+]
 
 Headers = Sequence[tuple[bytes, bytes]]
 
@@ -38,6 +44,20 @@ _NOT_RELAYED: Final = HOP_BY_HOP | {b"date", b"server"}
 
 _IMPERSONATION: Final = b"impersonate-"
 
+_TUNNELLED: Final = ("websocket", "spdy/")
+"""``Upgrade`` protocols tunnelled (by prefix: ``SPDY/3.1``); others (``h2c``) are offers a
+server may ignore, and do."""
+
+
+def tunnelled_upgrade(upgrade: str, connection: str) -> str:
+    """The ``Upgrade`` value of a request that offers to switch to websocket or SPDY (its
+    ``Connection`` header names ``upgrade``): what ``kubectl exec``, ``attach``,
+    ``port-forward`` and websocket watches send. "" for any other request."""
+    if not upgrade or not upgrade.lower().startswith(_TUNNELLED):
+        return ""
+    tokens = {t.strip().lower() for t in connection.split(",")}
+    return upgrade if "upgrade" in tokens else ""
+
 
 def connection_tokens(headers: Iterable[tuple[bytes, bytes]]) -> frozenset[bytes]:
     """Header names a ``Connection`` header lists: hop-by-hop as well."""
@@ -49,12 +69,13 @@ def connection_tokens(headers: Iterable[tuple[bytes, bytes]]) -> frozenset[bytes
 
 
 def request_headers(
-    raw: Headers, *, peer: str, impersonating: bool = False
+    raw: Headers, *, peer: str, impersonating: bool = False, upgrade: str = ""
 ) -> list[tuple[bytes, bytes]]:
     """The caller's headers as forwarded: hop-by-hop ones dropped, ``X-Forwarded-For`` with
     ``peer`` appended; when ``impersonating``, the caller's ``Authorization`` and
     ``Impersonate-*`` dropped too (the daemon's credentials and :func:`impersonation_headers`
-    take their place)."""
+    take their place). ``upgrade`` (:func:`tunnelled_upgrade`): the offer to switch protocols,
+    made again on the upstream connection."""
     named = connection_tokens(raw)
     headers: list[tuple[bytes, bytes]] = []
     forwarded_for = b""
@@ -72,6 +93,8 @@ def request_headers(
         headers.append(
             (b"x-forwarded-for", forwarded_for + b", " + address if forwarded_for else address)
         )
+    if upgrade:
+        headers += [(b"connection", b"Upgrade"), (b"upgrade", upgrade.encode("latin-1"))]
     return headers
 
 
@@ -81,6 +104,13 @@ def response_headers(raw: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, by
     raw = [(name.lower(), value) for name, value in raw]
     named = connection_tokens(raw)
     return [(n, v) for n, v in raw if n not in _NOT_RELAYED and n not in named]
+
+
+def switching_headers(raw: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """Upstream's ``101 Switching Protocols`` headers as relayed: all of them (``Upgrade`` and
+    ``Connection`` are what the switch is about; ``Sec-WebSocket-*`` and
+    ``X-Stream-Protocol-Version`` name the protocol agreed) but ``Date`` and ``Server``."""
+    return [(n.lower(), v) for n, v in raw if n.lower() not in (b"date", b"server")]
 
 
 def impersonation_headers(user: UserInfo) -> list[tuple[bytes, bytes]]:

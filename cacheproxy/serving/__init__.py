@@ -10,7 +10,7 @@ discovery documents, watch lines) and below ``server`` and ``sim``, which never 
 - :mod:`.discovery` — ``/api``, ``/apis``, groups and resource lists, legacy or aggregated;
 - :mod:`.watchstream` — a watch response: bounded mailbox, batches, bookmarks, deadline, stall;
 - :mod:`.uvicorn_adapter` — the one module that reaches into uvicorn's internals (serving on our
-  own socket, scatter/gather writes, flow control), checked against the versions pinned;
+  own socket, scatter/gather writes, flow control, connection upgrades), checked against the versions pinned;
 - :mod:`.listen` and :mod:`.tls` — sockets we bind, client certificates, rotating certificates.
 
 Import from here; the submodules may move.
@@ -19,6 +19,7 @@ Import from here; the submodules may move.
 from cacheproxy.serving.asgi import (
     BODY_WRITER,
     RESPONSE_FLOW,
+    UPGRADE,
     BodyWriter,
     Message,
     Receive,
@@ -26,6 +27,8 @@ from cacheproxy.serving.asgi import (
     ResponseFlow,
     Scope,
     Send,
+    Tunnel,
+    Upgrade,
     lifespan,
 )
 from cacheproxy.serving.discovery import Discovery, Document
@@ -61,6 +64,7 @@ __all__ = [
     "JSON",
     "NO_CACHE",
     "RESPONSE_FLOW",
+    "UPGRADE",
     "BodyWriter",
     "CertificateReloader",
     "Discovery",
@@ -75,6 +79,8 @@ __all__ = [
     "Scope",
     "Send",
     "ServingProtocol",
+    "Tunnel",
+    "Upgrade",
     "UvicornRunner",
     "WatchWriter",
     "bind",

@@ -5,8 +5,8 @@ Raw ASGI on purpose: a framework costs several times more per request on the hot
 watch paths (docs/design.md §6, the serving figures). :class:`Request` parses what every handler reads — method,
 path, query, headers, ``?pretty`` — once; the app subclasses it for what only it needs.
 
-The extensions under :data:`BODY_WRITER` and :data:`RESPONSE_FLOW` are offered by the uvicorn
-adapter (:mod:`cacheproxy.serving.uvicorn_adapter`); under any other server they are absent and
+The extensions under :data:`BODY_WRITER`, :data:`RESPONSE_FLOW` and :data:`UPGRADE` are offered
+by the uvicorn adapter (:mod:`cacheproxy.serving.uvicorn_adapter`); under any other server they are absent and
 handlers fall back to plain ``send`` messages.
 """
 
@@ -24,6 +24,7 @@ from cacheproxy.kube.request import wants_pretty
 __all__ = [
     "BODY_WRITER",
     "RESPONSE_FLOW",
+    "UPGRADE",
     "BodyWriter",
     "Message",
     "Receive",
@@ -31,6 +32,8 @@ __all__ = [
     "ResponseFlow",
     "Scope",
     "Send",
+    "Tunnel",
+    "Upgrade",
     "lifespan",
 ]
 
@@ -75,6 +78,37 @@ RESPONSE_FLOW = "cacheproxy.response_flow"
 :class:`ResponseFlow` on every connection."""
 
 
+class Tunnel(Protocol):
+    """A connection taken over after a ``101 Switching Protocols``: bytes both ways."""
+
+    async def receive(self) -> bytes:
+        """The next bytes the client sent (as many as have arrived); ``b""`` once it closed."""
+        ...
+
+    async def send(self, data: bytes) -> None:
+        """Bytes to the client, waiting while it is behind."""
+        ...
+
+    def close(self) -> None:
+        """Close the connection (what was sent is flushed first)."""
+        ...
+
+
+class Upgrade(Protocol):
+    """A request that offered to upgrade its connection (``Connection: Upgrade``) may be
+    answered by switching protocols: after :meth:`accept` the connection is the handler's."""
+
+    async def accept(self, status: int, headers: Sequence[tuple[bytes, bytes]]) -> Tunnel:
+        """Send the response head (``101`` and its headers, as given) and take the connection
+        over; the request's ``send`` and ``receive`` are done with."""
+        ...
+
+
+UPGRADE = "cacheproxy.upgrade"
+"""The ``scope["extensions"]`` key under which the server protocol offers an :class:`Upgrade`
+to a request that asked for one."""
+
+
 class Request:
     """One HTTP request as the handlers read it. ``started`` turns true once the response's
     start was sent: from then on an error can only end the response, not answer it."""
@@ -91,6 +125,7 @@ class Request:
         "query",
         "scope",
         "started",
+        "upgrade",
         "writer",
     )
 
@@ -103,6 +138,8 @@ class Request:
         """``(CommonName, Organizations)`` of a verified client certificate, if one was shown."""
         self.writer: BodyWriter | None = extensions.get(BODY_WRITER)
         self.flow: ResponseFlow | None = extensions.get(RESPONSE_FLOW)
+        self.upgrade: Upgrade | None = extensions.get(UPGRADE)
+        """Offered when the request asked to upgrade its connection and the server can."""
         self.method: str = scope["method"]
         self.path: str = scope["path"]
         self.query: dict[str, list[str]] = parse_qs(

@@ -9,7 +9,10 @@ What we need that uvicorn does not offer publicly:
   offers responses what ASGI has no words for — the TLS client certificate's user, a deadline
   for request headers, scatter/gather body writes (:data:`~cacheproxy.serving.asgi.BODY_WRITER`)
   and the connection's flow control (:data:`~cacheproxy.serving.asgi.RESPONSE_FLOW`), both over
-  uvicorn's ``RequestResponseCycle``.
+  uvicorn's ``RequestResponseCycle``; and connection upgrades
+  (:data:`~cacheproxy.serving.asgi.UPGRADE`): uvicorn runs without a websocket protocol, so an
+  upgrade request reaches the app as plain HTTP, and the app may answer it ``101`` and take the
+  connection over (a tunnel: websocket or SPDY bytes both ways, whatever they carry).
 
 Checked against the uvicorn versions ``pyproject.toml`` pins. :data:`RELIED_ON` names every
 internal used here; ``tests/integration/test_uvicorn_contract.py`` checks them against the
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http
 import logging
 import socket
 from collections.abc import Callable, Sequence
@@ -29,7 +33,7 @@ from typing import cast
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
-from cacheproxy.serving.asgi import BODY_WRITER, RESPONSE_FLOW
+from cacheproxy.serving.asgi import BODY_WRITER, RESPONSE_FLOW, UPGRADE
 from cacheproxy.serving.listen import bind
 from cacheproxy.serving.tls import user_from_peer_cert
 
@@ -56,7 +60,11 @@ RELIED_ON: dict[str, tuple[str, ...]] = {
         "on_message_begin",
         "on_headers_complete",
         "connection_lost",
+        "data_received",
+        "on_response_complete",
         "_unsupported_upgrade_warning",
+        "parser",
+        "flow",
         "shutdown",
         "transport",
         "loop",
@@ -72,8 +80,9 @@ RELIED_ON: dict[str, tuple[str, ...]] = {
         "response_complete",
         "chunked_encoding",
         "expected_content_length",
+        "keep_alive",
     ),
-    "FlowControl": ("write_paused", "drain"),
+    "FlowControl": ("write_paused", "drain", "pause_reading", "resume_reading"),
 }
 """The uvicorn internals this module uses, by owner: attributes and methods (the contract test
 checks each against the installed uvicorn)."""
@@ -159,9 +168,13 @@ class ServingProtocol(HttpToolsProtocol):
       itself only times out idle kept-alive connections);
     - the response's :class:`~cacheproxy.serving.asgi.ResponseFlow` on every connection, and a
       :class:`~cacheproxy.serving.asgi.BodyWriter` on plain-TCP ones;
-    - no warning for an upgrade it does not perform (SPDY from ``kubectl exec``, ``h2c``): the
-      request goes on as plain HTTP and the app answers it (the daemon with a Status saying
-      what it does not serve), so there is nothing for an operator to act on.
+    - connection upgrades (websocket and SPDY from ``kubectl exec``/``attach``/``port-forward``):
+      the request goes on as plain HTTP, without uvicorn's warning, with an
+      :class:`~cacheproxy.serving.asgi.Upgrade` in its extensions; the app either answers it
+      as any request (the connection is closed after: the parser is past the offer) or accepts
+      it with ``101`` and gets the connection's bytes both ways. A client sends nothing after
+      an upgrade offer before the server's answer (RFC 6455 §4.1; SPDY likewise); bytes that
+      arrive early are kept for the tunnel.
 
     Use :func:`serving_protocol` for other settings.
     """
@@ -169,6 +182,11 @@ class ServingProtocol(HttpToolsProtocol):
     header_timeout: float = 10.0
     on_header_timeout: Callable[[], None] | None = None
     _header_timer: asyncio.TimerHandle | None = None
+    _upgrade_offered = False
+    """The parser stopped at an upgrade offer: what follows is not HTTP."""
+    _early: bytearray | None = None
+    """Bytes that came after an upgrade offer, before the answer."""
+    _tunnel: _Tunnel | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -193,13 +211,42 @@ class ServingProtocol(HttpToolsProtocol):
             # Not for TLS: its transport would encrypt every part at once into its own buffer.
             if ssl_object is None:
                 extensions[BODY_WRITER] = _BodyWriter(cycle)
+            if self.parser.should_upgrade():
+                extensions[UPGRADE] = _Upgrade(self, cycle)
+
+    def data_received(self, data: bytes) -> None:
+        if self._tunnel is not None:
+            self._tunnel.feed(data)
+        elif self._upgrade_offered:
+            if self._early is None:
+                self._early = bytearray()
+            self._early += data
+        else:
+            super().data_received(data)
+
+    def on_response_complete(self) -> None:
+        if self._upgrade_offered and self._tunnel is None:
+            # Answered without switching: what follows the offer cannot be parsed as HTTP.
+            self.transport.close()
+            return
+        super().on_response_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_header_timer()
+        if self._tunnel is not None:
+            self._tunnel.feed_eof()
         super().connection_lost(exc)
 
     def _unsupported_upgrade_warning(self) -> None:
-        log.debug("an upgrade request goes on as plain HTTP")
+        self._upgrade_offered = True
+
+    def _take_over(self, cycle: RequestResponseCycle) -> _Tunnel:
+        tunnel = _Tunnel(self, cycle)
+        early, self._early = self._early, None
+        self._tunnel = tunnel
+        if early:
+            tunnel.feed(bytes(early))
+        return tunnel
 
     def _arm_header_timer(self) -> None:
         self._disarm_header_timer()
@@ -242,6 +289,94 @@ class _Flow:
     def abort(self) -> None:
         # uvicorn then sees the connection lost: the cycle is disconnected, sends are no-ops.
         self._cycle.transport.abort()
+
+
+class _Upgrade:
+    """:class:`~cacheproxy.serving.asgi.Upgrade` for one uvicorn request."""
+
+    __slots__ = ("_cycle", "_protocol")
+
+    def __init__(self, protocol: ServingProtocol, cycle: RequestResponseCycle) -> None:
+        self._protocol = protocol
+        self._cycle = cycle
+
+    async def accept(self, status: int, headers: Sequence[tuple[bytes, bytes]]) -> _Tunnel:
+        cycle = self._cycle
+        if cycle.response_started:
+            raise RuntimeError("the response has started: the connection cannot switch")
+        if not self._protocol._upgrade_offered:
+            raise RuntimeError("the request's upgrade offer has not been read")
+        # uvicorn is done with this request: no response of its own, no next request.
+        cycle.response_started = cycle.response_complete = True
+        cycle.keep_alive = False
+        tunnel = self._protocol._take_over(cycle)
+        head = [_status_line(status)]
+        head += [b"%s: %s\r\n" % (name, value) for name, value in headers]
+        head.append(b"\r\n")
+        if not cycle.disconnected:
+            cycle.transport.write(b"".join(head))
+        return tunnel
+
+
+def _status_line(status: int) -> bytes:
+    try:
+        phrase = http.HTTPStatus(status).phrase.encode()
+    except ValueError:
+        phrase = b""
+    return b"HTTP/1.1 %d %s\r\n" % (status, phrase)
+
+
+class _Tunnel:
+    """:class:`~cacheproxy.serving.asgi.Tunnel` over a uvicorn connection: what the client
+    sends is buffered up to :data:`TUNNEL_BUFFER` bytes (then reading pauses until it is
+    taken); writes wait while the transport's buffer is above its high-water mark."""
+
+    __slots__ = ("_buffer", "_closed", "_cycle", "_protocol", "_ready")
+
+    def __init__(self, protocol: ServingProtocol, cycle: RequestResponseCycle) -> None:
+        self._protocol = protocol
+        self._cycle = cycle
+        self._buffer = bytearray()
+        self._closed = False
+        self._ready = asyncio.Event()
+
+    def feed(self, data: bytes) -> None:
+        self._buffer += data
+        self._ready.set()
+        if len(self._buffer) > TUNNEL_BUFFER:
+            self._protocol.flow.pause_reading()
+
+    def feed_eof(self) -> None:
+        self._closed = True
+        self._ready.set()
+
+    async def receive(self) -> bytes:
+        while not self._buffer and not self._closed:
+            self._ready.clear()
+            await self._ready.wait()
+        data = bytes(self._buffer)
+        self._buffer.clear()
+        if not self._closed:
+            self._protocol.flow.resume_reading()
+        return data
+
+    async def send(self, data: bytes) -> None:
+        transport = self._cycle.transport
+        if self._closed or transport.is_closing():
+            return
+        transport.write(data)
+        flow = self._cycle.flow
+        if flow.write_paused:
+            await flow.drain()
+
+    def close(self) -> None:
+        self._closed = True
+        self._ready.set()
+        self._cycle.transport.close()
+
+
+TUNNEL_BUFFER = 256 * 1024
+"""How much a tunnel's client may send ahead of its reader before reading pauses."""
 
 
 class _BodyWriter:

@@ -23,6 +23,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResp
 from cacheproxy.serving import (
     BODY_WRITER,
     RESPONSE_FLOW,
+    UPGRADE,
     ResponseFlow,
     ServingProtocol,
     UvicornRunner,
@@ -77,6 +78,15 @@ async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     extensions = scope["extensions"]
     writer, flow = extensions[BODY_WRITER], extensions[RESPONSE_FLOW]
     assert await flow.writable(1.0)
+    if scope["path"] == "/upgrade":
+        # Switch, then answer each piece the client sends with it in upper case.
+        tunnel = await extensions[UPGRADE].accept(
+            101, [(b"upgrade", b"echo"), (b"connection", b"Upgrade")]
+        )
+        while data := await tunnel.receive():
+            await tunnel.send(data.upper())
+        tunnel.close()
+        return
     if scope["path"] == "/abort":
         headers = [(b"content-length", b"100")]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
@@ -105,7 +115,7 @@ async def _request(port: int, path: str) -> bytes:
 @pytest.fixture
 async def runner() -> Any:
     _Capturing.captured.clear()
-    config = uvicorn.Config(_app, http=_Capturing, lifespan="off", log_level="warning")
+    config = uvicorn.Config(_app, http=_Capturing, lifespan="off", log_level="warning", ws="none")
     runner = UvicornRunner(config, host="127.0.0.1", port=0, name="contract")
     await runner.start()
     try:
@@ -172,3 +182,40 @@ async def test_a_paused_response_is_not_writable_until_it_resumes(runner: Uvicor
     assert not await flow.writable(0.01)
     cycle.flow.resume_writing()
     assert await flow.writable(0.01)
+
+
+_OFFER = "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n"
+
+
+async def test_an_upgrade_accepted_hands_the_connection_over_both_ways(
+    runner: UvicornRunner,
+) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", runner.port)
+    writer.write(_OFFER.format(path="/upgrade").encode())
+    head = await reader.readuntil(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 101 Switching Protocols\r\n")
+    assert b"upgrade: echo\r\n" in head
+    for piece in (b"first", b"second" * 50_000):
+        writer.write(piece)
+        assert await reader.readexactly(len(piece)) == piece.upper()
+    writer.close()
+    await writer.wait_closed()
+    [(protocol, _)] = _Capturing.captured
+    assert protocol.scope["extensions"][UPGRADE] is not None
+
+
+async def test_an_upgrade_answered_without_switching_closes_the_connection_after(
+    runner: UvicornRunner,
+) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", runner.port)
+    writer.write(_OFFER.format(path="/parts").encode())
+    # The answer, then the end of the connection: what follows the offer is not HTTP.
+    answer = await asyncio.wait_for(reader.read(), 10)
+    assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"hello world")
+    writer.close()
+
+
+async def test_a_plain_request_is_offered_no_upgrade(runner: UvicornRunner) -> None:
+    await _request(runner.port, "/parts")
+    [(protocol, _)] = _Capturing.captured
+    assert UPGRADE not in protocol.scope["extensions"]
