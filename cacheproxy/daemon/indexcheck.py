@@ -10,13 +10,17 @@ suggestions. The daemon warns once after each resource's first sync; ``cacheprox
 from __future__ import annotations
 
 import difflib
+import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cacheproxy.informer import SharedInformer
 from cacheproxy.kube.fieldpath import compile_field_path
 
-__all__ = ["EmptyIndex", "empty_indexes", "object_paths"]
+__all__ = ["EmptyIndex", "empty_indexes", "object_paths", "warn_of_empty_indexes"]
+
+log = logging.getLogger("cacheproxy.daemon")
 
 SAMPLE = 200
 """Objects looked at: enough to tell a typo from a field only some objects have."""
@@ -66,3 +70,21 @@ def object_paths(obj: Mapping[str, Any], prefix: str = "") -> Iterator[str]:
                 yield from object_paths(item, f"{path}[*]")
         else:
             yield path
+
+
+def warn_of_empty_indexes(name: str, informer: SharedInformer, paths: Sequence[str]) -> None:
+    """Once the first sync is in: a warning per index no synced object has a value for (a
+    mistyped path makes every query on it answer nothing)."""
+
+    checked = False
+
+    def check(_: int) -> None:
+        nonlocal checked
+        if checked:
+            return
+        checked = True
+        objects = (entry.object() for entry in informer.store.entries())
+        for found in empty_indexes(objects, paths):
+            log.warning("%s", found.describe(name))
+
+    informer.add_relist_listener(check)

@@ -10,6 +10,7 @@ component is built from :func:`~.wiring.wire`'s options, never from the settings
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import ssl
@@ -19,12 +20,19 @@ from typing import Any
 import httpx
 import uvicorn
 
+from cacheproxy.daemon.autocache import AutoCache
 from cacheproxy.daemon.config import DaemonConfig, ResourceConfig
 from cacheproxy.daemon.consistency import consistent_reads
 from cacheproxy.daemon.customresources import CustomResources, with_kinds
-from cacheproxy.daemon.indexcheck import empty_indexes
+from cacheproxy.daemon.indexcheck import warn_of_empty_indexes
 from cacheproxy.daemon.memory import MemoryTrimmer
 from cacheproxy.daemon.metrics import MeteredListerWatcher
+from cacheproxy.daemon.neighbours import (
+    neighbours_url,
+    self_signed_files,
+    write_client_kubeconfig,
+)
+from cacheproxy.daemon.openapi import UpstreamOpenApi
 from cacheproxy.daemon.persistence import CachePersister
 from cacheproxy.daemon.wiring import (
     ResourceWiring,
@@ -33,7 +41,7 @@ from cacheproxy.daemon.wiring import (
     wire,
     wire_resource,
 )
-from cacheproxy.errors import CacheProxyError, TransportError
+from cacheproxy.errors import CacheProxyError
 from cacheproxy.informer.factory import Collection, InformerFactory
 from cacheproxy.kube.partial import DROP_MANAGED_FIELDS
 from cacheproxy.kube.resources import BUILTIN_RESOURCES, ResourceType, builtin
@@ -41,7 +49,6 @@ from cacheproxy.server.access import AccessControl, TokenAuthenticator
 from cacheproxy.server.app import CacheServer
 from cacheproxy.server.crdtables import CrdTablePrinter, crd_name
 from cacheproxy.server.metrics import ServerMetrics
-from cacheproxy.server.openapi import Fetched
 from cacheproxy.server.passthrough import PassThrough
 from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.snapshots import SnapshotCache
@@ -89,7 +96,12 @@ class Daemon:
         self.metrics: ServerMetrics | None = None
         self._runner: UvicornRunner | None = None
         self._cert_reloader: CertificateReloader | None = None
+        self._files = contextlib.ExitStack()
+        """What lives as long as the daemon runs (a temporary self-signed certificate)."""
+        self._https = self.wiring.listener.cert_file is not None or self.wiring.listener.self_signed
         self._stopped = False
+        self.autocache: AutoCache | None = None
+        """Caches what is read through pass-through often (``passthrough.autoCache``)."""
         self.trimmer = MemoryTrimmer()
         """Returns the memory a relist freed to the OS (when ``manage_gc``)."""
         self._version_task: asyncio.Task[None] | None = None
@@ -104,7 +116,7 @@ class Daemon:
     def url(self) -> str:
         listener = self.wiring.listener
         host = f"[{listener.address}]" if ":" in listener.address else listener.address
-        return f"{'https' if listener.cert_file else 'http'}://{host}:{self.port}"
+        return f"{'https' if self._https else 'http'}://{host}:{self.port}"
 
     async def start(self) -> None:
         config, wiring = self.config, self.wiring
@@ -185,14 +197,20 @@ class Daemon:
             access=self._access_control(client, metrics),
             api_server=self.upstream.server,
             configuration=lambda: effective_config(self.config, self.upstream),
-            openapi=_UpstreamOpenApi(client),
+            openapi=UpstreamOpenApi(client),
             passthrough=passthrough,
             local_tokens=wiring.token_file is not None,
         )
         listener = wiring.listener
+        cert_file, key_file, serving_ca = listener.cert_file, listener.key_file, None
+        if listener.self_signed:
+            files = self._files.enter_context(
+                self_signed_files(listener.self_signed_dir, listener.address)
+            )
+            cert_file, key_file, serving_ca = files.cert, files.key, files.ca
         kwargs: dict[str, Any] = {}
-        if listener.cert_file is not None and listener.key_file is not None:
-            kwargs.update(ssl_certfile=str(listener.cert_file), ssl_keyfile=str(listener.key_file))
+        if cert_file is not None and key_file is not None:
+            kwargs.update(ssl_certfile=str(cert_file), ssl_keyfile=str(key_file))
             if listener.client_ca_file is not None:
                 required = listener.client_certificate_required
                 kwargs.update(
@@ -206,9 +224,8 @@ class Daemon:
                 on_header_timeout=lambda: metrics.rejected("header_timeout"),
             ),
             lifespan="off",
-            # No websocket protocol: an upgrade request reaches the app as plain HTTP and gets
-            # its Status refusal like any other (uvicorn's websocket protocols log an error after
-            # a websocket is refused with a response, though the response went out).
+            # No websocket protocol: an upgrade request reaches the app as plain HTTP, which
+            # tunnels it upstream or answers it with a Status like any other request.
             ws="none",
             # uvicorn's own messages in the daemon's log format (its loggers propagate to the
             # root handler configure_logging set), not in a format of its own.
@@ -218,13 +235,11 @@ class Daemon:
             timeout_graceful_shutdown=listener.graceful_shutdown,
             **kwargs,
         )
-        if listener.cert_file is not None and listener.key_file is not None:
+        if cert_file is not None and key_file is not None:
             uv_config.load()
             assert uv_config.ssl is not None
             uv_config.ssl.minimum_version = ssl.TLSVersion.TLSv1_2
-            self._cert_reloader = CertificateReloader(
-                uv_config.ssl, listener.cert_file, listener.key_file
-            )
+            self._cert_reloader = CertificateReloader(uv_config.ssl, cert_file, key_file)
             self._cert_reloader.start()
         factory.start()
         crd_factory.start()
@@ -235,6 +250,11 @@ class Daemon:
             serve=self._serve_described,
         )
         self._describe_task = self._describer.start()
+        if wiring.autocache is not None and passthrough is not None:
+            self.autocache = AutoCache(
+                self, self.server, passthrough.reads, client, wiring.autocache
+            )
+            self.autocache.start()
         if self.persister is not None:
             self.persister.start()
         self._runner = UvicornRunner(
@@ -246,6 +266,9 @@ class Daemon:
         log.info(
             "serving %s on %s", ", ".join(r.rtype.config_name for r in config.resources), self.url
         )
+        if listener.client_kubeconfig is not None:
+            url = neighbours_url(listener.address, self.port, https=self._https)
+            write_client_kubeconfig(listener.client_kubeconfig, url, serving_ca)
 
     def _serve_described(self, spec: ResourceConfig) -> None:
         """Serve a custom resource upstream's discovery described (its kind and scope were not
@@ -315,7 +338,7 @@ class Daemon:
         if self.manage_gc:
             informer.add_relist_listener(self.trimmer.request)
         if options.field_indexes:
-            _warn_of_empty_indexes(spec.rtype.config_name, informer, options.field_indexes)
+            warn_of_empty_indexes(spec.rtype.config_name, informer, options.field_indexes)
         consistency = None
         if options.consistent_reads:
             assert self._client is not None
@@ -351,20 +374,13 @@ class Daemon:
         came = [r for r in new if new[r] != old.get(r)]
         changes: list[str] = []
         for rtype in gone:
-            removed = self.server.remove_resource(rtype)
-            if removed is not None and removed.consistency is not None:
-                await removed.consistency.close()
-            await self.factory.remove(old[rtype].collection)
-            if self.persister is not None:
-                self.persister.forget(rtype.config_name)
-            if rtype not in BUILTIN_RESOURCES and rtype not in new:
-                await self.crd_factory.remove(_crd_collection(rtype))
+            await self.stop_serving(old[rtype], keep_crd=rtype in new)
             changes.append(f"-{rtype.config_name}")
         limits = self.config.server.limits
         for rtype in came:
-            options = wire_resource(new[rtype], limits)
-            served = self._serve_resource(self.factory, self.crd_factory, new[rtype], options)
-            self.server.add_resource(served)
+            if self.autocache is not None and self.autocache.release(rtype):
+                await self.stop_serving(ResourceConfig(rtype=rtype))  # configured now
+            self.start_serving(new[rtype])
             changes.append(f"+{rtype.config_name}")
         restart = [
             f.name
@@ -388,6 +404,30 @@ class Daemon:
             log.info("config reload: no resource changed")
         return changes
 
+    def start_serving(self, spec: ResourceConfig) -> ServedResource:
+        """Serve ``spec``'s resource from now on (served once synced)."""
+        assert self.server is not None
+        assert self.factory is not None
+        assert self.crd_factory is not None
+        options = wire_resource(spec, self.config.server.limits)
+        served = self._serve_resource(self.factory, self.crd_factory, spec, options)
+        self.server.add_resource(served)
+        return served
+
+    async def stop_serving(self, spec: ResourceConfig, *, keep_crd: bool = False) -> None:
+        """Stop serving ``spec``'s resource: its watches end, its informer stops."""
+        assert self.server is not None
+        assert self.factory is not None
+        assert self.crd_factory is not None
+        removed = self.server.remove_resource(spec.rtype)
+        if removed is not None and removed.consistency is not None:
+            await removed.consistency.close()
+        await self.factory.remove(spec.collection)
+        if self.persister is not None:
+            self.persister.forget(spec.rtype.config_name)
+        if spec.rtype not in BUILTIN_RESOURCES and not keep_crd:
+            await self.crd_factory.remove(_crd_collection(spec.rtype))
+
     async def wait_ready(self, within: float | None = None) -> bool:
         """True once every configured resource is served and synced; False if ``within``
         seconds passed first."""
@@ -408,6 +448,8 @@ class Daemon:
             return
         self._stopped = True
         await cancel_and_wait(self._version_task, self._describe_task)
+        if self.autocache is not None:
+            await self.autocache.stop()
         if self._cert_reloader is not None:
             await self._cert_reloader.stop()
         if self.server is not None:
@@ -437,6 +479,7 @@ class Daemon:
             await self._forwarding.aclose()
         if self._client is not None:
             await self._client.aclose()
+        self._files.close()
 
     async def __aenter__(self) -> Daemon:
         await self.start()
@@ -446,54 +489,8 @@ class Daemon:
         await self.stop()
 
 
-class _UpstreamOpenApi:
-    """The server's :class:`~cacheproxy.server.openapi.OpenApiSource`: OpenAPI documents from the
-    upstream, with the daemon's own credentials (the client's were checked by the server)."""
-
-    def __init__(self, client: httpx.AsyncClient) -> None:
-        self._client = client
-
-    async def fetch(self, target: str, *, accept: str, etag: str = "") -> Fetched:
-        headers = {"Accept": accept}
-        if etag:
-            headers["If-None-Match"] = etag
-        try:
-            response = await self._client.get(target, headers=headers)
-        except httpx.HTTPError as exc:
-            raise TransportError(f"GET {target}: {exc or type(exc).__name__}") from exc
-        got = response.headers.get
-        return Fetched(
-            code=response.status_code,
-            body=response.content,
-            content_type=got("content-type", ""),
-            etag=got("etag", ""),
-            cache_control=got("cache-control", ""),
-            location=got("location", ""),
-        )
-
-
-def _warn_of_empty_indexes(name: str, informer: Any, paths: Sequence[str]) -> None:
-    """Once the first sync is in: a warning per index no synced object has a value for (a
-    mistyped path makes every query on it answer nothing)."""
-
-    checked = False
-
-    def check(_: int) -> None:
-        nonlocal checked
-        if checked:
-            return
-        checked = True
-        objects = (entry.object() for entry in informer.store.entries())
-        for found in empty_indexes(objects, paths):
-            log.warning("%s", found.describe(name))
-
-    informer.add_relist_listener(check)
-
-
 def resources_from_names(names: Sequence[str]) -> tuple[ResourceConfig, ...]:
     """Plain resource specs (``pods``, ``apps/v1/deployments``) with their default options."""
-    from cacheproxy.kube.resources import builtin
-
     return tuple(ResourceConfig(rtype=builtin(n)) for n in names)
 
 

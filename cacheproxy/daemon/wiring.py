@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from cacheproxy.daemon.autocache import AutoCacheOptions
 from cacheproxy.daemon.config import (
     AuthMode,
     DaemonConfig,
@@ -66,6 +67,12 @@ class Listener:
     key_file: Path | None
     client_ca_file: Path | None
     client_certificate_required: bool
+    self_signed: bool
+    """Serve a certificate of the daemon's own making…"""
+    self_signed_dir: Path | None
+    """…kept in this directory (None: in a temporary one, made at each start)."""
+    client_kubeconfig: Path | None
+    """Where to write the kubeconfig for the neighbours (``server.clientKubeconfig``)."""
     header_timeout: float
     graceful_shutdown: int
     """Seconds open lists may take to finish once nothing new is accepted (uvicorn's unit)."""
@@ -92,6 +99,8 @@ class Wiring:
     persistence: PersistenceOptions
     passthrough: PassThroughOptions | None
     """None: read-only (what the cache does not answer is refused)."""
+    autocache: AutoCacheOptions | None
+    """None: what is read through pass-through is never cached unasked."""
     warnings: tuple[str, ...]
     """Logged at start: legal but risky choices."""
 
@@ -169,6 +178,13 @@ def wire(config: DaemonConfig) -> Wiring:
             cert_file=tls.cert_file if tls else None,
             key_file=tls.key_file if tls else None,
             client_ca_file=tls.client_ca_file if tls else None,
+            self_signed=bool(tls and tls.self_signed),
+            self_signed_dir=(
+                config.persistence.directory / "tls"
+                if tls and tls.self_signed and config.persistence.directory
+                else None
+            ),
+            client_kubeconfig=server.client_kubeconfig,
             # Without an auth mode the certificate is the only proof: required. With one, a
             # certificate is an alternative to a bearer token (as the API server).
             client_certificate_required=auth.mode is AuthMode.NONE,
@@ -185,6 +201,15 @@ def wire(config: DaemonConfig) -> Wiring:
             serve_stale=config.persistence.serve_stale,
         ),
         passthrough=_passthrough(config),
+        autocache=(
+            AutoCacheOptions(
+                reads_per_minute=config.passthrough.auto_cache_reads_per_minute,
+                max_resources=config.passthrough.max_auto_resources,
+                idle=config.passthrough.auto_cache_idle_seconds,
+            )
+            if config.passthrough.enabled and config.passthrough.auto_cache
+            else None
+        ),
         warnings=config.warnings,
     )
 

@@ -31,10 +31,11 @@ from cacheproxy.kube.resources import ResourceRegistry, ResourceType
 from cacheproxy.kube.versions import NEWEST, KubeVersion
 from cacheproxy.server.access import AccessControl
 from cacheproxy.server.admission import Admission, ServedRequest
+from cacheproxy.server.forwarded import UpstreamRead
 from cacheproxy.server.homepage import wants_html
 from cacheproxy.server.metrics import ResourceStats, ServerMetrics
 from cacheproxy.server.openapi import OpenApiDocuments, OpenApiSource
-from cacheproxy.server.options import ANSWERS, ServerOptions, read_verbs
+from cacheproxy.server.options import ANSWERS, READ_VERBS, ServerOptions, read_verbs
 from cacheproxy.server.ownapi import LazyApi
 from cacheproxy.server.passthrough import (
     LONG_RUNNING_SUBRESOURCES,
@@ -63,6 +64,9 @@ from cacheproxy.serving import (
 __all__ = ["CacheServer", "ServerOptions"]
 
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+TOP_READS = 10
+"""Resources the status page lists as read upstream, not cached."""
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +128,8 @@ class CacheServer:
         self.passthrough = passthrough
         """Forwards what the cache does not answer (:mod:`.passthrough`); None: refused, as a
         read-only cache (:mod:`.refusals`)."""
+        self.auto_cached: set[str] = set()
+        """Resources cached because they were read through pass-through (by config name)."""
         self.local_tokens = local_tokens
         """Bearer tokens are checked against a static token file of the daemon's (``auth.mode:
         token``): they are not the API server's, so a forwarded request cannot carry them."""
@@ -187,7 +193,10 @@ class CacheServer:
 
     @property
     def ready(self) -> bool:
-        if self.draining or self.pending or not all(r.synced for r in self.resources.values()):
+        if self.draining or self.pending:
+            return False
+        auto = self.auto_cached
+        if not all(r.synced for t, r in self.resources.items() if t.config_name not in auto):
             return False
         limit = self.options.ready_max_staleness
         return not limit or all(s.staleness() <= limit for s in self._stats.values())
@@ -195,8 +204,14 @@ class CacheServer:
     def status_page(self) -> dict[str, Any]:
         """The status document of ``/status``, the home page and the own API."""
         metrics = self.metrics
+        passthrough = self.passthrough
         return cache_status(
-            metrics.tracked, ready=self.ready, now=metrics.clock(), pending=self.pending
+            metrics.tracked,
+            ready=self.ready,
+            now=metrics.clock(),
+            pending=self.pending,
+            read_upstream=passthrough.reads.top(TOP_READS) if passthrough is not None else None,
+            auto_cached=self.auto_cached,
         )
 
     def staleness(self, rtype: ResourceType) -> float:
@@ -322,7 +337,10 @@ class CacheServer:
             return False
         gv = path.group_version
         rtype = self.registry.get_gvr(gv.group, gv.version, path.resource)
-        return rtype is not None and rtype in self.resources
+        if rtype is None or rtype not in self.resources:
+            return False
+        # One cached because it was read is read upstream until its first sync.
+        return rtype.config_name not in self.auto_cached or self.resources[rtype].synced
 
     async def _forward(
         self,
@@ -394,9 +412,13 @@ class CacheServer:
             served = self.resources.get(rtype) if rtype is not None else None
             if served is not None:
                 on_written = served.wrote
+        read = None
+        if verb in READ_VERBS and not sub:
+            read = UpstreamRead(gv.group, gv.version, path.resource)
         return Forward(
             verb=verb or "other",
             resource=resource,
+            read=read,
             long_running=long_running,
             on_written=on_written,
         )

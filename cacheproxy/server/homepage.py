@@ -78,6 +78,36 @@ def _row(name: str, res: Mapping[str, Any]) -> str:
     return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
 
 
+def _read_upstream(doc: Mapping[str, Any]) -> str:
+    """The resources read through pass-through, most read first (nothing with it off)."""
+    reads = doc.get("readUpstream")
+    if reads is None:
+        return ""
+    auto = doc.get("autoCached") or []
+    if not reads:
+        body = '<tr><td colspan="3">nothing yet</td></tr>'
+    else:
+        body = "\n".join(
+            f"<tr><td>{escape(r['resource'])}</td><td>{r['reads']}</td><td>{r['lastMinute']}</td></tr>"
+            for r in reads
+        )
+    cached = (
+        f'<p class="sub">Cached because they were read: {escape(", ".join(auto))}.</p>'
+        if auto
+        else ""
+    )
+    return f"""<h2>Read upstream, not cached (top {len(reads) or 10})</h2>
+<table id="read-upstream">
+<thead><tr><th>Resource</th><th>Reads</th><th>Last minute</th></tr></thead>
+<tbody>
+{body}
+</tbody>
+</table>
+<p class="sub">Reads that passed through to the API server because the resource is not cached:
+configure the ones read often (or set <code>passthrough.autoCache</code>).</p>
+{cached}"""
+
+
 def render(doc: Mapping[str, Any], *, version: Mapping[str, Any], api_server: str) -> bytes:
     """The page for the status document ``doc``; ``version`` is upstream's ``/version``."""
     resources = doc["resources"]
@@ -89,6 +119,14 @@ def render(doc: Mapping[str, Any], *, version: Mapping[str, Any], api_server: st
         "<th>Relists</th><th>Indexes (values)</th>"
     )
     rows = "\n".join(_row(name, res) for name, res in resources.items())
+    forwarding = "readUpstream" in doc
+    kind = "cache" if forwarding else "read-only cache"
+    writes = (
+        "what the cache does not answer (writes, other resources) passes through to the API "
+        "server as its caller"
+        if forwarding
+        else "writes go to the API server"
+    )
     links = "".join(
         f'<a href="{href}">{text}</a>'
         for href, text in (
@@ -108,7 +146,7 @@ def render(doc: Mapping[str, Any], *, version: Mapping[str, Any], api_server: st
 </head>
 <body>
 <h1>cacheproxy</h1>
-<p class="sub">A read-only cache of the Kubernetes API of {upstream} ({git_version}).
+<p class="sub">A {kind} of the Kubernetes API of {upstream} ({git_version}).
 Ready: <span id="ready">{_yes_no(doc["ready"])}</span>.
 {len(resources)} resources cached; this page reloads every {REFRESH_SECONDS} s.</p>
 <nav>{links}</nav>
@@ -118,10 +156,10 @@ Ready: <span id="ready">{_yes_no(doc["ready"])}</span>.
 {rows}
 </tbody>
 </table>
+{_read_upstream(doc)}
 <p class="sub">Staleness: seconds since upstream last moved the resource (an event, a bookmark
 or a relist). Last change: since the last event that changed an object. Read the objects on
-the Kubernetes paths (<code>/api</code>, <code>/apis</code>) with kubectl or any client; writes
-go to the API server.</p>
+the Kubernetes paths (<code>/api</code>, <code>/apis</code>) with kubectl or any client; {writes}.</p>
 </body>
 </html>
 """

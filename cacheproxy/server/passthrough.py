@@ -35,20 +35,18 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 
-import httpcore
 import httpx
-from prometheus_client import CollectorRegistry, Gauge, Histogram
-from prometheus_client import Counter as PromCounter
+from prometheus_client import CollectorRegistry
 
 from cacheproxy.errors import ApiError
 from cacheproxy.kube import status
 from cacheproxy.kube.access import UserInfo
 from cacheproxy.server.admission import ServedRequest
+from cacheproxy.server.forwarded import PassThroughMetrics, ReadTally, UpstreamRead
 from cacheproxy.server.proxying import (
     impersonation_headers,
     request_headers,
@@ -56,7 +54,8 @@ from cacheproxy.server.proxying import (
     switching_headers,
     tunnelled_upgrade,
 )
-from cacheproxy.serving import Send, Tunnel
+from cacheproxy.server.tunnel import pump
+from cacheproxy.serving import Send
 
 __all__ = [
     "LONG_RUNNING_SUBRESOURCES",
@@ -71,12 +70,7 @@ LONG_RUNNING_SUBRESOURCES: Final = frozenset({"attach", "exec", "log", "portforw
 """Subresources the API server counts as long-running (with the ``watch`` and ``proxy`` verbs):
 its ``--max-requests-inflight`` does not count them, neither does ours."""
 
-READ_VERBS: Final = frozenset({"get", "list", "watch"})
 WRITE_VERBS: Final = frozenset({"create", "update", "patch", "delete"})
-
-_MAX_LABELS: Final = 1_000
-"""Distinct ``resource`` label values of the pass-through metrics; more are ``other`` (the
-names come from callers: a bound keeps a scan of made-up paths from growing the registry)."""
 
 CONNECT_TIMEOUT: Final = 10.0
 """Seconds to connect to upstream, and to send a request (as the daemon's own requests)."""
@@ -86,8 +80,6 @@ _TIMEOUT: Final = httpx.Timeout(
 ).as_dict()
 """Per request: connecting and sending bounded; the answer's bytes may pause as long as they
 like (a watch, ``logs -f``): a short request's whole exchange is bounded by ``timeout``."""
-
-DURATION_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +110,8 @@ class Forward:
     request that is not on a resource."""
     resource: str
     """``pods``, ``deployments.apps``, ``pods/log``; "" when not on a resource."""
+    read: UpstreamRead | None = None
+    """The resource a get, list or watch (no subresource) reads: tallied."""
     long_running: bool = False
     on_written: Callable[[bytes], None] | None = None
     """Given the body of a successful write's answer (a cached resource's object: its new
@@ -127,63 +121,6 @@ class Forward:
     fallback_when_refused: bool = False
     """…and when upstream refuses the caller (401 or 403): for callers that sent no
     credentials, whom the cache serves what upstream would not tell them."""
-
-
-@dataclass(slots=True)
-class _Labels:
-    """The metrics' children of one (verb, resource), looked up once."""
-
-    requests: dict[str, PromCounter] = field(default_factory=dict)
-    duration: Histogram | None = None
-
-
-class PassThroughMetrics:
-    """``cacheproxy_passthrough_*``: forwarded requests by verb, resource and code, their
-    latency (long-running ones excluded), those in flight, and refusals."""
-
-    def __init__(self, registry: CollectorRegistry | None) -> None:
-        self.requests = PromCounter(
-            "cacheproxy_passthrough_requests_total",
-            "Requests forwarded to the upstream API server (what the cache does not answer), by "
-            'verb, resource ("" for non-resource paths) and HTTP code ("error" when upstream '
-            "could not be reached or the caller went away first).",
-            ["verb", "resource", "code"],
-            registry=registry,
-        )
-        self.duration = Histogram(
-            "cacheproxy_passthrough_request_duration_seconds",
-            "Time from a forwarded request's arrival to the end of its answer (long-running "
-            "requests excluded: watches, logs, exec, attach, port-forward, proxy).",
-            ["verb", "resource"],
-            buckets=DURATION_BUCKETS,
-            registry=registry,
-        )
-        self.in_flight = Gauge(
-            "cacheproxy_passthrough_in_flight",
-            "Forwarded requests being served now, by kind (short, long_running).",
-            ["kind"],
-            registry=registry,
-        )
-        self._labels: dict[tuple[str, str], _Labels] = {}
-
-    def observe(self, verb: str, resource: str, code: str, seconds: float | None) -> None:
-        try:
-            key = (verb, resource)
-            children = self._labels.get(key)
-            if children is None:
-                if len(self._labels) >= _MAX_LABELS:
-                    key = (verb, "other")
-                children = self._labels.setdefault(key, _Labels())
-            counter = children.requests.get(code)
-            if counter is None:
-                counter = children.requests[code] = self.requests.labels(*key, code)
-            counter.inc()
-            if seconds is not None:
-                if children.duration is None:
-                    children.duration = self.duration.labels(*key)
-                children.duration.observe(seconds)
-        except Exception:  # pragma: no cover - defensive: metrics never break a request
-            log.debug("metrics: could not record a forwarded request", exc_info=True)
 
 
 class PassThrough:
@@ -207,7 +144,7 @@ class PassThrough:
         self.metrics = PassThroughMetrics(registry)
         self.short = 0
         self.long_running = 0
-        self.reads: Counter[str] = Counter()
+        self.reads = ReadTally()
         """Forwarded reads (get, list, watch) by resource: what is read but not cached."""
         base = client.base_url
         self._base_path = base.raw_path.rstrip(b"/")
@@ -217,9 +154,6 @@ class PassThrough:
     @property
     def impersonates(self) -> bool:
         return self._impersonating is not None
-
-    def top_reads(self, n: int = 10) -> list[tuple[str, int]]:
-        return self.reads.most_common(n)
 
     async def forward(
         self, req: ServedRequest, send: Send, what: Forward, *, as_user: UserInfo | None = None
@@ -264,11 +198,8 @@ class PassThrough:
                 code,
                 None if what.long_running else time.perf_counter() - began,
             )
-            if what.verb in READ_VERBS and what.resource:
-                self.reads[what.resource] += 1
-                if len(self.reads) > _MAX_LABELS:
-                    # Keep the most read: drop the rarest half.
-                    self.reads = Counter(dict(self.reads.most_common(_MAX_LABELS // 2)))
+            if what.read is not None:
+                self.reads.add(what.read)
 
     # ------------------------------------------------------------------ the request
 
@@ -425,7 +356,7 @@ class PassThrough:
                 tunnel = await req.upgrade.accept(101, switching_headers(response.headers.raw))
                 send.code = code
                 req.started = True
-                await _pump(tunnel, stream)
+                await pump(tunnel, stream)
                 return
             headers = response_headers(response.headers.raw)
             if what.on_written is not None and 200 <= code < 300:
@@ -451,35 +382,6 @@ class PassThrough:
             _abort(req)
         finally:
             await response.aclose()
-
-
-async def _pump(tunnel: Tunnel, upstream: httpcore.AsyncNetworkStream) -> None:
-    """Bytes both ways between a switched client connection and upstream's, until either side
-    closes (or fails); then both are closed."""
-
-    async def up() -> None:
-        while data := await tunnel.receive():
-            await upstream.write(data)
-
-    async def down() -> None:
-        while data := await upstream.read(_TUNNEL_READ):
-            await tunnel.send(data)
-
-    directions = [asyncio.ensure_future(up()), asyncio.ensure_future(down())]
-    try:
-        await asyncio.wait(directions, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for direction in directions:
-            direction.cancel()
-        for direction in directions:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await direction
-        tunnel.close()
-        with contextlib.suppress(Exception):
-            await upstream.aclose()
-
-
-_TUNNEL_READ: Final = 64 * 1024
 
 
 class _Recording:

@@ -131,6 +131,8 @@ class ServedResource:
     kube_version: Callable[[], KubeVersion] = lambda: NEWEST
     """The version of the API server this resource is answered as (the server sets it: the
     upstream's, once its ``/version`` is known)."""
+    last_read: float = 0.0
+    """When a read was last answered from this resource (``time.monotonic``; 0: never)."""
     _progress: asyncio.Event = field(default_factory=asyncio.Event)
 
     def __post_init__(self) -> None:

@@ -12,6 +12,7 @@ is a 404 naming what is served.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 import orjson
@@ -222,6 +223,7 @@ def _served(
         raise status.resource_not_found()
     req.verb, req.resource = verb or "other", rtype.config_name
     res = server.resources[rtype]
+    res.last_read = time.monotonic()
     form = negotiate(req, keeps_managed_fields=res.keeps_managed_fields)
     if not res.synced:
         raise status.too_many_requests("storage is (re)initializing", retry_after=1)

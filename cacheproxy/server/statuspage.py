@@ -6,13 +6,18 @@ from a snapshot, ``confirmed`` by upstream, ``synced`` from upstream), the refle
 watchers, and each index with its cardinality (the number of distinct values it holds). Built
 from the same sources as ``/metrics`` (:class:`~cacheproxy.server.metrics.TrackedResource`), in
 O(resources + indexes): it never walks the objects (except bytes in coalescing mode).
+
+With pass-through on, ``readUpstream`` lists the resources most read through it — read from the
+API server because they are not cached (reads in all, and in the last minute): what is worth
+configuring (or what ``passthrough.autoCache`` picks); ``autoCached`` the resources it cached.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from cacheproxy.server.forwarded import UpstreamRead
 from cacheproxy.server.metrics import TrackedResource
 
 __all__ = ["cache_status"]
@@ -24,16 +29,26 @@ def cache_status(
     ready: bool,
     now: float,
     pending: Mapping[str, str] | None = None,
+    read_upstream: Sequence[tuple[UpstreamRead, int, int]] | None = None,
+    auto_cached: Iterable[str] = (),
 ) -> dict[str, Any]:
     """The status document; ``now`` is read from the metrics' clock. ``pending``: configured
     resources not served yet, and why (a custom resource upstream's discovery has not
-    described)."""
-    return {
+    described). ``read_upstream``: (resource, reads, reads in the last minute) of the most
+    read through pass-through (None: pass-through is off)."""
+    doc: dict[str, Any] = {
         "kind": "CacheStatus",
         "ready": ready,
         "resources": {t.name: _resource_status(t, now) for t in tracked},
         "pending": dict(pending or {}),
     }
+    if read_upstream is not None:
+        doc["readUpstream"] = [
+            {"resource": read.config_name, "reads": total, "lastMinute": recent}
+            for read, total, recent in read_upstream
+        ]
+        doc["autoCached"] = sorted(auto_cached)
+    return doc
 
 
 def _resource_status(tracked: TrackedResource, now: float) -> dict[str, Any]:

@@ -10,6 +10,7 @@ user may read discovery (the ``system:discovery`` role): the daemon's own creden
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import httpx
@@ -21,17 +22,21 @@ from cacheproxy.upstream.listwatch import send_for_json
 __all__ = ["resource_types"]
 
 
-async def resource_types(client: httpx.AsyncClient, gv: GroupVersion) -> list[ResourceType]:
-    """The resources upstream serves in ``gv`` (subresources left out). Raises the API
-    server's 404 ApiError when it does not serve the group version, TransportError when it
-    cannot be reached."""
+async def resource_types(
+    client: httpx.AsyncClient, gv: GroupVersion, *, verbs: Collection[str] = ()
+) -> list[ResourceType]:
+    """The resources upstream serves in ``gv`` (subresources left out; with ``verbs``, only
+    those that allow each of them). Raises the API server's 404 ApiError when it does not
+    serve the group version, TransportError when it cannot be reached."""
     request = client.build_request("GET", gv.path, timeout=LIST_TIMEOUT)
     body = await send_for_json(client, request)
     entries = body.get("resources") if isinstance(body, dict) else None
     return [
         _resource_type(gv, entry)
         for entry in entries or ()
-        if isinstance(entry, dict) and "/" not in str(entry.get("name", "/"))
+        if isinstance(entry, dict)
+        and "/" not in str(entry.get("name", "/"))
+        and set(verbs) <= set(entry.get("verbs") or ())
     ]
 
 

@@ -238,7 +238,7 @@ def probe_paths(container: dict[str, Any]) -> dict[str, str]:
         if "httpGet" in spec:
             out[probe] = spec["httpGet"]["path"]
         else:
-            match = re.search(r"http://127\.0\.0\.1:\d+(/\w+)", " ".join(spec["exec"]["command"]))
+            match = re.search(r"https?://127\.0\.0\.1:\d+(/\w+)", " ".join(spec["exec"]["command"]))
             assert match, spec
             out[probe] = match.group(1)
     return out
@@ -428,10 +428,15 @@ def workload_named(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
 
 
 def role_of(objects: list[dict[str, Any]], workload: dict[str, Any]) -> dict[str, Any]:
-    """The ClusterRole bound to ``workload``'s service account (cluster-wide or in a namespace)."""
+    """The ClusterRole bound to ``workload``'s service account (cluster-wide or in a namespace;
+    a sidecar's app may have a Role of its own beside it)."""
     account = pod_spec(workload)["serviceAccountName"]
     bindings = the(objects, "ClusterRoleBinding") + the(objects, "RoleBinding")
-    (binding,) = [b for b in bindings if b["subjects"][0]["name"] == account]
+    (binding,) = [
+        b
+        for b in bindings
+        if b["subjects"][0]["name"] == account and b["roleRef"]["kind"] == "ClusterRole"
+    ]
     (role,) = [
         r
         for r in the(objects, "ClusterRole")

@@ -188,10 +188,18 @@ def _tls_pairs(v: Values, config: DaemonConfig) -> Iterator[tuple[str, str]]:
     for have, lacking in (("certFile", "keyFile"), ("keyFile", "certFile")):
         if v[f"server.tls.{have}"] and not v[f"server.tls.{lacking}"]:
             yield f"server.tls.{have}", f"needs server.tls.{lacking} too"
-    if v["server.tls.clientCAFile"] and config.server.tls is None:
+    serving = v["server.tls.certFile"] or v["server.tls.selfSigned"]
+    if v["server.tls.clientCAFile"] and not serving:
         yield (
             "server.tls.clientCAFile",
-            "client certificates need TLS: set server.tls.certFile and keyFile",
+            "client certificates need TLS: set server.tls.certFile and keyFile, or "
+            "server.tls.selfSigned: true",
+        )
+    if v["server.tls.selfSigned"] and (v["server.tls.certFile"] or v["server.tls.keyFile"]):
+        yield (
+            "server.tls.selfSigned",
+            "conflicts with server.tls.certFile / keyFile: the daemon makes its own "
+            "certificate, or serves yours; choose one",
         )
 
 

@@ -167,10 +167,17 @@ class UpstreamSettings:
 class TLSSettings:
     """``server.tls``: HTTPS (None: plain HTTP)."""
 
-    cert_file: Path
+    cert_file: Path | None = None
     """Serve HTTPS with this certificate (PEM)…"""
-    key_file: Path
+    key_file: Path | None = None
     """…and this key. Both or neither."""
+    self_signed: bool = False
+    """Instead of `certFile`/`keyFile`: serve HTTPS with a certificate of the daemon's own
+    making, for `127.0.0.1`, `::1`, `localhost`, the host name and `server.address`, signed by
+    a CA of its own whose key is never written. Kept in `persistence.dir` (under `tls/`) and
+    reused while valid, else made at each start; clients trust it through the CA in
+    `server.clientKubeconfig`. For a sidecar: kubectl and client-go send a bearer token only
+    over HTTPS."""
     client_ca_file: Annotated[Path | None, Field(alias="clientCAFile")] = None
     """Client certificates signed by this CA authenticate (CommonName = user, Organizations =
     groups, as the API server maps them). With `auth.mode: none` every client must present one;
@@ -244,6 +251,15 @@ class ServerSettings:
     """Add `X-Cacheproxy-Staleness-Seconds` (seconds since upstream last moved that resource's
     cache) to list, get and watch responses."""
     tls: TLSSettings | None = None
+    client_kubeconfig: Path | None = None
+    """Write a kubeconfig here at start (a volume shared with the containers beside the
+    daemon) whose only server is this daemon: its URL as bound (the port chosen when `port` is
+    0), with `server.tls.selfSigned` its CA inline (with `certFile` the system's trust applies),
+    and a user whose `tokenFile` is the pod's ServiceAccount token
+    (`/var/run/secrets/kubernetes.io/serviceaccount/token`). An app that honours `KUBECONFIG`
+    (client-go, controller-runtime, the Python client, kopf, client-node, kubectl) then reads
+    and writes through the daemon with its own identity. Over plain HTTP clients send no
+    credentials (they reach upstream anonymous): set `server.tls` for theirs to be forwarded."""
     auth: AuthSettings = dataclasses.field(default_factory=AuthSettings)
     limits: ServerLimits = dataclasses.field(default_factory=ServerLimits)
 
@@ -330,6 +346,22 @@ class PassthroughSettings:
     )
     """How long a forwarded request other than a long-running one may take, its answer
     included, before 504 (the API server ends its own at 60 s)."""
+    auto_cache: bool = False
+    """Cache what is read often though not configured: a resource read through pass-through
+    (get, list or watch) at least `autoCacheReadsPerMinute` times in a minute gets an informer
+    of its own with the default settings, and is answered from the cache once synced (read
+    upstream until then; it does not count for readiness). Logged, and listed on `/status`
+    under `autoCached`. Never Secrets; only what upstream's discovery says may be listed and
+    watched; one that does not sync within a minute (the daemon's RBAC) is given up. With
+    `server.auth.mode: none` a cached resource is readable by everyone who reaches the daemon,
+    as any configured one: enable this where that holds for what is read."""
+    auto_cache_reads_per_minute: Annotated[int, Field(ge=1, le=1_000_000)] = 30
+    """How many forwarded reads of one resource in the last minute make it cached."""
+    max_auto_resources: Annotated[int, Field(ge=1, le=100)] = 5
+    """How many resources `autoCache` caches at most at once."""
+    auto_cache_idle_seconds: Annotated[float, Field(ge=10, le=86_400)] = 600.0
+    """A resource `autoCache` cached is dropped again (its informer stopped, its reads
+    forwarded) once nobody read it for this long."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -381,14 +381,21 @@ def _walk(cls: type, prefix: str, attrs: tuple[str, ...]) -> Iterator[Setting]:
 
 
 def assemble(
-    cls: type, values: Mapping[tuple[str, ...], Any], *, attrs: tuple[str, ...] = (), **given: Any
+    cls: type,
+    values: Mapping[tuple[str, ...], Any],
+    *,
+    attrs: tuple[str, ...] = (),
+    optional: bool = False,
+    **given: Any,
 ) -> Any:
     """An instance of dataclass ``cls`` from its settings' ``values`` (by attribute path, as in
-    :attr:`Setting.attrs`) and the fields that are not settings (``given``). An optional section
-    is None unless each of its required settings has a value."""
+    :attr:`Setting.attrs`) and the fields that are not settings (``given``). An ``optional``
+    section (``TLSSettings | None``) is None unless each of its required settings has a value
+    and, when it has none required, one of them differs from its default."""
     hints = typing.get_type_hints(cls, include_extras=True)
     kwargs: dict[str, Any] = dict(given)
-    for field in dataclasses.fields(typing.cast(Any, cls)):
+    fields = dataclasses.fields(typing.cast(Any, cls))
+    for field in fields:
         here = (*attrs, field.name)
         if field.metadata.get("setting", True) is False or field.name in given:
             continue
@@ -396,14 +403,17 @@ def assemble(
         if section is None:
             kwargs[field.name] = values[here]
             continue
-        built = assemble(section, values, attrs=here)
+        _, may_be_none = _strip_optional(hints[field.name])
+        built = assemble(section, values, attrs=here, optional=may_be_none)
         if built is not None:
             kwargs[field.name] = built
     required = [
         f.name
-        for f in dataclasses.fields(typing.cast(Any, cls))
+        for f in fields
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
     ]
     if attrs and any(kwargs.get(name) is None for name in required):
+        return None
+    if optional and not required and all(kwargs.get(f.name) == f.default for f in fields):
         return None
     return cls(**kwargs)

@@ -653,8 +653,21 @@ def test_tls_needs_both_a_certificate_and_a_key() -> None:
     assert problems(path) == [
         "config.yaml:3:18: server.tls.keyFile: needs server.tls.certFile too",
         "config.yaml:3:41: server.tls.clientCAFile: client certificates need TLS: set "
-        "server.tls.certFile and keyFile",
+        "server.tls.certFile and keyFile, or server.tls.selfSigned: true",
     ]
+
+
+def test_a_self_signed_certificate_is_the_daemons_own_or_yours_not_both() -> None:
+    path = write("resources: [pods]\nserver:\n  tls: {selfSigned: true, certFile: a, keyFile: b}\n")
+    assert problems(path) == [
+        "config.yaml:3:21: server.tls.selfSigned: conflicts with server.tls.certFile / keyFile: "
+        "the daemon makes its own certificate, or serves yours; choose one",
+    ]
+    config = load(write("resources: [pods]\nserver: {tls: {selfSigned: true}}\n"))
+    assert config.server.tls is not None and config.server.tls.self_signed
+    assert config.server.url.startswith("https://")
+    assert load(write("resources: [pods]\nserver: {tls: {selfSigned: false}}\n")).server.tls is None
+    assert load(write("resources: [pods]\n")).server.tls is None
 
 
 def test_token_auth_needs_a_token_file_and_only_token_auth_reads_one() -> None:

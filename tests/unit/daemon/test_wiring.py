@@ -31,9 +31,10 @@ BASES: Mapping[str, Mapping[str, str]] = {
     },
     "delegated": {"server.auth.mode": "delegated"},
     "open": {"server.address": "0.0.0.0", "server.allowUnauthenticatedNonLoopback": "true"},
+    "auto-cache": {"passthrough.autoCache": "true"},
 }
 """Configurations in which each setting can show its effect (the auth caches only matter with
-an auth mode, the client CA only with TLS, …)."""
+an auth mode, the client CA only with TLS, autoCache's bounds only with it on, …)."""
 
 GATES = frozenset({"server.allowUnauthenticatedNonLoopback"})
 """Settings that only decide whether a configuration is accepted."""

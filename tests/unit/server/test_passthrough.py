@@ -15,12 +15,14 @@ from cacheproxy.errors import ApiError
 from cacheproxy.kube.access import UserInfo
 from cacheproxy.kube.protobuf import object_resource_version
 from cacheproxy.server.admission import ServedRequest
+from cacheproxy.server.forwarded import UpstreamRead
 from cacheproxy.server.passthrough import Forward, PassThrough, PassThroughOptions
 from cacheproxy.server.proxying import request_headers, response_headers
 from cacheproxy.serving import Message
 from tests.support import until
 
 UPSTREAM = "https://api.example:6443"
+SECRETS = UpstreamRead("", "v1", "secrets")
 
 
 class Upstream:
@@ -294,7 +296,7 @@ async def test_a_long_running_answer_streams_until_the_client_goes_away(
     async with upstream.client() as client:
         passthrough = PassThrough(client, options=PassThroughOptions(timeout=0.01))
         exchange = Exchange("GET", "/api/v1/secrets", query=b"watch=1")
-        watch = Forward("watch", "secrets", long_running=True)
+        watch = Forward("watch", "secrets", read=SECRETS, long_running=True)
         forwarding = asyncio.create_task(
             passthrough.forward(exchange.request, exchange.send, watch)
         )
@@ -307,7 +309,7 @@ async def test_a_long_running_answer_streams_until_the_client_goes_away(
         await asyncio.wait_for(forwarding, 5)
         await asyncio.wait_for(closed.wait(), 5)
     assert passthrough.long_running == 0
-    assert passthrough.top_reads() == [("secrets", 1)]
+    assert passthrough.reads.top() == [(SECRETS, 1, 1)]
 
 
 async def test_limits_refuse_with_429_and_long_running_requests_count_apart(
@@ -322,7 +324,7 @@ async def test_limits_refuse_with_429_and_long_running_requests_count_apart(
         with pytest.raises(ApiError) as refused:
             await passthrough.forward(exchange.request, exchange.send, Forward("list", "secrets"))
         assert refused.value.code == 429 and refused.value.retry_after == 1
-        watch = Forward("watch", "secrets", long_running=True)
+        watch = Forward("watch", "secrets", read=SECRETS, long_running=True)
         exchange = Exchange("GET", "/api/v1/secrets", query=b"watch=1")
         await passthrough.forward(exchange.request, exchange.send, watch)
         assert exchange.status == 201
