@@ -51,13 +51,13 @@ def not_acceptable() -> ApiError:
     return status.not_acceptable(REPRESENTATIONS)
 
 
-def unsupported_media_type() -> ApiError:
+def unsupported_media_type(message: str = "415: Unsupported Media Type") -> ApiError:
     """415 for a body type the verb does not take (a patch that is not JSON/merge/strategic)."""
     return ApiError(
         status.status_body(
             code=415,
             reason="UnsupportedMediaType",
-            message="415: Unsupported Media Type",
+            message=message,
             details={},
         )
     )
