@@ -115,6 +115,8 @@ def _print_banner(proxy: str, upstream: str) -> None:
         f"  {kubectl} get pods -A",
         f"  {kubectl} get pods -A -w",
         f"  {kubectl} api-resources",
+        f"  {kubectl} annotate namespace ns-0 --overwrite note=hello  # a write: passes through",
+        f"  curl -s '{proxy}/status'  # the cache, and what was read upstream (not cached)",
         "",
         "The simulator directly (the upstream):",
         f"  curl -s {upstream}/version",
