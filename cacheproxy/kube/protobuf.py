@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from cacheproxy.kube.protoobjects import read_fields
+
 __all__ = ["PROTOBUF", "accepts_only_protobuf", "object_resource_version", "status_protobuf"]
 
 PROTOBUF = "application/vnd.kubernetes.protobuf"
@@ -109,36 +111,7 @@ def object_resource_version(body: bytes) -> str | None:
 def _field(message: memoryview, number: int) -> memoryview | None:
     """The last length-delimited field ``number`` of ``message`` (None: absent)."""
     found = None
-    at, end = 0, len(message)
-    while at < end:
-        key, at = _read_varint(message, at)
-        wire = key & 7
-        if wire == 0:
-            _, at = _read_varint(message, at)
-        elif wire == 1:
-            at += 8
-        elif wire == 2:
-            size, at = _read_varint(message, at)
-            if at + size > end:
-                raise ValueError("truncated")
-            if key >> 3 == number:
-                found = message[at : at + size]
-            at += size
-        elif wire == 5:
-            at += 4
-        else:
-            raise ValueError(f"wire type {wire}")
+    for at, wire, value in read_fields(message):
+        if at == number and wire == 2:
+            found = value
     return found
-
-
-def _read_varint(data: memoryview, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, at
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")

@@ -19,6 +19,8 @@ from cacheproxy.kube import status
 from cacheproxy.kube.access import UserInfo
 from cacheproxy.kube.fields import validate_field_selector
 from cacheproxy.kube.listoptions import ListOptions, parse_list_options
+from cacheproxy.kube.protobuf import PROTOBUF
+from cacheproxy.kube.protoobjects import DECODED_KINDS, decode_object
 from cacheproxy.kube.request import ApiPath
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.serving import Request, Send
@@ -128,16 +130,20 @@ async def serve_resource(
 
 
 async def _object(req: Request) -> Any:
-    """A create's or update's object: JSON. A protobuf body (kubectl 1.33's typed clients send
-    them) is a 415, which the simulator does not decode (a known difference from the API
-    server, which does)."""
+    """A create's or update's object: JSON, or protobuf (kubectl 1.32+'s typed clients send it)
+    of the kinds :mod:`cacheproxy.kube.protoobjects` reads; another kind in protobuf is a 415 (a
+    known difference: the API server decodes every built-in kind)."""
     ctype = req.header("content-type").split(";")[0].strip().lower()
-    if ctype == "application/vnd.kubernetes.protobuf":
+    if ctype != PROTOBUF:
+        return await req.json()
+    obj = decode_object(await req.body())
+    if obj is None:
         raise statuses.unsupported_media_type(
-            "the simulator does not decode protobuf request bodies (the API server does): "
-            "send the object as JSON (kubectl create -f FILE, or kubectl 1.31 or older)"
+            "the simulator decodes protobuf request bodies of "
+            f"{', '.join(sorted(DECODED_KINDS))} only (the API server decodes every built-in "
+            "kind): send the object as JSON (kubectl create -f FILE)"
         )
-    return await req.json()
+    return obj
 
 
 def list_options(

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cacheproxy.sim import SimServer, Simulator
-from tests.integration.clients import run_kubectl
+from tests.integration.clients import kubectl_binary, run_kubectl
 
 pytestmark = pytest.mark.kubectl
 
@@ -133,3 +133,45 @@ async def test_get_pods_watch_prints_a_created_pod(
     finally:
         proc.terminate()
         await proc.wait()
+
+
+CREATES = [
+    ("configmap", ["--from-literal=a=1", "--from-literal=b=two"]),
+    ("secret", ["generic", "--from-literal=password=s3cret", "--type=Opaque"]),
+    ("serviceaccount", []),
+    ("namespace", []),
+]
+
+
+@pytest.mark.parametrize(("kind", "args"), CREATES, ids=[k for k, _ in CREATES])
+async def test_kubectl_creates_the_same_object_in_json_and_in_protobuf(
+    demo_server: SimServer, demo_sim: Simulator, tmp_path: Path, kind: str, args: list[str]
+) -> None:
+    # kubectl 1.27 sends the object as JSON; 1.33's typed clients as protobuf.
+    made = {}
+    for version in ("1.27", "1.33"):
+        name = f"{kind}-by-{version.replace('.', '-')}"
+        sub, rest = (args[:1], args[1:]) if kind == "secret" else ([], args)
+        where = [] if kind == "namespace" else ["-n", "ns-0"]
+        code, out, err = await run_kubectl(
+            kubectl_binary(version),
+            demo_server.url,
+            tmp_path / version,
+            "create",
+            kind,
+            *sub,
+            name,
+            *rest,
+            *where,
+        )
+        assert code == 0, err
+        rtype = demo_sim.resource(f"{kind}s" if kind != "serviceaccount" else "serviceaccounts")
+        stored = demo_sim.store.get(rtype, "" if kind == "namespace" else "ns-0", name)
+        assert stored is not None, out
+        meta = {
+            k: v
+            for k, v in stored["metadata"].items()
+            if k not in ("uid", "resourceVersion", "creationTimestamp", "managedFields")
+        }
+        made[version] = json.dumps({**stored, "metadata": meta}, sort_keys=True).replace(name, "N")
+    assert made["1.27"] == made["1.33"]

@@ -34,17 +34,19 @@ async def test_a_patch_of_a_type_it_does_not_take_is_the_api_servers_415(
     )
 
 
-async def test_a_protobuf_body_is_refused_with_a_415_saying_what_to_send(
+async def test_a_protobuf_body_it_does_not_read_is_refused_with_a_415_saying_what_to_send(
     client: httpx.AsyncClient,
 ) -> None:
     # A typed client-go client's create (kubectl 1.32+ create configmap): envelope, then bytes.
     response = await client.post(
         CONFIGMAPS,
-        content=b"k8s\x00\n\x0f\n\x02v1\x12\tConfigMap",
+        content=b"k8s\x00\n\x0f\n\x02v1\x12\tEndpoints",
         headers={"Content-Type": "application/vnd.kubernetes.protobuf"},
     )
     assert response.status_code == 415
-    assert "does not decode protobuf request bodies" in response.json()["message"]
+    assert "decodes protobuf request bodies of ConfigMap, Namespace, Secret, ServiceAccount only" in (
+        response.json()["message"]
+    )
     assert (await client.get(CONFIGMAPS)).json()["items"] == []
 
 
