@@ -67,7 +67,7 @@ class MeteredListerWatcher:
             await cm.__aexit__(None, None, None)
 
     def _answer(self, verb: str) -> AbstractContextManager[None]:
-        return _answered(self.metrics, self.informer, verb)
+        return _answered(self.metrics, self.informer, verb, failures=True)
 
 
 def metered(
@@ -85,14 +85,19 @@ def metered(
 
 
 @contextmanager
-def _answered(metrics: ServerMetrics, informer: str, verb: str) -> Iterator[None]:
+def _answered(
+    metrics: ServerMetrics, informer: str, verb: str, *, failures: bool = False
+) -> Iterator[None]:
     """Reports how upstream answered the ``verb`` made inside: 200, or the error raised (a
-    cancellation is no answer)."""
+    cancellation is no answer); with ``failures``, to the resource's failure streak too
+    (:class:`~cacheproxy.server.failures.UpstreamFailures`: its lists and watches)."""
     try:
         yield
     except asyncio.CancelledError:
         raise
     except BaseException as err:
+        if failures:
+            metrics.failures.failed(metrics.resource_label(informer), verb, err)
         if isinstance(err, ApiError):
             metrics.upstream_response(informer, verb, err.code)
         elif isinstance(err, TransportError):
@@ -101,3 +106,5 @@ def _answered(metrics: ServerMetrics, informer: str, verb: str) -> Iterator[None
             metrics.upstream_response(informer, verb, "other")
         raise
     metrics.upstream_response(informer, verb, 200)
+    if failures:
+        metrics.failures.answered(metrics.resource_label(informer))

@@ -212,6 +212,7 @@ class CacheServer:
             pending=self.pending,
             read_upstream=passthrough.reads.top(TOP_READS) if passthrough is not None else None,
             auto_cached=self.auto_cached,
+            failures=metrics.failures,
         )
 
     def staleness(self, rtype: ResourceType) -> float:
@@ -290,7 +291,7 @@ class CacheServer:
         admission.check_bounds(req)
         parts = split_path(req.path)
         if parts in HEALTH_CHECKS:
-            await health(self, send, parts[0])
+            await health(self, send, parts[0], verbose="verbose" in req.query)
             return
         path = parse_api_path(parts)
         verb = verb_of(req.method, path, req.query) if path and path.resource else None

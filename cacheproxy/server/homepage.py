@@ -29,6 +29,7 @@ th,td{border-bottom:1px solid #ddd;padding:.35rem .7rem;text-align:right}
 th:first-child,td:first-child{text-align:left}
 th{background:#f4f4f4}
 .ok{color:#17702a;font-weight:600}.no{color:#a31515;font-weight:600}
+.error{color:#a31515;text-align:left;font-size:.85rem;max-width:32rem;white-space:normal}
 code{background:#f4f4f4;padding:0 .2rem}
 nav a{margin-right:1rem}
 """
@@ -59,13 +60,25 @@ def _seconds(value: float | None) -> str:
     return "never" if value is None else f"{value:.1f} s"
 
 
+def _failing(error: Mapping[str, Any] | None) -> str:
+    """Why upstream does not answer the resource's lists or watches, and what to do."""
+    if not error:
+        return ""
+    code = f"{error['code']} " if error["code"] is not None else ""
+    return (
+        f'<div class="error">{escape(error["verb"])}: {code}{escape(error["message"])} '
+        f"(for {error['sinceSeconds']:.0f} s, {error['failures']} times)"
+        f"<br>{escape(error['fix'])}</div>"
+    )
+
+
 def _row(name: str, res: Mapping[str, Any]) -> str:
     indexes = ", ".join(
         f"<code>{escape(i['path'])}</code> ({i['cardinality']})" for i in res["indexes"]
     )
     cells = [
         f"<code>{escape(name)}</code>",
-        _yes_no(res["synced"]),
+        _yes_no(res["synced"]) + _failing(res.get("lastError")),
         str(res["objects"]),
         _size(res["bytes"]),
         escape(res["resourceVersion"]),

@@ -40,6 +40,7 @@ from cacheproxy.informer.coalescing import CoalescingQueue
 from cacheproxy.informer.eventlog import LogEvent
 from cacheproxy.informer.informer import RelistDifference, SharedInformer
 from cacheproxy.server.consistent import WAIT_BUCKETS
+from cacheproxy.server.failures import UpstreamFailures
 from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.watchhub import WatchHub
 
@@ -185,6 +186,8 @@ class ServerMetrics:
     def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.registry = CollectorRegistry()
         self.clock = clock
+        self.failures = UpstreamFailures(clock=clock)
+        """Each resource's failing lists and watches (told by the daemon's ListerWatchers)."""
         self._tracked: dict[str, TrackedResource] = {}
         self._resource_of_informer: dict[str, str] = {}
         registry = self.registry

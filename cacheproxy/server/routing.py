@@ -30,6 +30,7 @@ from cacheproxy.server.consistent import (
     is_consistent_watch,
     not_older_than,
 )
+from cacheproxy.server.failures import fix_for
 from cacheproxy.server.homepage import HTML, wants_html
 from cacheproxy.server.homepage import render as render_home
 from cacheproxy.server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -55,14 +56,36 @@ OWN_PATHS = (OWN_API, ["metrics"], ["status"], ["version"])
 health checks and the home page)."""
 
 
-async def health(server: CacheServer, send: Send, check: str) -> None:
+async def health(server: CacheServer, send: Send, check: str, *, verbose: bool = False) -> None:
+    """``/healthz``, ``/livez``, ``/readyz``; with ``?verbose`` (as the API server's) a line per
+    check: ``[+]cache:pods ok``, ``[-]cache:pods not synced: list: 403: … (fix)``."""
     ok = check != "readyz" or server.ready
-    await send_body(
-        send,
-        200 if ok else 503,
-        b"ok" if ok else b"not ready",
-        content_type=b"text/plain; charset=utf-8",
-    )
+    body = b"ok" if ok else b"not ready"
+    if verbose and check == "readyz":
+        body = _readiness_report(server, ok).encode()
+    await send_body(send, 200 if ok else 503, body, content_type=b"text/plain; charset=utf-8")
+
+
+def _readiness_report(server: CacheServer, ok: bool) -> str:
+    failures = server.metrics.failures
+    lines = ["[+]ping ok"] if not server.draining else ["[-]shutting down"]
+    for name, why in server.pending.items():
+        lines.append(f"[-]cache:{name} not served: {why}")
+    for rtype, res in server.resources.items():
+        name = rtype.config_name
+        failure = failures.of(name)
+        if res.synced and failure is None:
+            lines.append(f"[+]cache:{name} ok")
+            continue
+        state = "synced, but failing" if res.synced else "not synced"
+        if name in server.auto_cached and not res.synced:
+            state = "not synced (cached because read: not needed for readiness)"
+        reason = (
+            f": {failure.summary}. {fix_for(failure.code, failure.verb, name)}" if failure else ""
+        )
+        lines.append(f"[{'+' if res.synced else '-'}]cache:{name} {state}{reason}")
+    lines.append(f"readyz check {'passed' if ok else 'failed'}")
+    return "\n".join(lines) + "\n"
 
 
 async def route(
@@ -226,5 +249,7 @@ def _served(
     res.last_read = time.monotonic()
     form = negotiate(req, keeps_managed_fields=res.keeps_managed_fields)
     if not res.synced:
-        raise status.too_many_requests("storage is (re)initializing", retry_after=1)
+        failure = server.metrics.failures.of(rtype.config_name)
+        why = f": {rtype.config_name} is not synced yet ({failure.summary})" if failure else ""
+        raise status.too_many_requests(f"storage is (re)initializing{why}", retry_after=1)
     return res, form

@@ -2,7 +2,9 @@
 
 Per served resource: objects, bytes, the cache's resourceVersion, how long since upstream last
 changed or refreshed it, relists, where its state came from (``state``: ``syncing``, ``restored``
-from a snapshot, ``confirmed`` by upstream, ``synced`` from upstream), the reflector's phase, the EventLog's reach, watchers, evicted
+from a snapshot, ``confirmed`` by upstream, ``synced`` from upstream), the reflector's phase, why upstream does not answer its lists or watches
+(``lastError``: the request, code, message, how long and how often, what to do), the EventLog's
+reach, watchers, evicted
 watchers, and each index with its cardinality (the number of distinct values it holds). Built
 from the same sources as ``/metrics`` (:class:`~cacheproxy.server.metrics.TrackedResource`), in
 O(resources + indexes): it never walks the objects (except bytes in coalescing mode).
@@ -17,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from cacheproxy.server.failures import UpstreamFailures
 from cacheproxy.server.forwarded import UpstreamRead
 from cacheproxy.server.metrics import TrackedResource
 
@@ -31,6 +34,7 @@ def cache_status(
     pending: Mapping[str, str] | None = None,
     read_upstream: Sequence[tuple[UpstreamRead, int, int]] | None = None,
     auto_cached: Iterable[str] = (),
+    failures: UpstreamFailures | None = None,
 ) -> dict[str, Any]:
     """The status document; ``now`` is read from the metrics' clock. ``pending``: configured
     resources not served yet, and why (a custom resource upstream's discovery has not
@@ -39,7 +43,7 @@ def cache_status(
     doc: dict[str, Any] = {
         "kind": "CacheStatus",
         "ready": ready,
-        "resources": {t.name: _resource_status(t, now) for t in tracked},
+        "resources": {t.name: _resource_status(t, now, failures) for t in tracked},
         "pending": dict(pending or {}),
     }
     if read_upstream is not None:
@@ -51,8 +55,11 @@ def cache_status(
     return doc
 
 
-def _resource_status(tracked: TrackedResource, now: float) -> dict[str, Any]:
+def _resource_status(
+    tracked: TrackedResource, now: float, failures: UpstreamFailures | None
+) -> dict[str, Any]:
     res, stats, hub = tracked.resource, tracked.stats, tracked.hub
+    failure = failures.of(tracked.name) if failures is not None else None
     informer = res.informer
     store = res.store
     event_log = informer.event_log
@@ -65,6 +72,7 @@ def _resource_status(tracked: TrackedResource, now: float) -> dict[str, Any]:
         "synced": res.synced,
         "state": informer.state.value,
         "phase": informer.reflector.phase.value,
+        "lastError": failure.document(now, tracked.name) if failure is not None else None,
         "objects": len(store),
         "bytes": stats.stored_bytes,
         "resourceVersion": str(store.resource_version),
