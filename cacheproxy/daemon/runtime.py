@@ -17,7 +17,6 @@ import ssl
 from collections.abc import Sequence
 from typing import Any
 
-import httpx
 import uvicorn
 
 from cacheproxy.daemon.autocache import AutoCache
@@ -57,10 +56,11 @@ from cacheproxy.serving import CertificateReloader, UvicornRunner, serving_proto
 from cacheproxy.tasks import cancel_and_wait
 from cacheproxy.upstream import (
     ApiListerWatcher,
+    ForwardingTarget,
     UpstreamConfig,
     UpstreamReviews,
     build_client,
-    build_forwarding_client,
+    build_forwarding_target,
     get_version,
 )
 
@@ -88,8 +88,8 @@ class Daemon:
         """The daemon owns the process's garbage collector: paused while syncs decode their
         lists, frozen after the first sync. Off for daemons sharing a process (tests)."""
         self._client: Any = None
-        self._forwarding: httpx.AsyncClient | None = None
-        """Pass-through's client: the upstream without the daemon's credentials."""
+        self._forwarding: ForwardingTarget | None = None
+        """Pass-through's transport: the upstream without the daemon's credentials."""
         self.factory: InformerFactory | None = None
         self.crd_factory: InformerFactory | None = None
         self.server: CacheServer | None = None
@@ -181,7 +181,7 @@ class Daemon:
         if wiring.passthrough is not None:
             # HTTP/1.1 whatever upstream.http2 says: an upgrade (exec, attach, port-forward) can
             # only be offered on an HTTP/1.1 connection.
-            self._forwarding = build_forwarding_client(self.upstream)
+            self._forwarding = build_forwarding_target(self.upstream)
             passthrough = PassThrough(
                 self._forwarding,
                 options=wiring.passthrough,

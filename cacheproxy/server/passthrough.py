@@ -8,8 +8,9 @@ discovery — is decided by the server (:mod:`.app`); this module forwards one r
 - **unchanged**: method, path and query as raw bytes, the body's bytes in any content type
   (JSON, protobuf, CBOR, YAML apply patches), every request header but the hop-by-hop ones
   (RFC 9110 §7.6.1) and ``Host``; ``X-Forwarded-For`` gains the caller's address;
-- **as the caller**: through a client that holds none of the daemon's credentials
-  (:func:`cacheproxy.upstream.build_forwarding_client`), so the caller's own ``Authorization``
+- **as the caller**: through a transport that holds none of the daemon's credentials
+  (:func:`cacheproxy.upstream.build_forwarding_target`; no client around it: no cookies,
+  redirects or decoding, and no cost of theirs), so the caller's own ``Authorization``
   (or none: anonymous) is all upstream sees. A caller the daemon authenticated by something
   upstream cannot check (a client certificate, a static token) is forwarded only by
   impersonation: the daemon's identity with ``Impersonate-User``/``-Group``/``-Uid``/
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -56,6 +58,7 @@ from cacheproxy.server.proxying import (
 )
 from cacheproxy.server.tunnel import pump
 from cacheproxy.serving import Send
+from cacheproxy.upstream import ForwardingTarget
 
 __all__ = [
     "LONG_RUNNING_SUBRESOURCES",
@@ -124,13 +127,13 @@ class Forward:
 
 
 class PassThrough:
-    """Forwards requests upstream (see the module). ``client`` holds no credentials;
+    """Forwards requests upstream (see the module). ``target`` holds no credentials;
     ``impersonating``, the daemon's own client, is used only to impersonate a verified caller
     (None: such callers get 401)."""
 
     def __init__(
         self,
-        client: httpx.AsyncClient,
+        target: ForwardingTarget,
         *,
         options: PassThroughOptions | None = None,
         impersonating: httpx.AsyncClient | None = None,
@@ -138,15 +141,15 @@ class PassThrough:
         api_server: str = "",
     ) -> None:
         self.options = options or PassThroughOptions()
-        self._client = client
+        self._target = target
         self._impersonating = impersonating if self.options.impersonate else None
-        self.api_server = api_server or str(client.base_url)
+        self.api_server = api_server or str(target.base_url)
         self.metrics = PassThroughMetrics(registry)
         self.short = 0
         self.long_running = 0
         self.reads = ReadTally()
         """Forwarded reads (get, list, watch) by resource: what is read but not cached."""
-        base = client.base_url
+        base = target.base_url
         self._base_path = base.raw_path.rstrip(b"/")
         """A server URL's own path (``https://host/k8s/clusters/c-1``), kept before each
         request's."""
@@ -176,7 +179,7 @@ class PassThrough:
                     f"send this request to the API server at {self.api_server}",
                 )
             body = await self._body(req)
-            client, headers = self._prepare(req, as_user, upgrade)
+            sender, headers = self._prepare(req, as_user, upgrade)
             request = httpx.Request(
                 req.method,
                 self._url(req),
@@ -184,7 +187,7 @@ class PassThrough:
                 content=body,
                 extensions={"timeout": _TIMEOUT},
             )
-            await self._exchange(req, recording, client, request, what)
+            await self._exchange(req, recording, sender, request, what)
         except _ClientGone:
             pass  # nobody to answer
         finally:
@@ -253,12 +256,12 @@ class PassThrough:
         raw = scope.get("raw_path") or scope["path"].encode()
         query = scope.get("query_string") or b""
         target = self._base_path + raw + (b"?" + query if query else b"")
-        return self._client.base_url.copy_with(raw_path=target)
+        return self._target.base_url.copy_with(raw_path=target)
 
     def _prepare(
         self, req: ServedRequest, as_user: UserInfo | None, upgrade: str
-    ) -> tuple[httpx.AsyncClient, list[tuple[bytes, bytes]]]:
-        """The client to send with, and the headers to send."""
+    ) -> tuple[_Sender, list[tuple[bytes, bytes]]]:
+        """How to send, and the headers to send."""
         client_addr = req.scope.get("client")
         headers = request_headers(
             req.scope["headers"],
@@ -267,7 +270,7 @@ class PassThrough:
             upgrade=upgrade,
         )
         if as_user is None:
-            return self._client, headers
+            return self._to_target, headers
         if self._impersonating is None:
             raise status.unauthorized(
                 "this request would pass through to the API server, but its caller was "
@@ -276,7 +279,14 @@ class PassThrough:
                 "token the API server accepts, or set passthrough.impersonate"
             )
         headers.extend(impersonation_headers(as_user))
-        return self._impersonating, headers
+        impersonating = self._impersonating
+        return lambda request: impersonating.send(request, stream=True), headers
+
+    def _to_target(self, request: httpx.Request) -> Awaitable[httpx.Response]:
+        if self._target.sni_hostname:
+            # httpcore verifies the certificate against the SNI name when one is given.
+            request.extensions["sni_hostname"] = self._target.sni_hostname
+        return self._target.transport.handle_async_request(request)
 
     # ------------------------------------------------------------------ the answer
 
@@ -284,12 +294,12 @@ class PassThrough:
         self,
         req: ServedRequest,
         send: _Recording,
-        client: httpx.AsyncClient,
+        sender: _Sender,
         request: httpx.Request,
         what: Forward,
     ) -> None:
         """Send ``request``, relay the answer; cancelled when the client goes away."""
-        relay = asyncio.ensure_future(self._send(req, send, client, request, what))
+        relay = asyncio.ensure_future(self._send(req, send, sender, request, what))
         gone = asyncio.ensure_future(req.wait_disconnect())
         try:
             if what.long_running:
@@ -323,12 +333,12 @@ class PassThrough:
         self,
         req: ServedRequest,
         send: _Recording,
-        client: httpx.AsyncClient,
+        sender: _Sender,
         request: httpx.Request,
         what: Forward,
     ) -> None:
         try:
-            response = await client.send(request, stream=True)
+            response = await sender(request)
         except httpx.TimeoutException as exc:
             if what.fallback is not None:
                 await what.fallback()
@@ -361,11 +371,11 @@ class PassThrough:
             headers = response_headers(response.headers.raw)
             if what.on_written is not None and 200 <= code < 300:
                 # A write's answer (one object): read whole, for its resourceVersion.
-                body = await response.aread()
+                body = b"".join([chunk async for chunk in response.aiter_raw()])
                 await send.start(code, headers)
                 req.started = True
                 await send.body(body, more=False)
-                _notify(what.on_written, body)
+                _notify(what.on_written, _decoded(body, response.headers.get("content-encoding")))
                 return
             await send.start(code, headers)
             req.started = True
@@ -382,6 +392,10 @@ class PassThrough:
             _abort(req)
         finally:
             await response.aclose()
+
+
+_Sender = Callable[[httpx.Request], Awaitable[httpx.Response]]
+"""Sends a request, and gives its answer's head (its body streams)."""
 
 
 class _Recording:
@@ -422,6 +436,16 @@ def _notify(on_written: Callable[[bytes], None], body: bytes) -> None:
         on_written(body)
     except Exception:  # pragma: no cover - defensive: the answer went out
         log.debug("pass-through: could not note a write", exc_info=True)
+
+
+def _decoded(body: bytes, encoding: str | None) -> bytes:
+    """A write's answer as the object's bytes (relayed as upstream encoded it)."""
+    if encoding and encoding.strip().lower() == "gzip":
+        try:
+            return gzip.decompress(body)
+        except (OSError, EOFError):
+            return b""
+    return body
 
 
 def _abort(req: ServedRequest) -> None:

@@ -21,7 +21,12 @@ Imports ``cacheproxy.kube``, ``cacheproxy.errors`` and the informer's protocol t
 ``server/`` or ``sim/`` (docs/design.md §2). Import from here; the submodules may move.
 """
 
-from cacheproxy.upstream.client import BearerTokenAuth, build_client, build_forwarding_client
+from cacheproxy.upstream.client import (
+    BearerTokenAuth,
+    ForwardingTarget,
+    build_client,
+    build_forwarding_target,
+)
 from cacheproxy.upstream.config import (
     TokenSource,
     UpstreamConfig,
@@ -43,6 +48,7 @@ __all__ = [
     "ApiListerWatcher",
     "BearerTokenAuth",
     "CollectionKeys",
+    "ForwardingTarget",
     "KeysListed",
     "ObjectVersions",
     "ResourceVersionProbe",
@@ -51,7 +57,7 @@ __all__ = [
     "UpstreamReviews",
     "VersionInfo",
     "build_client",
-    "build_forwarding_client",
+    "build_forwarding_target",
     "get_version",
     "list_all",
     "load_incluster",

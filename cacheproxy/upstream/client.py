@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from http.cookiejar import CookieJar, DefaultCookiePolicy
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -46,8 +46,9 @@ __all__ = [
     "USER_AGENT",
     "WATCH_TIMEOUT",
     "BearerTokenAuth",
+    "ForwardingTarget",
     "build_client",
-    "build_forwarding_client",
+    "build_forwarding_target",
     "ssl_context",
 ]
 
@@ -129,24 +130,38 @@ def build_client(
     )
 
 
-def build_forwarding_client(config: UpstreamConfig, *, http2: bool = False) -> httpx.AsyncClient:
-    """An ``AsyncClient`` for requests forwarded as their callers sent them: the same server,
-    trust, server name and proxy as :func:`build_client`, and **no credentials of the daemon's**
-    (no client certificate, no token, no default headers: a request carries exactly the headers
-    its caller sent). It keeps no cookies (one caller's would reach the next), follows no
-    redirect, decodes nothing (bodies are relayed as they come) and sets no timeout of its own:
-    the forwarding code gives each request its own."""
-    return _client(
-        config,
-        verify=ssl_context(config, client_cert=False),
-        http2=http2,
-        auth=None,
-        # A jar that keeps nothing: no domain is allowed.
-        cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
-        follow_redirects=False,
-        timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT),
-        limits=httpx.Limits(max_connections=None, max_keepalive_connections=100),
-    )
+@dataclass(frozen=True, slots=True)
+class ForwardingTarget:
+    """Where requests forwarded as their callers sent them go, and the transport that takes
+    them there. No client around it: nothing is added to or taken from a request or its answer
+    (no credentials, default headers, cookies, redirects or decoding) — and a request costs
+    only the transport's work."""
+
+    base_url: httpx.URL
+    transport: httpx.AsyncBaseTransport
+    sni_hostname: str = ""
+    """The TLS server name to send (``upstream.tlsServerName``; "": the URL's host)."""
+
+    async def aclose(self) -> None:
+        await self.transport.aclose()
+
+
+def build_forwarding_target(config: UpstreamConfig) -> ForwardingTarget:
+    """The :class:`ForwardingTarget` of ``config``'s server: the same trust, server name and
+    proxy as :func:`build_client`, and **no credentials of the daemon's** (no client
+    certificate, no token). HTTP/1.1 (an upgrade can only be offered there); timeouts are the
+    forwarding code's, per request."""
+    try:
+        transport = httpx.AsyncHTTPTransport(
+            verify=ssl_context(config, client_cert=False),
+            http2=False,
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=100),
+            proxy=config.proxy,
+            trust_env=False,
+        )
+    except ImportError as exc:  # a socks5:// proxy without socksio
+        raise ConfigError(f"{config.source}: {exc}") from exc
+    return ForwardingTarget(httpx.URL(config.server), transport, config.tls_server_name or "")
 
 
 def _client(config: UpstreamConfig, **kwargs: Any) -> httpx.AsyncClient:

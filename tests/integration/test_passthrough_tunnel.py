@@ -25,7 +25,7 @@ from cacheproxy.errors import ApiError
 from cacheproxy.server.admission import ServedRequest
 from cacheproxy.server.passthrough import Forward, PassThrough
 from cacheproxy.serving import UvicornRunner, send_status, serving_protocol
-from cacheproxy.upstream import UpstreamConfig, build_forwarding_client
+from cacheproxy.upstream import UpstreamConfig, build_forwarding_target
 
 CHANNELS = Subprotocol("v5.channel.k8s.io")
 
@@ -66,8 +66,8 @@ async def upstream() -> AsyncIterator[Upstream]:
 
 @pytest.fixture
 async def proxy_url(upstream: Upstream) -> AsyncIterator[str]:
-    client = build_forwarding_client(UpstreamConfig(server=f"http://127.0.0.1:{upstream.port}"))
-    passthrough = PassThrough(client)
+    target = build_forwarding_target(UpstreamConfig(server=f"http://127.0.0.1:{upstream.port}"))
+    passthrough = PassThrough(target)
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         req = ServedRequest(scope, receive)
@@ -91,7 +91,7 @@ async def proxy_url(upstream: Upstream) -> AsyncIterator[str]:
         yield f"ws://127.0.0.1:{runner.port}/api/v1/namespaces/ns-0/pods/p/exec?command=sh"
     finally:
         await runner.stop()
-        await client.aclose()
+        await target.aclose()
 
 
 async def test_a_websocket_passes_through_both_ways_with_the_callers_token(

@@ -19,6 +19,7 @@ from cacheproxy.server.forwarded import UpstreamRead
 from cacheproxy.server.passthrough import Forward, PassThrough, PassThroughOptions
 from cacheproxy.server.proxying import request_headers, response_headers
 from cacheproxy.serving import Message
+from cacheproxy.upstream import ForwardingTarget
 from tests.support import until
 
 UPSTREAM = "https://api.example:6443"
@@ -60,6 +61,10 @@ class Upstream:
 
             return httpx.Response(answer.status_code, headers=answer.headers.raw, content=stream())
         return answer
+
+    def target(self) -> ForwardingTarget:
+        """Where pass-through sends: this fake, through httpx's mock transport."""
+        return ForwardingTarget(httpx.URL(UPSTREAM), httpx.MockTransport(self.handle))
 
     def client(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(base_url=UPSTREAM, transport=httpx.MockTransport(self.handle))
@@ -132,9 +137,8 @@ def upstream() -> Upstream:
 
 
 @pytest.fixture
-async def passthrough(upstream: Upstream) -> AsyncIterator[PassThrough]:
-    async with upstream.client() as client:
-        yield PassThrough(client, api_server=UPSTREAM)
+def passthrough(upstream: Upstream) -> PassThrough:
+    return PassThrough(upstream.target(), api_server=UPSTREAM)
 
 
 WRITE = Forward(verb="create", resource="configmaps")
@@ -202,8 +206,8 @@ async def test_a_caller_only_the_daemon_can_vouch_for_is_impersonated_or_refused
 ) -> None:
     alice = UserInfo("alice", ("readers", "system:authenticated"), uid="u-1")
     headers = [(b"impersonate-user", b"root"), (b"impersonate-group", b"system:masters")]
-    async with upstream.client() as plain, upstream.client() as daemons:
-        refusing = PassThrough(plain, impersonating=daemons)  # impersonate is off
+    async with upstream.client() as daemons:
+        refusing = PassThrough(upstream.target(), impersonating=daemons)  # impersonate is off
         exchange = Exchange("GET", "/api/v1/secrets", headers=headers)
         with pytest.raises(ApiError) as refused:
             await refusing.forward(exchange.request, exchange.send, WRITE, as_user=alice)
@@ -211,7 +215,7 @@ async def test_a_caller_only_the_daemon_can_vouch_for_is_impersonated_or_refused
         assert "passthrough.impersonate" in refused.value.message
         assert upstream.seen == []
         impersonating = PassThrough(
-            plain, impersonating=daemons, options=PassThroughOptions(impersonate=True)
+            upstream.target(), impersonating=daemons, options=PassThroughOptions(impersonate=True)
         )
         exchange = Exchange(
             "GET", "/api/v1/secrets", headers=[*headers, (b"authorization", b"Bearer x")]
@@ -227,18 +231,17 @@ async def test_a_caller_only_the_daemon_can_vouch_for_is_impersonated_or_refused
 async def test_a_body_over_the_limit_is_refused_before_anything_is_sent(
     upstream: Upstream,
 ) -> None:
-    async with upstream.client() as client:
-        small = PassThrough(client, options=PassThroughOptions(max_body_bytes=1024))
-        declared = Exchange("POST", "/api/v1/namespaces/d/configmaps", body=b"x" * 1025)
-        with pytest.raises(ApiError) as refused:
-            await small.forward(declared.request, declared.send, WRITE)
-        assert (refused.value.code, refused.value.reason) == (413, "RequestEntityTooLarge")
-        streamed = Exchange("POST", "/api/v1/namespaces/d/configmaps", chunks=[b"x" * 600] * 2)
-        with pytest.raises(ApiError) as refused:
-            await small.forward(streamed.request, streamed.send, WRITE)
-        assert refused.value.code == 413
-        chunked = Exchange("POST", "/api/v1/namespaces/d/configmaps", chunks=[b"ab", b"cd"])
-        await small.forward(chunked.request, chunked.send, WRITE)
+    small = PassThrough(upstream.target(), options=PassThroughOptions(max_body_bytes=1024))
+    declared = Exchange("POST", "/api/v1/namespaces/d/configmaps", body=b"x" * 1025)
+    with pytest.raises(ApiError) as refused:
+        await small.forward(declared.request, declared.send, WRITE)
+    assert (refused.value.code, refused.value.reason) == (413, "RequestEntityTooLarge")
+    streamed = Exchange("POST", "/api/v1/namespaces/d/configmaps", chunks=[b"x" * 600] * 2)
+    with pytest.raises(ApiError) as refused:
+        await small.forward(streamed.request, streamed.send, WRITE)
+    assert refused.value.code == 413
+    chunked = Exchange("POST", "/api/v1/namespaces/d/configmaps", chunks=[b"ab", b"cd"])
+    await small.forward(chunked.request, chunked.send, WRITE)
     assert upstream.bodies == [b"abcd"]
     assert small.short == 0
 
@@ -248,11 +251,10 @@ async def test_upstream_unreachable_is_a_503_naming_it(upstream: Upstream) -> No
         raise httpx.ConnectError("connection refused", request=request)
 
     upstream.answer = refuse
-    async with upstream.client() as client:
-        passthrough = PassThrough(client, api_server=UPSTREAM)
-        exchange = Exchange("POST", "/api/v1/namespaces/d/configmaps", body=b"{}")
-        with pytest.raises(ApiError) as failed:
-            await passthrough.forward(exchange.request, exchange.send, WRITE)
+    passthrough = PassThrough(upstream.target(), api_server=UPSTREAM)
+    exchange = Exchange("POST", "/api/v1/namespaces/d/configmaps", body=b"{}")
+    with pytest.raises(ApiError) as failed:
+        await passthrough.forward(exchange.request, exchange.send, WRITE)
     assert failed.value.code == 503
     assert f"cannot reach the API server at {UPSTREAM}" in failed.value.message
     assert "connection refused" in failed.value.message
@@ -265,11 +267,10 @@ async def test_a_slow_upstream_is_a_504_after_the_timeout(upstream: Upstream) ->
         raise AssertionError("unreachable")
 
     upstream.answer = hang
-    async with upstream.client() as client:
-        passthrough = PassThrough(client, options=PassThroughOptions(timeout=0.05))
-        exchange = Exchange("GET", "/api/v1/secrets")
-        with pytest.raises(ApiError) as failed:
-            await passthrough.forward(exchange.request, exchange.send, Forward("list", "secrets"))
+    passthrough = PassThrough(upstream.target(), options=PassThroughOptions(timeout=0.05))
+    exchange = Exchange("GET", "/api/v1/secrets")
+    with pytest.raises(ApiError) as failed:
+        await passthrough.forward(exchange.request, exchange.send, Forward("list", "secrets"))
     assert (failed.value.code, failed.value.reason) == (504, "Timeout")
     assert "passthrough.timeoutSeconds" in failed.value.message
     assert passthrough.short == 0
@@ -293,21 +294,18 @@ async def test_a_long_running_answer_streams_until_the_client_goes_away(
     upstream.answer = lambda request: httpx.Response(
         200, headers={"Content-Type": "application/json;stream=watch"}, content=events()
     )
-    async with upstream.client() as client:
-        passthrough = PassThrough(client, options=PassThroughOptions(timeout=0.01))
-        exchange = Exchange("GET", "/api/v1/secrets", query=b"watch=1")
-        watch = Forward("watch", "secrets", read=SECRETS, long_running=True)
-        forwarding = asyncio.create_task(
-            passthrough.forward(exchange.request, exchange.send, watch)
-        )
-        await until(lambda: len(exchange.sent) >= 2, "the first event is relayed")
-        assert passthrough.long_running == 1 and passthrough.short == 0
-        more.set()
-        await until(lambda: len(exchange.sent) >= 3, "the second event is relayed")
-        assert exchange.body == b'{"type":"ADDED"}\n{"type":"MODIFIED"}\n'
-        exchange.gone.set()  # the client goes away: the upstream request ends
-        await asyncio.wait_for(forwarding, 5)
-        await asyncio.wait_for(closed.wait(), 5)
+    passthrough = PassThrough(upstream.target(), options=PassThroughOptions(timeout=0.01))
+    exchange = Exchange("GET", "/api/v1/secrets", query=b"watch=1")
+    watch = Forward("watch", "secrets", read=SECRETS, long_running=True)
+    forwarding = asyncio.create_task(passthrough.forward(exchange.request, exchange.send, watch))
+    await until(lambda: len(exchange.sent) >= 2, "the first event is relayed")
+    assert passthrough.long_running == 1 and passthrough.short == 0
+    more.set()
+    await until(lambda: len(exchange.sent) >= 3, "the second event is relayed")
+    assert exchange.body == b'{"type":"ADDED"}\n{"type":"MODIFIED"}\n'
+    exchange.gone.set()  # the client goes away: the upstream request ends
+    await asyncio.wait_for(forwarding, 5)
+    await asyncio.wait_for(closed.wait(), 5)
     assert passthrough.long_running == 0
     assert passthrough.reads.top() == [(SECRETS, 1, 1)]
 
@@ -315,23 +313,22 @@ async def test_a_long_running_answer_streams_until_the_client_goes_away(
 async def test_limits_refuse_with_429_and_long_running_requests_count_apart(
     upstream: Upstream,
 ) -> None:
-    async with upstream.client() as client:
-        passthrough = PassThrough(
-            client, options=PassThroughOptions(max_in_flight=1, max_long_running=1)
-        )
-        passthrough.short = 1
-        exchange = Exchange("GET", "/api/v1/secrets")
-        with pytest.raises(ApiError) as refused:
-            await passthrough.forward(exchange.request, exchange.send, Forward("list", "secrets"))
-        assert refused.value.code == 429 and refused.value.retry_after == 1
-        watch = Forward("watch", "secrets", read=SECRETS, long_running=True)
-        exchange = Exchange("GET", "/api/v1/secrets", query=b"watch=1")
+    passthrough = PassThrough(
+        upstream.target(), options=PassThroughOptions(max_in_flight=1, max_long_running=1)
+    )
+    passthrough.short = 1
+    exchange = Exchange("GET", "/api/v1/secrets")
+    with pytest.raises(ApiError) as refused:
+        await passthrough.forward(exchange.request, exchange.send, Forward("list", "secrets"))
+    assert refused.value.code == 429 and refused.value.retry_after == 1
+    watch = Forward("watch", "secrets", read=SECRETS, long_running=True)
+    exchange = Exchange("GET", "/api/v1/secrets", query=b"watch=1")
+    await passthrough.forward(exchange.request, exchange.send, watch)
+    assert exchange.status == 201
+    passthrough.long_running = 1
+    with pytest.raises(ApiError) as refused:
         await passthrough.forward(exchange.request, exchange.send, watch)
-        assert exchange.status == 201
-        passthrough.long_running = 1
-        with pytest.raises(ApiError) as refused:
-            await passthrough.forward(exchange.request, exchange.send, watch)
-        assert "passthrough.maxLongRunning" in refused.value.message
+    assert "passthrough.maxLongRunning" in refused.value.message
 
 
 async def test_a_successful_write_tells_its_answer_and_a_failed_one_does_not(
