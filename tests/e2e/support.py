@@ -313,3 +313,20 @@ def crd(
             "versions": [{"name": "v1", "served": True, "storage": True, "schema": schema}],
         },
     }
+
+
+def write_kubeconfig(path: Path, *, server: str, ca_file: Path, token: str) -> Path:
+    """A kubeconfig whose only cluster is ``server`` (trusted through ``ca_file``) and whose only
+    user sends ``token``: what a client library run against the daemon is given."""
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "only", "cluster": {"server": server, "certificate-authority": str(ca_file)}}
+        ],
+        "users": [{"name": "only", "user": {"token": token}}],
+        "contexts": [{"name": "only", "context": {"cluster": "only", "user": "only"}}],
+        "current-context": "only",
+    }
+    path.write_text(yaml.safe_dump(doc))
+    return path
