@@ -75,6 +75,7 @@ bench: $(TEST_STAMP)
 	$(BIN)/python -m loadtest.realserver --kube 1.32 --skip-without-assets --no-queries --relists 0 --out $(BENCH_OUT)-real-1.32
 	$(BIN)/python -m loadtest.tiers --skip-without-assets --out $(BENCH_OUT)-tiers
 	$(BIN)/python -m loadtest.consistentbench --pods 10000 --skip-without-assets --out $(BENCH_OUT)-consistent
+	$(BIN)/python -m loadtest.passthroughbench --skip-without-assets --out $(BENCH_OUT)-passthrough
 	$(BIN)/python -m loadtest.syncmodes --kube 1.32 --pods 10000 --skip-without-assets --out $(BENCH_OUT)-syncmodes
 
 .PHONY: bench-full

@@ -10,6 +10,8 @@
   ``cacheproxy.upstream.build_client`` from that config), so that :func:`curl` asks exactly
   what the daemon asks.
 - :func:`upstream_connections`: how many TCP connections a process holds to the API server;
+- :func:`cacheproxy_source`: the cacheproxy a benchmark's daemons run (commit, uncommitted
+  changes);
 - :func:`add_kube_option` and :func:`envtest_assets`: a benchmark's ``--kube VERSION`` (the envtest
   server to run against: ``../shared/envtest`` and the folders in it, 1.28 and 1.32).
 """
@@ -46,6 +48,7 @@ __all__ = [
     "NoServer",
     "add_kube_option",
     "build_objects",
+    "cacheproxy_source",
     "curl",
     "daemon_headers",
     "envtest_assets",
@@ -197,6 +200,30 @@ def curl(
     )
     status, size, first, total = done.stdout.split()
     return CurlRun(float(total), float(first), int(size), int(status))
+
+
+def cacheproxy_source() -> str:
+    """The cacheproxy the daemons run: its commit, and any uncommitted change to ``cacheproxy/``
+    (the tree may be shared with other work in progress)."""
+    root = Path(__file__).resolve().parents[1]
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+        if done.returncode:
+            raise OSError(done.stderr)
+        return done.stdout
+
+    try:
+        commit = git("rev-parse", "--short", "HEAD").strip()
+        changed = [
+            line[3:] for line in git("status", "--porcelain", "--", "cacheproxy").splitlines()
+        ]
+    except OSError:
+        return "unknown (not a git checkout)"
+    if not changed:
+        return f"commit {commit}"
+    more = f" and {len(changed) - 6} more" if len(changed) > 6 else ""
+    return f"commit {commit} with uncommitted changes to {', '.join(changed[:6])}{more}"
 
 
 def upstream_connections(pid: int, port: int) -> int:

@@ -64,6 +64,7 @@ from loadtest.realcluster import (
     NoServer,
     add_kube_option,
     build_objects,
+    cacheproxy_source,
     curl,
     daemon_headers,
     load,
@@ -321,30 +322,6 @@ def _upstream(cluster: Cluster, assets: Assets) -> dict[str, str]:
     }
 
 
-def _source() -> str:
-    """The cacheproxy the daemons run: its commit, and any uncommitted change to ``cacheproxy/``
-    (the tree may be shared with other work in progress)."""
-    root = Path(__file__).resolve().parents[1]
-
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
-        if done.returncode:
-            raise OSError(done.stderr)
-        return done.stdout
-
-    try:
-        commit = git("rev-parse", "--short", "HEAD").strip()
-        changed = [
-            line[3:] for line in git("status", "--porcelain", "--", "cacheproxy").splitlines()
-        ]
-    except OSError:
-        return "unknown (not a git checkout)"
-    if not changed:
-        return f"commit {commit}"
-    more = f" and {len(changed) - 6} more" if len(changed) > 6 else ""
-    return f"commit {commit} with uncommitted changes to {', '.join(changed[:6])}{more}"
-
-
 def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m loadtest.realserver", description=__doc__)
     parser.add_argument("--out", type=Path, help="default loadtest/results/<YYYY-MM-DD>-real")
@@ -396,7 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     command = " ".join([_python_command(), "-m", "loadtest.realserver", *argv])
     machine = collect_machine_info(command=command, loop="uvloop (every process)", cpu=None)
-    source = _source()
+    source = cacheproxy_source()
     workdir = Path(tempfile.mkdtemp(prefix="loadtest-real-"))
     ok = False
     cluster = Cluster(assets, workdir=workdir / "cluster")
@@ -426,8 +403,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
         else:
             _progress(f"logs kept in {workdir}")
-    if _source() != source:
-        source += f"; at the end: {_source()}"
+    if cacheproxy_source() != source:
+        source += f"; at the end: {cacheproxy_source()}"
     result = RealServerResult(
         machine=machine,
         source=source,
