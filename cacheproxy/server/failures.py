@@ -145,10 +145,8 @@ class UpstreamFailures:
         failure = Failure(verb, code, message, since=since, count=count, logged_at=now)
         failure.logged_count = count
         self._failing[resource] = failure
-        log.warning(
-            "%s: the API server answered its %s with %s. %s",
-            resource,
-            verb,
-            f"{code}: {message}" if code is not None else message,
-            fix_for(code, verb, resource),
-        )
+        if code is None:
+            said = f"its {verb} did not reach the API server: {message}"
+        else:
+            said = f"the API server answered its {verb} with {code}: {message}"
+        log.warning("%s: %s. %s", resource, said, fix_for(code, verb, resource))

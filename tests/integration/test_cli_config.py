@@ -6,6 +6,7 @@ grammar of a custom resource."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -92,8 +93,11 @@ def test_sim_crd_refuses_what_the_configuration_refuses(capsys: pytest.CaptureFi
     assert "expected a CamelCase kind like Widget, got 'widget'" in err
 
 
-async def _serve_logs(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    """stderr of ``cacheproxy serve`` (an unreachable upstream) until a SIGTERM a while later."""
+async def _serve_logs(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None, until: str
+) -> str:
+    """stderr of ``cacheproxy serve`` (an unreachable upstream) until it printed a line with
+    ``until`` (or a guard passed), and what it printed as it stopped on SIGTERM."""
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
         "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
@@ -113,20 +117,32 @@ async def _serve_logs(tmp_path: Path, *args: str, env: dict[str, str] | None = N
         env={**clean, **(env or {})},
     )  # fmt: skip
     assert proc.stderr is not None
-    await asyncio.sleep(3)
+    seen: list[bytes] = []
+
+    async def read_until() -> None:
+        assert proc.stderr is not None
+        while line := await proc.stderr.readline():
+            seen.append(line)
+            if until.encode() in line:
+                return
+
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(read_until(), 60)  # a guard: the verdict is the lines'
     proc.send_signal(signal.SIGTERM)
-    err = await asyncio.wait_for(proc.stderr.read(), 20)
+    seen.append(await asyncio.wait_for(proc.stderr.read(), 20))
     await asyncio.wait_for(proc.wait(), 20)
-    return err.decode()
+    return b"".join(seen).decode()
 
 
 async def test_serve_logs_at_the_level_given_after_the_command(tmp_path: Path) -> None:
     # The file says error, the environment warning: the flag after the command wins.
     env = {"CACHEPROXY_LOGGING_LEVEL": "warning"}
-    err = await _serve_logs(tmp_path, "serve", "--log-level", "info", env=env)
+    err = await _serve_logs(
+        tmp_path, "serve", "--log-level", "info", env=env, until="INFO cacheproxy.daemon: serving"
+    )
     assert " INFO cacheproxy.daemon: serving pods on http://127.0.0.1:" in err, err
     # Without the flag, the environment's warning: no INFO line, the upstream's WARNING.
-    err = await _serve_logs(tmp_path, "serve", env=env)
+    err = await _serve_logs(tmp_path, "serve", env=env, until=" WARNING ")
     assert " INFO " not in err, err
     assert " WARNING " in err, err
 
