@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
+import time
 from typing import Any
 
 from cacheproxy.cli.running import HelpFormatter, env_default, stop_on_signals
@@ -60,7 +62,21 @@ async def demo_main(args: argparse.Namespace) -> int:
 
     spec = DemoSpec(pods=args.pods, seed=args.seed)
     sim = Simulator()
-    sim.load(demo_objects(spec))
+    began = time.monotonic()
+    print(f"making a demo cluster of {spec.pods} pods…", file=sys.stderr, flush=True)
+    objects = demo_objects(spec)
+    print(
+        f"loading {len(objects)} objects into the simulator "
+        f"({time.monotonic() - began:.1f} s so far)…",
+        file=sys.stderr,
+        flush=True,
+    )
+    sim.load(objects)
+    print(
+        f"loaded in {time.monotonic() - began:.1f} s; starting cacheproxy in front of it",
+        file=sys.stderr,
+        flush=True,
+    )
     sim_server = SimServer(sim, port=args.sim_port)
     try:
         await sim_server.start()

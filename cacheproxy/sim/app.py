@@ -121,11 +121,14 @@ class Simulator:
         """Create ``(resource name, object)`` pairs; returns how many were created.
 
         ``as_captured`` keeps each object's ``creationTimestamp`` (objects captured from a real
-        cluster keep their ages); otherwise, as the API server, creation time is now."""
+        cluster keep their ages); otherwise, as the API server, creation time is now. An object
+        that names its uid keeps it (unlike a create through the API: so that what refers to it
+        — owner references, Events' ``involvedObject`` — finds it)."""
         n = 0
         for name, obj in objects:
-            created = (obj.get("metadata") or {}).get("creationTimestamp") if as_captured else None
-            self.store.create(self.resource(name), obj, created=created)
+            meta = obj.get("metadata") or {}
+            created = meta.get("creationTimestamp") if as_captured else None
+            self.store.create(self.resource(name), obj, created=created, uid=meta.get("uid"))
             n += 1
         return n
 

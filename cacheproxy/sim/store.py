@@ -212,10 +212,16 @@ class SimStore:
     # ------------------------------------------------------------------ writes
 
     def create(
-        self, rtype: ResourceType, obj: dict[str, Any], *, created: str | None = None
+        self,
+        rtype: ResourceType,
+        obj: dict[str, Any],
+        *,
+        created: str | None = None,
+        uid: str | None = None,
     ) -> dict[str, Any]:
-        """Store a new object, as the API server: uid, creationTimestamp (``created`` if given,
-        else now), generation and a fresh resourceVersion are the server's."""
+        """Store a new object, as the API server: uid (``uid`` if given), creationTimestamp
+        (``created`` if given, else now), generation and a fresh resourceVersion are the
+        server's."""
         coll = self._collections[rtype]
         obj = copy.deepcopy(obj)
         meta = obj.setdefault("metadata", {})
@@ -235,7 +241,7 @@ class SimStore:
         key = object_key(namespace or None, name)
         if key in coll.objects:
             raise status.already_exists(resource=rtype.resource, name=name, group=rtype.group)
-        meta["uid"] = self._uid()
+        meta["uid"] = uid or self._uid()
         meta["creationTimestamp"] = created or self._clock()
         meta.pop("deletionTimestamp", None)
         if "spec" in obj and self._has_generation(rtype):

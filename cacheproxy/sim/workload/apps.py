@@ -145,6 +145,8 @@ def make_deployment(
     meta: JsonObject = {
         "name": a.deployment,
         "namespace": namespace,
+        # What its ReplicaSets' owner references name (kept when the simulator loads it).
+        "uid": _uid(namespace, a.deployment),
         "labels": {"app": app, "team": a.team, "tier": a.tier},
         "annotations": {"deployment.kubernetes.io/revision": "2"},
     }
@@ -204,6 +206,7 @@ def make_replicaset(
     meta: JsonObject = {
         "name": name,
         "namespace": namespace,
+        "uid": _uid(namespace, name),  # what its pods' owner references name
         "labels": dict(labels),
         "annotations": {
             "deployment.kubernetes.io/desired-replicas": str(replicas),

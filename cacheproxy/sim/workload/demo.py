@@ -31,7 +31,7 @@ from cacheproxy.sim.workload.apps import (
     make_service,
 )
 from cacheproxy.sim.workload.cluster import make_namespace, make_node
-from cacheproxy.sim.workload.derive import JsonObject
+from cacheproxy.sim.workload.derive import JsonObject, _suffix, _uid
 from cacheproxy.sim.workload.events import job_events, make_event, pod_events, rollout_events
 from cacheproxy.sim.workload.jobs import make_job, make_job_pod
 from cacheproxy.sim.workload.lifecycle import _crash, _unschedule
@@ -103,6 +103,7 @@ def demo_objects(spec: DemoSpec, *, now: datetime | None = None) -> list[tuple[s
         zip(rng.sample(crowded, min(len(_STORIES), len(crowded))), _STORIES, strict=False)
     )
 
+    taken: set[tuple[str, str]] = set()
     pods: list[JsonObject] = []
     noted: list[JsonObject] = []  # pods with something to tell: every Event of theirs is there
     for i, (ns, app, node) in enumerate(slots[:split]):
@@ -118,6 +119,7 @@ def demo_objects(spec: DemoSpec, *, now: datetime | None = None) -> list[tuple[s
             nodes=len(nodes),
             at=at,
         )
+        _name_uniquely(rng, pod, taken)
         pods.append(pod)
         if not _quiet(pod):
             noted.append(pod)
@@ -139,6 +141,8 @@ def demo_objects(spec: DemoSpec, *, now: datetime | None = None) -> list[tuple[s
             )
             for k, (_, node) in enumerate(places)
         ]
+        for p in ran:
+            _name_uniquely(rng, p, taken)
         jobs.append((make_job(rng, namespace=ns, app=app, pods=ran, now=at), ran))
 
     events: list[JsonObject] = []
@@ -220,6 +224,18 @@ def _replicaset_pod(
         _crash(rng, pod, "main", at=at)  # restarted at once
         _crash(rng, pod, "main", at=at)  # restarted recently: backs off
     return pod
+
+
+def _name_uniquely(rng: random.Random, pod: JsonObject, taken: set[tuple[str, str]]) -> None:
+    """Draw ``pod``'s name suffix again while another pod has its name (five characters
+    collide from a few thousand pods of one ReplicaSet on), and give it the uid its Events
+    and the store name it by."""
+    meta = pod["metadata"]
+    base = meta["name"].rsplit("-", 1)[0]
+    while (meta["namespace"], meta["name"]) in taken:
+        meta["name"] = f"{base}-{_suffix(rng)}"
+    taken.add((meta["namespace"], meta["name"]))
+    meta["uid"] = _uid("pod", meta["namespace"], meta["name"])
 
 
 def _quiet(pod: JsonObject) -> bool:

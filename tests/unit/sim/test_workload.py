@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cacheproxy.kube.resources import builtin
+from cacheproxy.sim import Simulator
 from cacheproxy.sim.workload import (
     PHASES,
     DemoSpec,
@@ -359,13 +360,58 @@ def test_demo_objects_match_their_resource_and_come_in_creatable_order() -> None
     for name, obj in demo_objects(DemoSpec()):
         rtype = builtin(name)
         assert (obj["kind"], obj["apiVersion"]) == (rtype.kind, rtype.api_version)
-        assert not SERVER_SET & set(obj["metadata"])
+        # A uid only where something refers to it (owner references, Events): the simulator's
+        # load keeps it, the API server gives its own on create.
+        assert not (SERVER_SET - {"uid"}) & set(obj["metadata"])
+        if "uid" in obj["metadata"]:
+            assert name in ("pods", "apps/v1/deployments", "apps/v1/replicasets"), name
         if rtype.namespaced:
             assert obj["metadata"]["namespace"] in created_namespaces
         else:
             assert "namespace" not in obj["metadata"]
         if name == "namespaces":
             created_namespaces.add(obj["metadata"]["name"])
+
+
+def test_what_demo_objects_refer_to_is_there_once_loaded() -> None:
+    sim = Simulator()
+    objects = demo_objects(DemoSpec())
+    sim.load(objects)
+    uids = {
+        (rtype, o["metadata"]["namespace"], o["metadata"]["name"]): o["metadata"].get("uid")
+        for rtype, o in (
+            (r, s.obj)
+            for r in ("pods", "apps/v1/replicasets", "apps/v1/deployments")
+            for s in sim.store.iter_range(sim.resource(r), None)
+        )
+    }
+    stored = set(uids.values())
+    owners = [
+        ref["uid"]
+        for rtype in ("pods", "apps/v1/replicasets")
+        for s in sim.store.iter_range(sim.resource(rtype), None)
+        for ref in s.obj["metadata"].get("ownerReferences", [])
+        if ref["kind"] in ("ReplicaSet", "Deployment")
+    ]
+    assert owners and all(uid in stored for uid in owners)
+    pod_events = [
+        s.obj["involvedObject"]
+        for s in sim.store.iter_range(sim.resource("events"), None)
+        if s.obj["involvedObject"]["kind"] == "Pod"
+    ]
+    assert pod_events
+    for ref in pod_events:
+        assert uids[("pods", ref["namespace"], ref["name"])] == ref["uid"]  # kubectl describe
+
+
+def test_demo_names_are_unique_at_any_size() -> None:
+    # Five-character suffixes collide from about a thousand pods of one ReplicaSet on.
+    names = [
+        (o["metadata"]["namespace"], o["metadata"]["name"])
+        for kind, o in demo_objects(DemoSpec(pods=20_000, namespaces=2, apps=2))
+        if kind == "pods"
+    ]
+    assert len(names) == len(set(names)) == 20_000
 
 
 def test_demo_names_are_valid_and_unique() -> None:
