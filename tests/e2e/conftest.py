@@ -9,7 +9,8 @@ the oldest server; a test or module marked ``every_server`` runs against each (i
 ``kube1.28``, ``kube1.32``): that is where the versions behave differently (watch-lists, consistent
 lists, discovery and Tables, the differential test). Without any server every test here is left
 out with one line saying how to get them — unless ``CACHEPROXY_REQUIRE_ENVTEST`` is set (CI),
-where a missing server fails the run instead.
+where a missing server fails the run instead. A test that reads the API server's audit log asks
+for :func:`audited_cluster`, a cluster of its own (the log slows every request).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class Clusters:
 
     def __init__(self) -> None:
         self._started: dict[tuple[str, bool], Cluster] = {}
+        self._audited: dict[str, Cluster] = {}
 
     def get(self, version: str, *, watch_list_gate: bool = False) -> Cluster:
         """The cluster of ``version`` holding the demo cluster. ``watch_list_gate``: one started
@@ -82,10 +84,19 @@ class Clusters:
             self._started[key] = cluster
         return self._started[key]
 
+    def audited(self, version: str) -> Cluster:
+        """The cluster of ``version`` writing an audit log (:meth:`Cluster.audit_events`), with
+        no demo objects. Its own: the log costs every request a write (a third more time for a
+        small get), which the other clusters' tests need not pay."""
+        if version not in self._audited:
+            self._audited[version] = Cluster(SERVERS[version], audit=True).start()
+        return self._audited[version]
+
     def stop(self) -> None:
-        for cluster in self._started.values():
+        for cluster in [*self._started.values(), *self._audited.values()]:
             cluster.stop()
         self._started.clear()
+        self._audited.clear()
 
 
 @pytest.fixture(scope="session")
@@ -109,6 +120,12 @@ def watchlist_cluster(clusters: Clusters, kube: str) -> Cluster:
     """A real API server serving watch-lists (1.28: started with ``WatchList=true``), holding
     the demo cluster."""
     return clusters.get(kube, watch_list_gate=True)
+
+
+@pytest.fixture
+def audited_cluster(clusters: Clusters, kube: str) -> Cluster:
+    """A real API server writing an audit log of every request, without the demo cluster."""
+    return clusters.audited(kube)
 
 
 @pytest.fixture
