@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from cacheproxy.cli.running import HelpFormatter, resume_collector, stop_on_signals
-from cacheproxy.errors import CacheProxyError, ConfigError, ListenError
+from cacheproxy.errors import ApiError, CacheProxyError, ConfigError, ListenError
 from cacheproxy.tasks import cancel_and_wait
 
 __all__ = ["LOG_LEVEL", "add_parsers", "check_config_main", "overrides", "rbac_main", "serve_main"]
@@ -145,67 +145,96 @@ def check_config_main(
         print(exc, file=sys.stderr)
         return 1
     if live:
-        problems = asyncio.run(_live_problems(config))
-        if problems:
-            print("\n".join(problems), file=sys.stderr)
+        checked = asyncio.run(_live_checks(config))
+        for ok, line in checked:
+            print(f"{'ok  ' if ok else 'FAIL'} {line}", file=sys.stdout if ok else sys.stderr)
+        failed = sum(1 for ok, _ in checked if not ok)
+        if failed:
+            print(f"{failed} of {len(checked)} checks against upstream failed", file=sys.stderr)
             return 1
     print(f"OK: {describe(config)}")
     return 0
 
 
-async def _live_problems(config: Any) -> list[str]:
-    """What upstream shows is wrong with the configuration: custom resources its discovery does
-    not describe (a CRD not installed) or describes otherwise, and index paths no object of a
-    sample (the first page of each indexed resource) has."""
+async def _live_checks(config: Any) -> list[tuple[bool, str]]:
+    """What upstream says of each configured resource, one line each, failed or not: its
+    discovery (served, its kind and scope, list and watch allowed), a list with the daemon's
+    credentials (a page: a sample of the objects), a watch, and each index path in the
+    sample's objects."""
     from cacheproxy.daemon.config import resolve_upstream
-    from cacheproxy.daemon.customresources import describe
-    from cacheproxy.daemon.indexcheck import SAMPLE, empty_indexes
-    from cacheproxy.informer import ListRequest
-    from cacheproxy.kube.resources import BUILTIN_RESOURCES
-    from cacheproxy.upstream import ApiListerWatcher, build_client
 
-    problems: list[str] = []
     try:
         upstream = resolve_upstream(config.upstream)
     except ConfigError as exc:
-        return [f"--live: {exc}"]
+        return [(False, f"upstream: {exc}")]
+    from cacheproxy.upstream import build_client
+
     async with build_client(upstream) as client:
-        custom = [spec.rtype for spec in config.resources if spec.rtype not in BUILTIN_RESOURCES]
-        described = await describe(client, custom)
-        for rtype in custom:
-            gvr = (rtype.group, rtype.version, rtype.resource)
-            found = described.found.get(gvr)
-            if found is None:
-                problems.append(f"{rtype.config_name}: {described.problems[gvr]}")
-            elif rtype.kind and (rtype.kind, rtype.namespaced) != (found.kind, found.namespaced):
-                scope = {True: "namespaced", False: "cluster-scoped"}
-                problems.append(
-                    f"{rtype.config_name}: upstream's discovery says kind {found.kind}, "
-                    f"{scope[found.namespaced]}; the configuration says kind {rtype.kind}, "
-                    f"{scope[rtype.namespaced]}"
-                )
-        for spec in config.resources:
-            rtype = spec.rtype
-            if spec.from_discovery:
-                rtype = described.found.get((rtype.group, rtype.version, rtype.resource))
-            if not spec.indexes or rtype is None:
-                continue
-            collection = dataclasses.replace(spec, rtype=rtype).collection
-            lw = ApiListerWatcher(
-                client,
-                rtype,
-                namespace=collection.namespace,
-                label_selector=collection.label_selector,
-                field_selector=collection.field_selector,
+        return [await _check_resource(client, spec) for spec in config.resources]
+
+
+async def _check_resource(client: Any, spec: Any) -> tuple[bool, str]:
+    from cacheproxy.daemon.indexcheck import SAMPLE, empty_indexes
+    from cacheproxy.informer import ListRequest, WatchRequest
+    from cacheproxy.kube.resources import GroupVersion
+    from cacheproxy.server.failures import fix_for
+    from cacheproxy.upstream import ApiListerWatcher, resource_types
+
+    rtype, name = spec.rtype, spec.rtype.config_name
+    gv = GroupVersion(rtype.group, rtype.version)
+    try:
+        served = {t.resource: t for t in await resource_types(client, gv)}
+        listable = {t.resource for t in await resource_types(client, gv, verbs=("list", "watch"))}
+    except ApiError as exc:
+        if exc.code == 404:
+            return False, (
+                f"{name}: upstream serves no API group version {gv.api_version}"
+                + (" (is its CustomResourceDefinition installed?)" if rtype.group else "")
             )
-            try:
-                page = await lw.list(ListRequest(resource_version="0", limit=SAMPLE))
-            except CacheProxyError as exc:
-                problems.append(f"{spec.rtype.config_name}: cannot list upstream: {exc}")
-                continue
-            name = spec.rtype.config_name
-            problems += [f.describe(name) for f in empty_indexes(page.items, spec.indexes)]
-    return problems
+        return (
+            False,
+            f"{name}: discovery: {exc.code} {exc.message}. {fix_for(exc.code, 'get', name)}",
+        )
+    except CacheProxyError as exc:
+        return False, f"{name}: discovery: {exc}. {fix_for(None, 'get', name)}"
+    found = served.get(rtype.resource)
+    if found is None:
+        return False, f"{name}: upstream's discovery of {gv.api_version} has no {rtype.resource}"
+    if rtype.resource not in listable:
+        return False, f"{name}: upstream's discovery says it cannot be listed and watched"
+    if rtype.kind and (rtype.kind, rtype.namespaced) != (found.kind, found.namespaced):
+        scope = {True: "namespaced", False: "cluster-scoped"}
+        return False, (
+            f"{name}: upstream's discovery says kind {found.kind}, {scope[found.namespaced]}; "
+            f"the configuration says kind {rtype.kind}, {scope[rtype.namespaced]}"
+        )
+    collection = dataclasses.replace(spec, rtype=found, from_discovery=False).collection
+    lw = ApiListerWatcher(
+        client,
+        found,
+        namespace=collection.namespace,
+        label_selector=collection.label_selector,
+        field_selector=collection.field_selector,
+    )
+    said = [f"{found.kind}, {'namespaced' if found.namespaced else 'cluster-scoped'}"]
+    try:
+        page = await lw.list(ListRequest(resource_version="0", limit=SAMPLE))
+        said.append(f"listed ({len(page.items)} objects sampled)")
+        async with lw.watch(
+            WatchRequest(resource_version=page.resource_version, timeout_seconds=1)
+        ):
+            said.append("watched")
+    except ApiError as exc:
+        verb = "watch" if len(said) > 1 else "list"
+        return False, f"{name}: {verb}: {exc.code} {exc.message}. {fix_for(exc.code, verb, name)}"
+    except CacheProxyError as exc:
+        return False, f"{name}: {exc}. {fix_for(None, 'list', name)}"
+    empty = list(empty_indexes(page.items, spec.indexes)) if page.items else []
+    if empty:
+        return False, "; ".join(f.describe(name) for f in empty)
+    if spec.indexes:
+        said.append(f"index paths {', '.join(spec.indexes)} present")
+    return True, f"{name}: " + ", ".join(said)
 
 
 def rbac_main(

@@ -204,16 +204,17 @@ async def test_two_shards_partition_what_the_api_server_lists(
     configuration = kubernetes.client.Configuration()
     configuration.host = daemon.url
     api = kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(configuration))
-    names: list[str] = []
+    keys: list[tuple[str, str]] = []  # names repeat across namespaces (other tests' pods)
     try:
         for shard in shards:
             pods = await asyncio.to_thread(api.list_pod_for_all_namespaces, shard_selector=shard)
             assert pods.metadata.shard_info.selector == shard
-            names += [p.metadata.name for p in pods.items]
+            keys += [(p.metadata.namespace, p.metadata.name) for p in pods.items]
     finally:
         api.api_client.close()
-    assert sorted(names) == sorted(i["metadata"]["name"] for i in up["items"])
-    assert len(names) == len(set(names))
+    listed = [(i["metadata"]["namespace"], i["metadata"]["name"]) for i in up["items"]]
+    assert sorted(keys) == sorted(listed)
+    assert len(keys) == len(set(keys))
 
 
 @pytest.mark.kubectl
