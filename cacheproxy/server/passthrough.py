@@ -39,7 +39,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 import httpx
 from prometheus_client import CollectorRegistry
@@ -58,7 +58,6 @@ from cacheproxy.server.proxying import (
 )
 from cacheproxy.server.tunnel import pump
 from cacheproxy.serving import Send
-from cacheproxy.upstream import ForwardingTarget
 
 __all__ = [
     "LONG_RUNNING_SUBRESOURCES",
@@ -124,6 +123,20 @@ class Forward:
     fallback_when_refused: bool = False
     """…and when upstream refuses the caller (401 or 403): for callers that sent no
     credentials, whom the cache serves what upstream would not tell them."""
+
+
+class ForwardingTarget(Protocol):
+    """Where forwarded requests go (:class:`cacheproxy.upstream.ForwardingTarget` is one): the
+    server's URL, the transport that takes requests there as built, the TLS server name."""
+
+    @property
+    def base_url(self) -> httpx.URL: ...
+
+    @property
+    def transport(self) -> httpx.AsyncBaseTransport: ...
+
+    @property
+    def sni_hostname(self) -> str: ...
 
 
 class PassThrough:

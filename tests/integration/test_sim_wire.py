@@ -44,8 +44,9 @@ async def test_a_protobuf_body_it_does_not_read_is_refused_with_a_415_saying_wha
         headers={"Content-Type": "application/vnd.kubernetes.protobuf"},
     )
     assert response.status_code == 415
-    assert "decodes protobuf request bodies of ConfigMap, Namespace, Secret, ServiceAccount only" in (
-        response.json()["message"]
+    assert (
+        "decodes protobuf request bodies of ConfigMap, Namespace, Secret, ServiceAccount only"
+        in (response.json()["message"])
     )
     assert (await client.get(CONFIGMAPS)).json()["items"] == []
 
