@@ -125,7 +125,7 @@ class Forward:
     credentials, whom the cache serves what upstream would not tell them."""
 
 
-class ForwardingTarget(Protocol):
+class Destination(Protocol):
     """Where forwarded requests go (:class:`cacheproxy.upstream.ForwardingTarget` is one): the
     server's URL, the transport that takes requests there as built, the TLS server name."""
 
@@ -146,7 +146,7 @@ class PassThrough:
 
     def __init__(
         self,
-        target: ForwardingTarget,
+        target: Destination,
         *,
         options: PassThroughOptions | None = None,
         impersonating: httpx.AsyncClient | None = None,
