@@ -29,26 +29,17 @@ from cacheproxy.daemon.config import ResourceConfig
 from cacheproxy.errors import CacheProxyError
 from cacheproxy.kube.resources import GroupVersion, ResourceType
 from cacheproxy.server.app import CacheServer
-from cacheproxy.server.forwarded import ReadTally, UpstreamRead
+from cacheproxy.server.forwarded import AutoCacheOptions, ReadTally, UpstreamRead
 from cacheproxy.tasks import cancel_and_wait
 from cacheproxy.upstream.discovery import resource_types
 
-__all__ = ["NEVER", "AutoCache", "AutoCacheOptions"]
+__all__ = ["NEVER", "AutoCache"]
 
 log = logging.getLogger("cacheproxy.daemon")
 
 NEVER = frozenset({("", "secrets")})
 """(group, resource) never cached unasked: Secrets (once cached, the daemon answers reads of them
 itself; configure them knowingly)."""
-
-
-@dataclass(frozen=True, slots=True)
-class AutoCacheOptions:
-    reads_per_minute: int = 30
-    max_resources: int = 5
-    idle: float = 600.0
-    sync_within: float = 60.0
-    interval: float = 10.0
 
 
 class Serving(Protocol):

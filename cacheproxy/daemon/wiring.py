@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from cacheproxy.daemon.autocache import AutoCacheOptions
 from cacheproxy.daemon.config import (
     AuthMode,
     DaemonConfig,
@@ -34,6 +33,7 @@ from cacheproxy.kube.resources import BUILTIN_RESOURCES
 from cacheproxy.server.access import AccessSettings
 from cacheproxy.server.app import ServerOptions
 from cacheproxy.server.consistent import ConsistencyOptions
+from cacheproxy.server.forwarded import AutoCacheOptions
 from cacheproxy.server.passthrough import PassThroughOptions
 from cacheproxy.upstream import UpstreamConfig
 

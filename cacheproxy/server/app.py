@@ -341,7 +341,8 @@ class CacheServer:
         if rtype is None or rtype not in self.resources:
             return False
         # One cached because it was read is read upstream until its first sync.
-        return rtype.config_name not in self.auto_cached or self.resources[rtype].synced
+        auto = self.auto_cached
+        return not auto or rtype.config_name not in auto or self.resources[rtype].synced
 
     async def _forward(
         self,

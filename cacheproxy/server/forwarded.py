@@ -14,7 +14,13 @@ from typing import Final
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 from prometheus_client import Counter as PromCounter
 
-__all__ = ["DURATION_BUCKETS", "PassThroughMetrics", "ReadTally", "UpstreamRead"]
+__all__ = [
+    "DURATION_BUCKETS",
+    "AutoCacheOptions",
+    "PassThroughMetrics",
+    "ReadTally",
+    "UpstreamRead",
+]
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +114,18 @@ class _Count:
     total: int = 0
     seconds: deque[list[int]] = field(default_factory=deque)
     """``[second, reads]`` of the last :attr:`ReadTally.window` seconds."""
+
+
+@dataclass(frozen=True, slots=True)
+class AutoCacheOptions:
+    """What makes ``passthrough.autoCache`` (:mod:`cacheproxy.daemon.autocache`) cache a
+    resource read through pass-through, and drop it again."""
+
+    reads_per_minute: int = 30
+    max_resources: int = 5
+    idle: float = 600.0
+    sync_within: float = 60.0
+    interval: float = 10.0
 
 
 class ReadTally:

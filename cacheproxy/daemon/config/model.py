@@ -36,6 +36,7 @@ from cacheproxy.informer import ReflectorOptions
 from cacheproxy.server.access import AccessSettings
 from cacheproxy.server.app import ServerOptions
 from cacheproxy.server.consistent import ConsistencyOptions
+from cacheproxy.server.forwarded import AutoCacheOptions
 from cacheproxy.server.passthrough import PassThroughOptions
 from cacheproxy.upstream import (
     UpstreamConfig,
@@ -355,11 +356,17 @@ class PassthroughSettings:
     watched; one that does not sync within a minute (the daemon's RBAC) is given up. With
     `server.auth.mode: none` a cached resource is readable by everyone who reaches the daemon,
     as any configured one: enable this where that holds for what is read."""
-    auto_cache_reads_per_minute: Annotated[int, Field(ge=1, le=1_000_000)] = 30
+    auto_cache_reads_per_minute: Annotated[int, Field(ge=1, le=1_000_000)] = library_default(
+        AutoCacheOptions, "reads_per_minute"
+    )
     """How many forwarded reads of one resource in the last minute make it cached."""
-    max_auto_resources: Annotated[int, Field(ge=1, le=100)] = 5
+    max_auto_resources: Annotated[int, Field(ge=1, le=100)] = library_default(
+        AutoCacheOptions, "max_resources"
+    )
     """How many resources `autoCache` caches at most at once."""
-    auto_cache_idle_seconds: Annotated[float, Field(ge=10, le=86_400)] = 600.0
+    auto_cache_idle_seconds: Annotated[float, Field(ge=10, le=86_400)] = library_default(
+        AutoCacheOptions, "idle"
+    )
     """A resource `autoCache` cached is dropped again (its informer stopped, its reads
     forwarded) once nobody read it for this long."""
 
