@@ -31,6 +31,7 @@ __all__ = [
     "StatusCause",
     "StatusDetails",
     "TransportError",
+    "UpstreamTimeout",
 ]
 
 
@@ -110,6 +111,10 @@ class TransportError(CacheProxyError):
     def __init__(self, message: str, *, connection_refused: bool = False) -> None:
         super().__init__(message)
         self.connection_refused = connection_refused
+
+
+class UpstreamTimeout(TransportError):
+    """The upstream did not connect, take a request or answer within the time allowed."""
 
 
 class ListenError(ConfigError):

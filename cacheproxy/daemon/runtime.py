@@ -57,6 +57,7 @@ from cacheproxy.tasks import cancel_and_wait
 from cacheproxy.upstream import (
     ApiListerWatcher,
     ForwardingTarget,
+    ImpersonatingTarget,
     UpstreamConfig,
     UpstreamReviews,
     build_client,
@@ -185,7 +186,7 @@ class Daemon:
             passthrough = PassThrough(
                 self._forwarding,
                 options=wiring.passthrough,
-                impersonating=client,
+                impersonating=ImpersonatingTarget(client),
                 registry=metrics.registry,
                 api_server=self.upstream.server,
             )

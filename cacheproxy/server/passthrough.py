@@ -8,8 +8,8 @@ discovery — is decided by the server (:mod:`.app`); this module forwards one r
 - **unchanged**: method, path and query as raw bytes, the body's bytes in any content type
   (JSON, protobuf, CBOR, YAML apply patches), every request header but the hop-by-hop ones
   (RFC 9110 §7.6.1) and ``Host``; ``X-Forwarded-For`` gains the caller's address;
-- **as the caller**: through a transport that holds none of the daemon's credentials
-  (:func:`cacheproxy.upstream.build_forwarding_target`; no client around it: no cookies,
+- **as the caller**: on connections that hold none of the daemon's credentials
+  (:func:`cacheproxy.upstream.build_forwarding_target`; no client around them: no cookies,
   redirects or decoding, and no cost of theirs), so the caller's own ``Authorization``
   (or none: anonymous) is all upstream sees. A caller the daemon authenticated by something
   upstream cannot check (a client certificate, a static token) is forwarded only by
@@ -33,18 +33,18 @@ unreachable is a 503 Status naming it, a timeout a 504: never a hang, never a tr
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import gzip
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 import httpx
 from prometheus_client import CollectorRegistry
 
-from cacheproxy.errors import ApiError
+from cacheproxy.errors import ApiError, TransportError, UpstreamTimeout
 from cacheproxy.kube import status
 from cacheproxy.kube.access import UserInfo
 from cacheproxy.server.admission import ServedRequest
@@ -73,15 +73,6 @@ LONG_RUNNING_SUBRESOURCES: Final = frozenset({"attach", "exec", "log", "portforw
 its ``--max-requests-inflight`` does not count them, neither does ours."""
 
 WRITE_VERBS: Final = frozenset({"create", "update", "patch", "delete"})
-
-CONNECT_TIMEOUT: Final = 10.0
-"""Seconds to connect to upstream, and to send a request (as the daemon's own requests)."""
-
-_TIMEOUT: Final = httpx.Timeout(
-    None, connect=CONNECT_TIMEOUT, write=CONNECT_TIMEOUT, pool=CONNECT_TIMEOUT
-).as_dict()
-"""Per request: connecting and sending bounded; the answer's bytes may pause as long as they
-like (a watch, ``logs -f``): a short request's whole exchange is bounded by ``timeout``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,23 +116,44 @@ class Forward:
     credentials, whom the cache serves what upstream would not tell them."""
 
 
+Headers = Sequence[tuple[bytes, bytes]]
+
+
+class Reply(Protocol):
+    """A forwarded request's answer: its head, a switched connection's stream (or None), its
+    body's bytes as they arrive (content coding kept)."""
+
+    @property
+    def code(self) -> int: ...
+
+    @property
+    def headers(self) -> Headers: ...
+
+    @property
+    def network_stream(self) -> Any: ...
+
+    def body(self) -> AsyncIterator[bytes]: ...
+
+    async def aclose(self) -> None: ...
+
+
 class Destination(Protocol):
     """Where forwarded requests go (:class:`cacheproxy.upstream.ForwardingTarget` is one): the
-    server's URL, the transport that takes requests there as built, the TLS server name."""
+    server's URL, and how a request (method, path and query, headers, body, as bytes) is sent
+    there as built, its answer's head awaited. Failing to, it raises :class:`TransportError`
+    (:class:`UpstreamTimeout` when time ran out)."""
 
     @property
     def base_url(self) -> httpx.URL: ...
 
-    @property
-    def transport(self) -> httpx.AsyncBaseTransport: ...
-
-    @property
-    def sni_hostname(self) -> str: ...
+    async def send(
+        self, method: bytes, target: bytes, headers: Headers, body: bytes, *, upgrade: bool
+    ) -> Reply: ...
 
 
 class PassThrough:
     """Forwards requests upstream (see the module). ``target`` holds no credentials;
-    ``impersonating``, the daemon's own client, is used only to impersonate a verified caller
+    ``impersonating``, the daemon's own client's, is used only to impersonate a verified caller
     (None: such callers get 401)."""
 
     def __init__(
@@ -149,7 +161,7 @@ class PassThrough:
         target: Destination,
         *,
         options: PassThroughOptions | None = None,
-        impersonating: httpx.AsyncClient | None = None,
+        impersonating: Destination | None = None,
         registry: CollectorRegistry | None = None,
         api_server: str = "",
     ) -> None:
@@ -192,15 +204,16 @@ class PassThrough:
                     f"send this request to the API server at {self.api_server}",
                 )
             body = await self._body(req)
-            sender, headers = self._prepare(req, as_user, upgrade)
-            request = httpx.Request(
-                req.method,
-                self._url(req),
-                headers=headers,
-                content=body,
-                extensions={"timeout": _TIMEOUT},
+            destination, headers = self._prepare(req, as_user, upgrade)
+            sending = functools.partial(
+                destination.send,
+                req.method.encode("ascii"),
+                self._target_of(req),
+                headers,
+                body,
+                upgrade=bool(upgrade),
             )
-            await self._exchange(req, recording, sender, request, what)
+            await self._exchange(req, recording, sending, what)
         except _ClientGone:
             pass  # nobody to answer
         finally:
@@ -264,17 +277,17 @@ class PassThrough:
             if not message.get("more_body"):
                 return b"".join(chunks)
 
-    def _url(self, req: ServedRequest) -> httpx.URL:
+    def _target_of(self, req: ServedRequest) -> bytes:
+        """The request's path and query as upstream gets them (after its URL's own path)."""
         scope = req.scope
-        raw = scope.get("raw_path") or scope["path"].encode()
-        query = scope.get("query_string") or b""
-        target = self._base_path + raw + (b"?" + query if query else b"")
-        return self._target.base_url.copy_with(raw_path=target)
+        raw: bytes = scope.get("raw_path") or scope["path"].encode()
+        query: bytes = scope.get("query_string") or b""
+        return self._base_path + raw + (b"?" + query if query else b"")
 
     def _prepare(
         self, req: ServedRequest, as_user: UserInfo | None, upgrade: str
-    ) -> tuple[_Sender, list[tuple[bytes, bytes]]]:
-        """How to send, and the headers to send."""
+    ) -> tuple[Destination, list[tuple[bytes, bytes]]]:
+        """Where to send, and the headers to send."""
         client_addr = req.scope.get("client")
         headers = request_headers(
             req.scope["headers"],
@@ -283,7 +296,7 @@ class PassThrough:
             upgrade=upgrade,
         )
         if as_user is None:
-            return self._to_target, headers
+            return self._target, headers
         if self._impersonating is None:
             raise status.unauthorized(
                 "this request would pass through to the API server, but its caller was "
@@ -292,14 +305,7 @@ class PassThrough:
                 "token the API server accepts, or set passthrough.impersonate"
             )
         headers.extend(impersonation_headers(as_user))
-        impersonating = self._impersonating
-        return lambda request: impersonating.send(request, stream=True), headers
-
-    def _to_target(self, request: httpx.Request) -> Awaitable[httpx.Response]:
-        if self._target.sni_hostname:
-            # httpcore verifies the certificate against the SNI name when one is given.
-            request.extensions["sni_hostname"] = self._target.sni_hostname
-        return self._target.transport.handle_async_request(request)
+        return self._impersonating, headers
 
     # ------------------------------------------------------------------ the answer
 
@@ -307,108 +313,105 @@ class PassThrough:
         self,
         req: ServedRequest,
         send: _Recording,
-        sender: _Sender,
-        request: httpx.Request,
+        sending: Callable[[], Awaitable[Reply]],
         what: Forward,
     ) -> None:
-        """Send ``request``, relay the answer; cancelled when the client goes away."""
-        relay = asyncio.ensure_future(self._send(req, send, sender, request, what))
-        gone = asyncio.ensure_future(req.wait_disconnect())
-        try:
-            if what.long_running:
-                await asyncio.wait((relay, gone), return_when=asyncio.FIRST_COMPLETED)
-            else:
-                await asyncio.wait(
-                    (relay, gone), timeout=self.options.timeout, return_when=asyncio.FIRST_COMPLETED
-                )
-        finally:
-            gone.cancel()
-            if not relay.done():
-                relay.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await relay
-        if not relay.cancelled():
-            relay.result()
-            return
-        if gone.done() and not gone.cancelled():
-            return  # the client went away: nobody to answer
-        if req.started:
-            _abort(req)  # timed out in the middle of the answer: it cannot be finished
-            return
-        raise _status(
-            504,
-            "Timeout",
-            f"the API server at {self.api_server} did not answer within "
-            f"{self.options.timeout:g}s (passthrough.timeoutSeconds)",
-        )
+        """Await the answer's head, relay the answer; cancelled when the client goes away.
+        The relay runs in the request's own task (a task per request costs as much as the
+        forwarding connection's work): the client's going away cancels it."""
+        task = asyncio.current_task()
+        assert task is not None
+        left = False
 
-    async def _send(
+        def went(waited: asyncio.Future[None]) -> None:
+            nonlocal left
+            if not waited.cancelled():
+                left = True
+                task.cancel()
+
+        gone = asyncio.ensure_future(req.wait_disconnect())
+        gone.add_done_callback(went)
+        try:
+            async with asyncio.timeout(None if what.long_running else self.options.timeout):
+                await self._relay(req, send, sending, what)
+        except asyncio.CancelledError:
+            if not left:
+                raise
+            task.uncancel()  # the client went away: nobody to answer
+        except TimeoutError:
+            if req.started:
+                _abort(req)  # timed out in the middle of the answer: it cannot be finished
+                return
+            raise _status(
+                504,
+                "Timeout",
+                f"the API server at {self.api_server} did not answer within "
+                f"{self.options.timeout:g}s (passthrough.timeoutSeconds)",
+            ) from None
+        finally:
+            gone.remove_done_callback(went)
+            gone.cancel()
+
+    async def _relay(
         self,
         req: ServedRequest,
         send: _Recording,
-        sender: _Sender,
-        request: httpx.Request,
+        sending: Callable[[], Awaitable[Reply]],
         what: Forward,
     ) -> None:
         try:
-            response = await sender(request)
-        except httpx.TimeoutException as exc:
+            answer = await sending()
+        except UpstreamTimeout as exc:
             if what.fallback is not None:
                 await what.fallback()
                 return
             raise _status(
                 504,
                 "Timeout",
-                f"the API server at {self.api_server} did not answer in time ({_why(exc)})",
+                f"the API server at {self.api_server} did not answer in time ({exc})",
             ) from None
-        except httpx.HTTPError as exc:
+        except TransportError as exc:
             if what.fallback is not None:
                 await what.fallback()
                 return
             raise status.service_unavailable(
-                f"cannot reach the API server at {self.api_server} to forward this request: "
-                f"{_why(exc)}"
+                f"cannot reach the API server at {self.api_server} to forward this request: {exc}"
             ) from None
         try:
-            code = response.status_code
+            code = answer.code
             if what.fallback is not None and what.fallback_when_refused and code in (401, 403):
                 await what.fallback()
                 return
-            stream = response.extensions.get("network_stream")
+            stream = answer.network_stream
             if code == 101 and req.upgrade is not None and stream is not None:
-                tunnel = await req.upgrade.accept(101, switching_headers(response.headers.raw))
+                tunnel = await req.upgrade.accept(101, switching_headers(answer.headers))
                 send.code = code
                 req.started = True
                 await pump(tunnel, stream)
                 return
-            headers = response_headers(response.headers.raw)
+            headers = response_headers(answer.headers)
             if what.on_written is not None and 200 <= code < 300:
                 # A write's answer (one object): read whole, for its resourceVersion.
-                body = b"".join([chunk async for chunk in response.aiter_raw()])
+                body = b"".join([chunk async for chunk in answer.body()])
                 await send.start(code, headers)
                 req.started = True
                 await send.body(body, more=False)
-                _notify(what.on_written, _decoded(body, response.headers.get("content-encoding")))
+                _notify(what.on_written, _decoded(body, headers))
                 return
             await send.start(code, headers)
             req.started = True
-            async for chunk in response.aiter_raw():
-                if chunk:
-                    await send.body(chunk, more=True)
+            async for chunk in answer.body():
+                await send.body(chunk, more=True)
             await send.body(b"", more=False)
-        except httpx.HTTPError as exc:
+        except TransportError as exc:
             if not req.started:
                 raise status.service_unavailable(
-                    f"the API server at {self.api_server} broke off its answer: {_why(exc)}"
+                    f"the API server at {self.api_server} broke off its answer: {exc}"
                 ) from None
             log.debug("forwarded %s %s: upstream broke off: %s", req.method, req.path, exc)
             _abort(req)
         finally:
-            await response.aclose()
-
-
-_Sender = Callable[[httpx.Request], Awaitable[httpx.Response]]
-"""Sends a request, and gives its answer's head (its body streams)."""
+            await answer.aclose()
 
 
 class _Recording:
@@ -451,9 +454,10 @@ def _notify(on_written: Callable[[bytes], None], body: bytes) -> None:
         log.debug("pass-through: could not note a write", exc_info=True)
 
 
-def _decoded(body: bytes, encoding: str | None) -> bytes:
+def _decoded(body: bytes, headers: Headers) -> bytes:
     """A write's answer as the object's bytes (relayed as upstream encoded it)."""
-    if encoding and encoding.strip().lower() == "gzip":
+    encoding = next((v for n, v in headers if n == b"content-encoding"), b"")
+    if encoding.strip().lower() == b"gzip":
         try:
             return gzip.decompress(body)
         except (OSError, EOFError):
@@ -464,8 +468,3 @@ def _decoded(body: bytes, encoding: str | None) -> bytes:
 def _abort(req: ServedRequest) -> None:
     if req.flow is not None:
         req.flow.abort()
-
-
-def _why(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -4,6 +4,8 @@
   package's loaders) into a frozen :class:`UpstreamConfig` with a refreshing :class:`TokenSource`;
 - :mod:`~cacheproxy.upstream.client`: the shared ``httpx.AsyncClient`` (TLS, HTTP/2, auth,
   timeouts);
+- :mod:`~cacheproxy.upstream.forwarding`: where requests forwarded as their callers sent them go
+  (:class:`ForwardingTarget`, on keep-alive connections of :mod:`~.connections`);
 - :mod:`~cacheproxy.upstream.listwatch`: :class:`ApiListerWatcher`, the informer's
   ``ListerWatcher`` protocol over HTTP, plus client-go's pager (:func:`list_all`) and
   :func:`get_version`;
@@ -21,12 +23,7 @@ Imports ``cacheproxy.kube``, ``cacheproxy.errors`` and the informer's protocol t
 ``server/`` or ``sim/`` (docs/design.md §2). Import from here; the submodules may move.
 """
 
-from cacheproxy.upstream.client import (
-    BearerTokenAuth,
-    ForwardingTarget,
-    build_client,
-    build_forwarding_target,
-)
+from cacheproxy.upstream.client import BearerTokenAuth, build_client
 from cacheproxy.upstream.config import (
     TokenSource,
     UpstreamConfig,
@@ -35,6 +32,11 @@ from cacheproxy.upstream.config import (
     load_upstream,
 )
 from cacheproxy.upstream.discovery import resource_types
+from cacheproxy.upstream.forwarding import (
+    ForwardingTarget,
+    ImpersonatingTarget,
+    build_forwarding_target,
+)
 from cacheproxy.upstream.listwatch import ApiListerWatcher, VersionInfo, get_version, list_all
 from cacheproxy.upstream.probe import (
     CollectionKeys,
@@ -49,6 +51,7 @@ __all__ = [
     "BearerTokenAuth",
     "CollectionKeys",
     "ForwardingTarget",
+    "ImpersonatingTarget",
     "KeysListed",
     "ObjectVersions",
     "ResourceVersionProbe",

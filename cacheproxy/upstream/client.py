@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -46,9 +45,7 @@ __all__ = [
     "USER_AGENT",
     "WATCH_TIMEOUT",
     "BearerTokenAuth",
-    "ForwardingTarget",
     "build_client",
-    "build_forwarding_target",
     "ssl_context",
 ]
 
@@ -128,40 +125,6 @@ def build_client(
             "Accept-Encoding": "gzip" if compression else "identity",
         },
     )
-
-
-@dataclass(frozen=True, slots=True)
-class ForwardingTarget:
-    """Where requests forwarded as their callers sent them go, and the transport that takes
-    them there. No client around it: nothing is added to or taken from a request or its answer
-    (no credentials, default headers, cookies, redirects or decoding) — and a request costs
-    only the transport's work."""
-
-    base_url: httpx.URL
-    transport: httpx.AsyncBaseTransport
-    sni_hostname: str = ""
-    """The TLS server name to send (``upstream.tlsServerName``; "": the URL's host)."""
-
-    async def aclose(self) -> None:
-        await self.transport.aclose()
-
-
-def build_forwarding_target(config: UpstreamConfig) -> ForwardingTarget:
-    """The :class:`ForwardingTarget` of ``config``'s server: the same trust, server name and
-    proxy as :func:`build_client`, and **no credentials of the daemon's** (no client
-    certificate, no token). HTTP/1.1 (an upgrade can only be offered there); timeouts are the
-    forwarding code's, per request."""
-    try:
-        transport = httpx.AsyncHTTPTransport(
-            verify=ssl_context(config, client_cert=False),
-            http2=False,
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=100),
-            proxy=config.proxy,
-            trust_env=False,
-        )
-    except ImportError as exc:  # a socks5:// proxy without socksio
-        raise ConfigError(f"{config.source}: {exc}") from exc
-    return ForwardingTarget(httpx.URL(config.server), transport, config.tls_server_name or "")
 
 
 def _client(config: UpstreamConfig, **kwargs: Any) -> httpx.AsyncClient:

@@ -24,7 +24,7 @@ from typing import Any, cast
 import httpx
 import orjson
 
-from cacheproxy.errors import ApiError, Status, StatusDetails, TransportError
+from cacheproxy.errors import ApiError, Status, StatusDetails, TransportError, UpstreamTimeout
 from cacheproxy.kube.status import status_body
 
 __all__ = [
@@ -169,6 +169,8 @@ def transport_error(exc: httpx.HTTPError, *, during: str = "") -> TransportError
     # client-go's isWatchErrorRetriable: a refused connection is a restarting server, retried
     # without relisting; the informer reads this flag.
     refused = isinstance(_root_cause(exc), ConnectionRefusedError)
+    if isinstance(exc, httpx.TimeoutException):
+        return UpstreamTimeout(f"{where}: {what}")
     return TransportError(f"{where}: {what}", connection_refused=refused)
 
 

@@ -19,7 +19,7 @@ from cacheproxy.server.forwarded import UpstreamRead
 from cacheproxy.server.passthrough import Forward, PassThrough, PassThroughOptions
 from cacheproxy.server.proxying import request_headers, response_headers
 from cacheproxy.serving import Message
-from cacheproxy.upstream import ForwardingTarget
+from cacheproxy.upstream import ForwardingTarget, ImpersonatingTarget
 from tests.support import until
 
 UPSTREAM = "https://api.example:6443"
@@ -207,7 +207,9 @@ async def test_a_caller_only_the_daemon_can_vouch_for_is_impersonated_or_refused
     alice = UserInfo("alice", ("readers", "system:authenticated"), uid="u-1")
     headers = [(b"impersonate-user", b"root"), (b"impersonate-group", b"system:masters")]
     async with upstream.client() as daemons:
-        refusing = PassThrough(upstream.target(), impersonating=daemons)  # impersonate is off
+        refusing = PassThrough(
+            upstream.target(), impersonating=ImpersonatingTarget(daemons)
+        )  # impersonate is off
         exchange = Exchange("GET", "/api/v1/secrets", headers=headers)
         with pytest.raises(ApiError) as refused:
             await refusing.forward(exchange.request, exchange.send, WRITE, as_user=alice)
@@ -215,7 +217,9 @@ async def test_a_caller_only_the_daemon_can_vouch_for_is_impersonated_or_refused
         assert "passthrough.impersonate" in refused.value.message
         assert upstream.seen == []
         impersonating = PassThrough(
-            upstream.target(), impersonating=daemons, options=PassThroughOptions(impersonate=True)
+            upstream.target(),
+            impersonating=ImpersonatingTarget(daemons),
+            options=PassThroughOptions(impersonate=True),
         )
         exchange = Exchange(
             "GET", "/api/v1/secrets", headers=[*headers, (b"authorization", b"Bearer x")]

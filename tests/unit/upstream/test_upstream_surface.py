@@ -12,6 +12,7 @@ def test_the_package_exports_exactly_its_public_names() -> None:
         "BearerTokenAuth",
         "CollectionKeys",
         "ForwardingTarget",
+        "ImpersonatingTarget",
         "KeysListed",
         "ObjectVersions",
         "ResourceVersionProbe",
