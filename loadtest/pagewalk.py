@@ -112,7 +112,7 @@ def build(*, pods: int, events: int, seed: int = 1) -> Setup:
 
 
 async def full_list(res: ServedResource, query: Query, rv: int) -> int:
-    page = await res.list(
+    page = await res.read_list(
         query, ListOptions(resource_version=str(rv), resource_version_match=EXACT)
     )
     page.parts()
@@ -123,7 +123,7 @@ async def walk(res: ServedResource, query: Query, rv: int, limit: int) -> int:
     opts = ListOptions(resource_version=str(rv), limit=limit)
     items = pages = 0
     while True:
-        page = await res.list(query, opts)
+        page = await res.read_list(query, opts)
         page.parts()
         items += len(page.items)
         pages += 1

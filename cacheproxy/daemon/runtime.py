@@ -338,8 +338,8 @@ class Daemon:
             )
         if self.manage_gc:
             informer.add_relist_listener(self.trimmer.request)
-        if options.field_indexes:
-            warn_of_empty_indexes(spec.rtype.config_name, informer, options.field_indexes)
+        if spec.indexes:  # those the configuration names (not the watch cache's own)
+            warn_of_empty_indexes(spec.rtype.config_name, informer, spec.indexes)
         consistency = None
         if options.consistent_reads:
             assert self._client is not None

@@ -29,6 +29,7 @@ from cacheproxy.daemon.config.model import SETTINGS, upstream_loader
 from cacheproxy.daemon.persistence import PersistenceOptions
 from cacheproxy.errors import ConfigError
 from cacheproxy.informer import Collection, ReflectorOptions, Transform
+from cacheproxy.kube.fields import WATCH_CACHE_INDEXES
 from cacheproxy.kube.resources import BUILTIN_RESOURCES
 from cacheproxy.server.access import AccessSettings
 from cacheproxy.server.app import ServerOptions
@@ -52,7 +53,8 @@ class ResourceWiring:
     snapshot_ttl: float
     snapshot_entries: int
     consistent_reads: bool
-    """Lists and gets with RV unset wait for upstream's RV (else: served as the cache is)…"""
+    """Reads with RV unset may ask upstream (modes live and strict; else: served as the cache
+    is)…"""
     consistency: ConsistencyOptions
     """…as these say."""
 
@@ -112,14 +114,22 @@ class Wiring:
 def wire_resource(spec: ResourceConfig, limits: ServerLimits) -> ResourceWiring:
     return ResourceWiring(
         collection=spec.collection,
-        field_indexes=spec.indexes,
+        field_indexes=(
+            *spec.indexes,
+            *(
+                path
+                for path in WATCH_CACHE_INDEXES.get((spec.rtype.group, spec.rtype.resource), ())
+                if path not in spec.indexes
+            ),
+        ),
         transform=spec.transform,
         history=spec.history,
         rv_wait=limits.rv_wait_seconds,
         snapshot_ttl=limits.continue_token_ttl_seconds,
         snapshot_entries=limits.list_snapshot_entries,
-        consistent_reads=spec.consistent_reads == "consistent",
+        consistent_reads=spec.consistent_reads != "cache",
         consistency=ConsistencyOptions(
+            mode="strict" if spec.consistent_reads == "consistent" else spec.consistent_reads,
             probes_per_second=limits.consistent_probes_per_second,
             timeout=limits.consistent_read_timeout_seconds,
             confirm_after=limits.consistent_read_confirm_after_seconds,

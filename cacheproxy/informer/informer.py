@@ -156,6 +156,11 @@ class SharedInformer:
     def has_synced(self) -> bool:
         return self._synced.is_set()
 
+    @property
+    def watch_live(self) -> bool:
+        """Whether upstream's changes reach this informer now (:attr:`Reflector.watch_live`)."""
+        return self.reflector.watch_live
+
     async def wait_for_sync(self) -> None:
         await self._synced.wait()
 

@@ -162,12 +162,29 @@ class Reflector:
         self.synced = asyncio.Event()
         """Set once the first complete state was put on the queue."""
         self.last_event_at: float | None = None
+        self._heard_at: float | None = None
+        """While a watch stream is open: when it last delivered an event or bookmark (or
+        opened); None while none is open."""
+        self._ended_at = float("-inf")
+        """When the last watch stream ended normally (see :attr:`watch_live`)."""
         self._restored: Restored | None = None
         self._confirming = False
         """A restored state waits for upstream's word (see the module)."""
         self.watch_answered = asyncio.Event()
         """Set once the first watch got its answer (its stream or an error), or the reflector
         stopped: the informer applies a restored state then (:meth:`SharedInformer.restore`)."""
+
+    @property
+    def watch_live(self) -> bool:
+        """Whether upstream's changes reach the queue now: a watch stream is open and was heard
+        from within ``live_silence`` s, or one ended normally under ``live_grace`` s ago and the
+        next, from the last RV, is opening. A cache fed by a live watch is behind upstream by
+        the watch's delivery lag at most."""
+        now = self._clock()
+        heard = self._heard_at
+        if heard is not None:
+            return now - heard < self.options.live_silence
+        return self.phase is Phase.WATCHING and now - self._ended_at < self.options.live_grace
 
     def resume(self, restored: Restored) -> None:
         """Start from ``restored`` (before :meth:`run`): it is put on the queue in place of a
@@ -353,9 +370,11 @@ class Reflector:
         step = min(1.0, stall / 4)
         loop = asyncio.get_running_loop()
         error: BaseException | None = None
+        stalled = False
         confirming = None
         if self._confirming:
             confirming = asyncio.create_task(self._confirm_after(), name=f"{self.name}-confirm")
+        self._heard_at = self._clock()
         try:
             async with asyncio.timeout(stall) as deadline:
                 pushed = loop.time()
@@ -368,13 +387,18 @@ class Reflector:
                     if now - pushed >= step:
                         deadline.reschedule(now + stall)
                         pushed = now
+                        self._heard_at = self._clock()
         except (ApiError, TransportError) as err:
             error = err
         except TimeoutError:
+            stalled = True
             self.metrics.watch_error(self.name, "stalled")
             log.info("%s: watch stalled (nothing for %.0f s); watching again", self.name, stall)
             raise _WatchAgain(0) from None
         finally:
+            # Live for ``live_grace`` more while the next watch opens, after a normal end only.
+            self._ended_at = self._clock() if error is None and not stalled else float("-inf")
+            self._heard_at = None
             if confirming is not None:
                 confirming.cancel()
             self.last_event_at = self._clock()

@@ -36,6 +36,13 @@ class ReflectorOptions:
     stall_margin: float = 30.0
     """A watch that sent nothing for its timeout plus this long is stalled: dropped, watched
     again."""
+    live_silence: float = 150.0
+    """A watch counts as live (:attr:`Reflector.watch_live`) while its stream is open and it
+    delivered something within this many seconds: the API server sends every watcher that
+    asked for bookmarks one a minute, so a quiet live watch is heard from that often."""
+    live_grace: float = 1.0
+    """After a normal end, the watch still counts as live this long while the next one (from
+    the last RV: nothing is missed) opens."""
     very_short_watch: float = 1.0
     """A watch that ended within this many seconds without an event was "very short": relist."""
     backoff: Callable[[], Backoff] = field(default=Backoff)

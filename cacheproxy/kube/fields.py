@@ -34,6 +34,7 @@ from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.validation import go_quote
 
 __all__ = [
+    "WATCH_CACHE_INDEXES",
     "FieldRequirement",
     "FieldSelector",
     "escape_value",
@@ -317,6 +318,12 @@ def _rules_for(rtype: ResourceType) -> _Rules:
         return _METADATA_ONLY
     # crConverter: metadata.namespace only for namespaced custom resources.
     return _Rules(accepted=(_NAME, _NAMESPACE) if rtype.namespaced else (_NAME,))
+
+
+WATCH_CACHE_INDEXES: dict[tuple[str, str], tuple[str, ...]] = {("", "pods"): ("spec.nodeName",)}
+"""The field indexes the API server's watch cache keeps, by (group, resource): pods by node
+(``pod.Indexers`` in pkg/registry/core/pod, the kubelet's query). The daemon indexes them too,
+unasked, so that query is answered from an index as upstream answers it."""
 
 
 def supported_fields(rtype: ResourceType) -> tuple[str, ...]:

@@ -376,6 +376,34 @@ class CacheServer:
             )
         await passthrough.forward(req, send, what, as_user=as_user)
 
+    def can_forward(self, req: ServedRequest) -> bool:
+        """Whether a read the cache would answer may be passed through upstream instead, as its
+        caller (the read planner's choice when that is cheaper than proving the cache fresh): a
+        bearer token upstream checks, or a user the daemon impersonates. Not a caller without
+        credentials: upstream would see it anonymous, and refuse what the cache serves it."""
+        passthrough = self.passthrough
+        if passthrough is None:
+            return False
+        if req.header("authorization"):
+            return not self.local_tokens or passthrough.impersonates
+        return passthrough.impersonates and req.peer_user is not None and bool(req.peer_user[0])
+
+    async def forward_read(
+        self,
+        req: ServedRequest,
+        send: Send,
+        parts: list[str],
+        path: ApiPath,
+        verb: str | None,
+    ) -> None:
+        """Pass a read of a cached resource through upstream, as its caller (the read planner
+        chose it: :mod:`.readplan`); counted as a forwarded request, not as a read of something
+        uncached."""
+        assert self.passthrough is not None
+        as_user = await self._impersonated(req)
+        what = dataclasses.replace(self._forwarded(req, parts, path, verb), read=None)
+        await self.passthrough.forward(req, send, what, as_user=as_user)
+
     async def _impersonated(self, req: ServedRequest) -> UserInfo | None:
         """Who a forwarded request impersonates: None to forward the caller's credentials as
         sent (a bearer token the API server checks, or none: anonymous); the verified user of

@@ -410,6 +410,13 @@ class _CacheCollector:
             lambda t: 1.0 if t.resource.synced else 0.0,
         )
         yield gauge(
+            "cacheproxy_watch_live",
+            "1 while the resource's upstream watch is live (its stream open and heard from), "
+            "else 0: reads with resourceVersion unset in the default live mode are then proven "
+            "or forwarded, not served as the cache is.",
+            lambda t: 1.0 if t.resource.informer.watch_live else 0.0,
+        )
+        yield gauge(
             "cacheproxy_cache_eventlog_events",
             "Events held for watch resumes and exact-RV lists.",
             lambda t: len(t.resource.informer.event_log),
@@ -450,6 +457,10 @@ _CONSISTENCY_COUNTERS: Final = {
     "cache its events had not brought to upstream's resourceVersion.",
     "confirmed": "Consistent reads served because a listing (a get: its object's "
     "resourceVersion) showed the cache holds what upstream holds (nothing written since).",
+    "live": "Reads with resourceVersion unset served from the cache as its live upstream "
+    "watch keeps it (consistentReads: live; stale by the watch's delivery lag at most).",
+    "forwarded": "Reads with resourceVersion unset passed through to upstream as their caller "
+    "because the cache could not prove itself fresh at a lower cost.",
     "after_write": "Consistent reads answered once the cache held a write that passed through "
     "the daemon just before, without asking upstream.",
 }

@@ -40,6 +40,11 @@ class ConsistencyStats:
     confirmed: int = 0
     """Reads whose cache a listing, or for a get its object's resourceVersion, confirmed (it
     had not reached the probed RV by its events)."""
+    live: int = 0
+    """Reads served from the cache as its live upstream watch keeps it (mode ``live``)."""
+    forwarded: int = 0
+    """Reads passed through to upstream because the cache could not prove itself fresh at a
+    lower cost."""
     after_write: int = 0
     """Reads answered once the cache held a write that passed through the daemon just before,
     without asking upstream."""

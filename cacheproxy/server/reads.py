@@ -112,12 +112,8 @@ async def serve_get(
     namespace: str | None,
     name: str,
     form: Form,
-    wait_for: int = 0,
 ) -> None:
-    """``wait_for``: the ``resourceVersion`` the cache must reach first (0: none; the router
-    parsed it, and a consistent read may have confirmed the object instead)."""
-    if wait_for:
-        await res.wait_for(wait_for)
+    """A get, from the cache's current state (:meth:`.ServedResource.decide` chose it)."""
     entry = res.get(namespace, name)
     if form.table:
         obj = entry.object()
@@ -145,12 +141,13 @@ async def serve_list(
     opts: ListOptions,
     form: Form,
     max_page_size: int,
-    confirmed_at: int | None = None,
+    at: int | None = None,
 ) -> None:
-    """``confirmed_at``: see :meth:`ServedResource.list`."""
+    """A list (one page), from the cache's current state or ``at`` an older RV's (as
+    :meth:`.ServedResource.decide` chose)."""
     if opts.limit > max_page_size:
         opts = dataclasses.replace(opts, limit=max_page_size)
-    page = await res.list(query, opts, confirmed_at=confirmed_at)
+    page = res.list(query, opts, at=at)
     if form.table:
         doc = table(
             res.table_printer(),

@@ -1,23 +1,18 @@
 """One cached resource as the server sees it: its informer's Store and EventLog, answering
-list and get with the API server's resourceVersion rules, and paging from one snapshot.
+list and get at the state the read planner chose, and paging from one snapshot.
 
-- RV "0": the cache's current state, stamped with the cache's RV. RV unset: the same, once
-  the cache has caught up with upstream's current RV when the resource reads consistently
-  (:mod:`.consistent`; the router waits for it).
-- RV=N (not older than): wait until the cache reached N (≤ ``rv_wait``), else 504
-  ``ResourceVersionTooLarge`` with ``Retry-After``.
-- ``resourceVersionMatch=Exact`` (or ``limit`` with RV=N): the state at exactly N, rebuilt from
-  the EventLog (undoing later events) while it still holds N; else 410.
+:meth:`ServedResource.decide` is the one executor of the read planner (:mod:`.readplan`): it
+gives the planner the resource's state, carries out its steps (waits, probes, confirmations
+through :mod:`.consistent`) and returns what to answer from — the current state, the state at
+an older RV, or upstream (forward) — or raises the refusal. :meth:`ServedResource.list` and
+:meth:`ServedResource.get` then cut the answer from that state:
+
+- the current state, stamped with the cache's RV;
+- an older RV's state (``Exact``, a ``limit`` with RV=N, a continue token's), rebuilt from the
+  EventLog (undoing later events) and kept for the walk's next pages
+  (:mod:`cacheproxy.server.snapshots`): a page is then O(page + log n), not a rebuild;
 - ``limit``/``continue``: pages in key order; the token carries the snapshot RV, so every page
-  comes from one snapshot; a token older than the EventLog → 410 with an "inconsistent" token
-  (rv -1) to continue at the latest state; a token newer than the cache (from a replica ahead of
-  this one) waits for its RV as RV=N does, so a walk may cross replicas, then is that 410.
-- RVs a consistent read's listing confirmed (:attr:`ServedResource.proofs`): a list at one of
-  them and its pages are cut from the state the listing confirmed.
-
-The state at an older RV, and what a paged query selects of it, is built once per walk and kept
-(:mod:`cacheproxy.server.snapshots`): a page is then O(page + log n), not a rebuild. Whether kept
-or rebuilt, a page is the same, and so is every refusal.
+  comes from one snapshot.
 """
 
 from __future__ import annotations
@@ -28,7 +23,7 @@ import itertools
 import operator
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 import orjson
 
@@ -37,15 +32,17 @@ from cacheproxy.informer.eventlog import TooOld
 from cacheproxy.informer.informer import SharedInformer
 from cacheproxy.informer.store import Entry, Store
 from cacheproxy.kube import status
-from cacheproxy.kube.listoptions import EXACT, ListOptions
+from cacheproxy.kube.listoptions import ListOptions
 from cacheproxy.kube.partial import list_meta
 from cacheproxy.kube.protobuf import object_resource_version
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.rv import decode_continue, encode_continue
 from cacheproxy.kube.table import TablePrinter, printer_for
 from cacheproxy.kube.versions import NEWEST, KubeVersion
-from cacheproxy.server.consistent import ConsistentReads
+from cacheproxy.server.consistent import ConsistentReads, ObjectKey
 from cacheproxy.server.query import Query, matches, select_keys
+from cacheproxy.server.readexec import carry_out
+from cacheproxy.server.readplan import ForwardRead, ReadRequest, ReadState, Refuse, Serve
 from cacheproxy.server.snapshots import KEY, Snapshot, SnapshotCache, build_snapshot
 
 __all__ = ["ServedList", "ServedResource"]
@@ -119,12 +116,8 @@ class ServedResource:
     snapshots: SnapshotCache = field(default_factory=SnapshotCache)
     """The states at older RVs kept for paged lists (bounded by age and by entries)."""
     consistency: ConsistentReads | None = None
-    """How lists and gets with RV unset learn upstream's RV and wait for it
-    (:mod:`.consistent`); None: they are answered from the cache as it is."""
-    proofs: dict[int, int] = field(default_factory=dict)
-    """Upstream RVs a consistent read's listing confirmed (:mod:`.consistent`), each to the
-    cache's RV whose state is upstream's there: a list at one of them (or not older than it),
-    and the pages of its walk, are cut from that state. The newest :data:`PROOFS` kept."""
+    """What reads with RV unset may ask upstream (:mod:`.consistent`); None: they are answered
+    from the cache as it is (mode ``cache``)."""
     keeps_managed_fields: bool = False
     """The stored objects have their ``metadata.managedFields`` (a transform that keeps them):
     a client asking to drop them gets its objects re-encoded."""
@@ -134,6 +127,9 @@ class ServedResource:
     last_read: float = 0.0
     """When a read was last answered from this resource (``time.monotonic``; 0: never)."""
     _progress: asyncio.Event = field(default_factory=asyncio.Event)
+    _quiet_at: int | None = None
+    """The cache's RV when a read last found it behind upstream's after waiting for its events:
+    while the cache stays there, the next read skips the probe (see :mod:`.readplan`)."""
 
     def __post_init__(self) -> None:
         # Wake readers waiting for an RV whenever the store moves.
@@ -144,7 +140,6 @@ class ServedResource:
     def _relisted(self, _rv: int) -> None:
         # The EventLog restarted: no older state can be rebuilt, so none may be served.
         self.snapshots.clear()
-        self.proofs.clear()
         self._progress.set()
 
     def table_printer(self) -> TablePrinter:
@@ -169,26 +164,6 @@ class ServedResource:
         """Whether the cache's keys are ``keys`` (a consistent read's confirmation)."""
         store = self.informer.store
         return len(store) == len(keys) and all(key in store for key in keys)
-
-    def confirmed(self, upstream_rv: int, cache_rv: int) -> None:
-        """A listing at ``upstream_rv`` showed the cache's state at ``cache_rv`` is upstream's
-        there (nothing changed in between but what a later event undoes)."""
-        if upstream_rv > cache_rv:
-            self.proofs[upstream_rv] = cache_rv
-            while len(self.proofs) > PROOFS:
-                del self.proofs[next(iter(self.proofs))]
-
-    def proven(self, rv: int, *, exact: bool) -> tuple[int, int] | None:
-        """(a confirmed upstream RV, the cache's RV with its state) for ``rv`` — exactly
-        ``rv``, or the oldest one not older — or None."""
-        if exact:
-            return (rv, self.proofs[rv]) if rv in self.proofs else None
-        newer = [upstream for upstream in self.proofs if upstream >= rv]
-        return (min(newer), self.proofs[min(newer)]) if newer else None
-
-    def reached(self, rv: int) -> bool:
-        """Whether a read not older than ``rv`` can be served without waiting."""
-        return rv <= self.resource_version or self.proven(rv, exact=False) is not None
 
     def key_of(self, namespace: str | None, name: str) -> str:
         """The cache's key of object ``name`` (in ``namespace`` if the resource is namespaced)."""
@@ -293,27 +268,28 @@ class ServedResource:
                 out.append(key)
         return out
 
-    async def list(
-        self, query: Query, opts: ListOptions, *, confirmed_at: int | None = None
-    ) -> ServedList:
-        """One page of ``query`` as ``opts`` say (see the module). ``confirmed_at``: a
-        consistent read's listing confirmed the cache there (:meth:`confirmed`): the list
-        carries that RV."""
-        rv, older = await self._list_source(query, opts, confirmed_at)
-        if older is not None:
+    def list(self, query: Query, opts: ListOptions, *, at: int | None = None) -> ServedList:
+        """One page of ``query`` as ``opts`` say, from the current state or (``at``) the state
+        at an older RV (:meth:`decide` chose it; see the module)."""
+        if at is not None and at != self.resource_version:
+            try:
+                older = self.snapshot(at, query, keep=opts.limit > 0)
+            except TooOld:
+                raise self._expired(opts) from None
             entries = older.entries
             start, end = _bounds(entries, query, opts, key=KEY)
             last = entries[end - 1].key if end else ""
             return _page(
                 self.rtype,
                 query,
-                rv,
+                at,
                 entries[start:end],
                 end=end,
                 total=len(entries),
                 last=last,
                 root=self._key_root(opts),
             )
+        rv = self.resource_version
         if not query.selective and opts.limit:
             return self._page_of_all(query, opts, rv)
         keys = self.current_keys(query)
@@ -330,6 +306,92 @@ class ServedResource:
             last=last,
             root=self._key_root(opts),
         )
+
+    def _expired(self, opts: ListOptions) -> ApiError:
+        """The API server's 410 for a list whose RV (or continue token's) is gone."""
+        if opts.continue_token:
+            key = decode_continue(opts.continue_token).key
+            return status.expired(
+                status.CONTINUE_EXPIRED_MESSAGE, continue_token=encode_continue(-1, key)
+            )
+        return status.expired("The resourceVersion for the provided list is too old.")
+
+    # ------------------------------------------------------------------ the read planner
+
+    def state(self, *, can_forward: bool = False, get: bool = False) -> ReadState:
+        """What the read planner sees of this resource now (for a ``get`` or not)."""
+        rv = self.resource_version
+        oldest = self.informer.event_log.oldest_resumable
+        reads = self.consistency
+        if reads is None:
+            return ReadState(rv, oldest, mode="cache", rv_wait=self.rv_wait)
+        options = reads.options
+        return ReadState(
+            rv,
+            oldest,
+            mode=options.mode,
+            watch_live=self.informer.watch_live,
+            written=reads.written(),
+            quiet=self._quiet_at == rv,
+            can_forward=can_forward,
+            can_confirm=reads.can_confirm(get=get),
+            on_timeout=options.on_timeout,
+            catch_up=options.confirm_after,
+            rv_wait=self.rv_wait,
+        )
+
+    def quiet(self) -> None:
+        self._quiet_at = self.resource_version
+
+    async def decide(
+        self,
+        read: ReadRequest,
+        *,
+        get: ObjectKey | None = None,
+        can_forward: bool = False,
+        opts: ListOptions | None = None,
+    ) -> Serve | ForwardRead:
+        """What ``read`` (a ``get`` of that object, or a list or watch with ``opts``) is answered
+        from, by the read planner (:mod:`.readexec` carries out its steps): the cache
+        (``Serve``: its current state or ``at`` an older RV, maybe with a warning) or upstream
+        (``ForwardRead``). Raises the planner's refusals as the API server's errors."""
+        reads = self.consistency
+        answer = await carry_out(
+            read,
+            self,
+            reads,
+            clock=reads.clock if reads is not None else asyncio.get_running_loop().time,
+            rv_wait=self.rv_wait,
+            get=get,
+            can_forward=can_forward,
+        )
+        if isinstance(answer, Refuse):
+            limit = reads.options.timeout if reads is not None else self.rv_wait
+            raise self._refusal(answer, opts, limit)
+        return answer
+
+    async def read_list(self, query: Query, opts: ListOptions) -> ServedList:
+        """A list (one page) of ``query`` as ``opts`` say, answered from the cache alone: the
+        state :meth:`decide` chose, never upstream's."""
+        read = ReadRequest.of("list", opts, kube=self.kube_version())
+        answer = await self.decide(read, opts=opts)
+        assert isinstance(answer, Serve)  # nothing is forwarded when nothing may be
+        return self.list(query, opts, at=answer.at)
+
+    def _refusal(self, refuse: Refuse, opts: ListOptions | None, limit: float) -> ApiError:
+        if refuse.reason == "too_large":
+            return status.too_large_resource_version(refuse.rv, self.resource_version)
+        if refuse.reason == "timeout":
+            return ApiError(
+                status.status_body(
+                    code=504,
+                    reason="Timeout",
+                    message=f"Timeout: not a consistent read: {refuse.why} within {limit:g}s",
+                    details={"retryAfterSeconds": 1},
+                )
+            )
+        self.snapshots.forget_older(self.informer.event_log.oldest_resumable)
+        return self._expired(opts or ListOptions())
 
     def _key_root(self, opts: ListOptions) -> str:
         """What the start key of a page's continue token begins with, as the upstream's version
@@ -356,84 +418,6 @@ class ServedResource:
             page.continue_token = encode_continue(rv, start_key)
             page.remaining = store.count_keys(namespace=query.namespace, start=last + "\x00")
         return page
-
-    async def _list_source(
-        self, query: Query, opts: ListOptions, confirmed_at: int | None = None
-    ) -> tuple[int, Snapshot | None]:
-        """(list RV, what ``query`` selects of the snapshot at that RV, or None for the current
-        state)."""
-        if opts.continue_token:
-            # First, as the API server (etcd3 store), in its version's words.
-            token = decode_continue(opts.continue_token, kube=self.kube_version())
-            if opts.resource_version not in ("", "0"):
-                raise status.bad_request(
-                    "specifying resource version is not allowed when using continue"
-                )
-            proof = self.proven(token.resource_version, exact=True)
-            if proof is not None and (source := self._proven_source(proof, query, opts)):
-                return source
-            if token.resource_version > self.resource_version:
-                # A token from a replica ahead of this one: its state is not here yet, and the
-                # state here is older (cut from it, the page would miss the later writes). Wait
-                # for it as for RV=N, then answer what the API server answers a token it cannot
-                # continue: 410 with an inconsistent token. Waiting is no use when a listing
-                # confirmed the cache where it still is (nothing is on its way).
-                await self._continue_at(token.resource_version, token.key)
-            if token.resource_version == -1 or token.resource_version == self.resource_version:
-                return self.resource_version, None
-            try:
-                snapshot = self.snapshot(token.resource_version, query, keep=opts.limit > 0)
-            except TooOld:
-                raise status.expired(
-                    status.CONTINUE_EXPIRED_MESSAGE,
-                    continue_token=encode_continue(-1, token.key),
-                ) from None
-            return token.resource_version, snapshot
-        requested = opts.rv
-        exact = opts.resource_version_match == EXACT or (
-            opts.limit > 0 and requested > 0 and not opts.resource_version_match
-        )
-        wanted = requested or confirmed_at or 0
-        if wanted > self.resource_version:
-            proof = self.proven(wanted, exact=exact or not requested)
-            if proof is not None and (source := self._proven_source(proof, query, opts)):
-                return source
-            if requested > 0:
-                await self.wait_for(requested)
-        if exact and requested != self.resource_version:
-            try:
-                return requested, self.snapshot(requested, query, keep=opts.limit > 0)
-            except TooOld:
-                raise status.expired(
-                    "The resourceVersion for the provided list is too old."
-                ) from None
-        return self.resource_version, None
-
-    async def _continue_at(self, rv: int, start_key: str) -> None:
-        quiet = self.resource_version in self.proofs.values()
-        try:
-            await self.wait_for(rv, within=0.0 if quiet else None)
-        except ApiError:
-            raise status.expired(
-                status.CONTINUE_EXPIRED_MESSAGE, continue_token=encode_continue(-1, start_key)
-            ) from None
-
-    def _proven_source(
-        self, proof: tuple[int, int], query: Query, opts: ListOptions
-    ) -> tuple[int, Snapshot | None] | None:
-        """(the confirmed RV, the state it was confirmed for), or None when the EventLog no
-        longer reaches that state."""
-        upstream, cache = proof
-        if cache == self.resource_version:
-            return upstream, None
-        try:
-            return upstream, self.snapshot(cache, query, keep=opts.limit > 0)
-        except TooOld:
-            return None
-
-
-PROOFS: Final = 64
-"""Confirmed RVs kept per resource (:attr:`ServedResource.proofs`)."""
 
 
 def _bounds(

@@ -4,10 +4,10 @@ Kubernetes API paths of the cached resources (docs/design.md §4).
 A resource path is checked against what is served — its type, its scope (a namespaced path for a
 cluster-scoped resource is a 404, as on the API server); writes were refused before
 (:mod:`.refusals`) — and then answered by get, list (:mod:`.reads`) or watch
-(:mod:`.watching`), before the first sync with a 429 and ``Retry-After``. A get or list with
-``resourceVersion`` unset first waits until the cache caught up with upstream
-(:mod:`.consistent`) when its resource reads consistently. A path outside the API
-is a 404 naming what is served.
+(:mod:`.watching`), before the first sync with a 429 and ``Retry-After``. What a read is
+answered from — the cache now, an older state, or upstream — is the read planner's
+(:mod:`.readplan`), carried out by :meth:`.ServedResource.decide`; the router only dispatches on
+the answer. A path outside the API is a 404 naming what is served.
 """
 
 from __future__ import annotations
@@ -22,14 +22,7 @@ from cacheproxy.kube.listoptions import ListOptions, parse_list_options
 from cacheproxy.kube.request import ApiPath
 from cacheproxy.kube.table import WatchTables
 from cacheproxy.server.admission import ServedRequest
-from cacheproxy.server.consistent import (
-    Fresh,
-    ObjectKey,
-    is_consistent_get,
-    is_consistent_list,
-    is_consistent_watch,
-    not_older_than,
-)
+from cacheproxy.server.consistent import ObjectKey, warning_header
 from cacheproxy.server.failures import fix_for
 from cacheproxy.server.homepage import HTML, wants_html
 from cacheproxy.server.homepage import render as render_home
@@ -37,6 +30,7 @@ from cacheproxy.server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from cacheproxy.server.options import ANSWERS
 from cacheproxy.server.ownapi import PREFIX, USER
 from cacheproxy.server.query import Query
+from cacheproxy.server.readplan import ForwardRead, ReadRequest, Serve
 from cacheproxy.server.reads import Form, build_query, negotiate, serve_get, serve_list
 from cacheproxy.server.refusals import not_served_here
 from cacheproxy.server.resource import ServedResource
@@ -136,33 +130,32 @@ async def route(
     if server.options.staleness_header:
         staleness = f"{server.staleness(res.rtype):.3f}".encode()
         send = with_header(send, STALENESS_HEADER, staleness)
-    reads = res.consistency
     if verb == "get":
         assert path.name is not None
         given = req.param("resourceVersion")
-        rv = parse_list_options({"resourceVersion": [given]} if given else {}).rv
-        # A get has no list RV to remember a confirmation by: one at an RV the cache has not
-        # reached is confirmed by its object (after a probe past that RV).
-        if reads is not None and (is_consistent_get(given) or rv > res.resource_version):
-            get = ObjectKey(path.namespace, path.name, res.key_of(path.namespace, path.name))
-            at_least, within = (rv, res.rv_wait) if rv else (None, None)
-            send = _warned(send, await reads.read(res, get=get, at_least=at_least, within=within))
-            rv = 0  # confirmed: nothing to wait for
+        parse_list_options({"resourceVersion": [given]} if given else {})  # a bad RV: 400
+        get = ObjectKey(path.namespace, path.name, res.key_of(path.namespace, path.name))
+        answer = await res.decide(
+            ReadRequest("get", given), get=get, can_forward=server.can_forward(req)
+        )
+        if isinstance(answer, ForwardRead):
+            await server.forward_read(req, send, parts, path, verb)
+            return
         await serve_get(
-            req, send, res, namespace=path.namespace, name=path.name, form=form, wait_for=rv
+            req, _warned(send, answer), res, namespace=path.namespace, name=path.name, form=form
         )
         return
     opts = parse_list_options(
         req.query, watch=verb == "watch", name=path.name if verb == "watch" else None
     )
     query = build_query(req, res, path.namespace, opts)
+    read = ReadRequest.of("watch" if verb == "watch" else "list", opts, kube=res.kube_version())
+    answer = await res.decide(read, can_forward=server.can_forward(req), opts=opts)
+    if isinstance(answer, ForwardRead):
+        await server.forward_read(req, send, parts, path, verb)
+        return
+    send = _warned(send, answer)
     if verb == "list":
-        ahead = not_older_than(opts)
-        fresh = None
-        if reads is not None and (is_consistent_list(opts) or not res.reached(ahead)):
-            at_least, within = (ahead, res.rv_wait) if ahead else (None, None)
-            fresh = await reads.read(res, at_least=at_least, within=within)
-            send = _warned(send, fresh)
         await serve_list(
             req,
             send,
@@ -171,18 +164,18 @@ async def route(
             opts=opts,
             form=form,
             max_page_size=server.options.max_page_size,
-            confirmed_at=fresh.confirmed_at if fresh is not None else None,
+            at=answer.at,
         )
         return
-    if reads is not None and is_consistent_watch(opts):
-        send = _warned(send, await reads.read(res))
     await _watch(server, req, send, res, query, opts, form)
 
 
-def _warned(send: Send, fresh: Fresh) -> Send:
-    """``send``, with a ``Warning`` header when a consistent read (:mod:`.consistent`) is
-    served from the cache as it is."""
-    return send if fresh.warning is None else with_header(send, b"warning", fresh.warning)
+def _warned(send: Send, answer: Serve) -> Send:
+    """``send``, with a ``Warning`` header when a read with ``resourceVersion`` unset is served
+    from the cache as it is though its freshness could not be proven."""
+    if answer.warning is None:
+        return send
+    return with_header(send, b"warning", warning_header(answer.warning))
 
 
 async def _own_api(server: CacheServer, req: ServedRequest, send: Send) -> None:

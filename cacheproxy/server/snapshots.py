@@ -200,6 +200,11 @@ class SnapshotCache:
                 return
             self._drop(key)
 
+    def forget_older(self, oldest: int) -> None:
+        """Drop every state kept at an RV older than ``oldest`` (the log no longer reaches it:
+        a read at it is refused)."""
+        self._drop_older(oldest)
+
     def _drop_older(self, oldest: int) -> None:
         while self._rvs and self._rvs[0] < oldest:
             rv = heapq.heappop(self._rvs)

@@ -165,12 +165,7 @@ async def serve_watch(
     kube = res.kube_version()
     if kube.watch_list_by_default and opts.allow_watch_bookmarks:
         opts = opts.as_watch_list()  # as upstream defaults it: the end bookmark is sent
-    requested = opts.rv
-    if opts.send_initial_events and requested > res.resource_version:
-        # A watch-list's initial state must be at least this fresh: the API server waits (3 s)
-        # for its cache, then refuses. A plain watch from a newer RV simply waits for the events
-        # after it (clients behind several replicas rely on that).
-        await res.wait_for(requested)  # 504 before the stream starts
+    requested = opts.rv  # reached, or a plain watch from a newer RV (:mod:`.readplan`)
     if refusing():
         raise status.service_unavailable("the server is shutting down", retry_after=1)
     out = WatchWriter(

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 
 from cacheproxy.daemon.config import DaemonConfig, ResourceConfig, ServerSettings
-from cacheproxy.daemon.config.model import PassthroughSettings
+from cacheproxy.daemon.config.model import PassthroughSettings, UpstreamSettings
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.kube.resources import builtin
 from cacheproxy.sim import SimServer
@@ -32,15 +32,20 @@ async def daemon_for(
     resources: tuple[ResourceConfig, ...] | None = None,
     upstream: UpstreamConfig | None = None,
     passthrough: bool | PassthroughSettings = True,
+    watching: UpstreamSettings | None = None,
     **server: object,
 ) -> AsyncIterator[Daemon]:
     """A daemon in front of ``upstream_url`` (or the full ``upstream`` config), synced;
-    ``passthrough=False``: the read-only cache (what it does not answer is refused)."""
+    ``passthrough=False``: the read-only cache (what it does not answer is refused);
+    ``watching``: how it lists and watches (the ``upstream`` settings)."""
     settings = replace(ServerSettings(port=0), **server)  # type: ignore[arg-type]
     if isinstance(passthrough, bool):
         passthrough = PassthroughSettings(enabled=passthrough)
     config = DaemonConfig(
-        resources=resources or default_resources(), server=settings, passthrough=passthrough
+        resources=resources or default_resources(),
+        server=settings,
+        passthrough=passthrough,
+        upstream=watching or UpstreamSettings(),
     )
     upstream = upstream or UpstreamConfig(server=upstream_url)
     daemon = Daemon(config, upstream, manage_gc=False)

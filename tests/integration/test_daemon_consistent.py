@@ -11,9 +11,13 @@ from typing import Any
 import httpx
 
 from cacheproxy.daemon.config import ResourceConfig, ServerLimits
+from cacheproxy.daemon.config.model import UpstreamSettings
 from cacheproxy.kube.resources import builtin
-from cacheproxy.sim import SimServer, Simulator
+from cacheproxy.sim import SimConfig, SimServer, Simulator
+from cacheproxy.sim.policy import Policy
+from cacheproxy.upstream import TokenSource, UpstreamConfig
 from tests.integration.daemon_support import daemon_for
+from tests.integration.test_daemon_passthrough import POLICY
 
 CONFIGMAPS = builtin("configmaps")
 CONSISTENT = (ResourceConfig(rtype=CONFIGMAPS, consistent_reads="consistent"),)
@@ -153,3 +157,92 @@ async def test_a_write_to_a_quiet_resource_is_seen_by_the_next_read(
             sim.store.create(CONFIGMAPS, configmap(f"new-{i}", "1"))
             names = [item["metadata"]["name"] for item in (await c.get(PATH)).json()["items"]]
             assert f"new-{i}" in names
+
+
+def sample(daemon: Any, name: str, **labels: str) -> float:
+    value = daemon.metrics.registry.get_sample_value(name, {"resource": "configmaps", **labels})
+    return value or 0.0
+
+
+async def test_a_default_read_is_served_from_the_live_cache_without_asking_upstream(
+    sim_server: SimServer, sim: Simulator
+) -> None:
+    async with (
+        daemon_for(sim_server.url, resources=(ResourceConfig(rtype=CONFIGMAPS),)) as daemon,
+        httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,
+    ):
+        assert sample(daemon, "cacheproxy_watch_live") == 1.0
+        for i in range(20):
+            sim.store.create(CONFIGMAPS, configmap(f"elsewhere-{i}", "1"))  # not through it
+            for _ in range(500):  # the watch's delivery lag: milliseconds
+                names = [item["metadata"]["name"] for item in (await c.get(PATH)).json()["items"]]
+                if f"elsewhere-{i}" in names:
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                raise AssertionError(f"elsewhere-{i} never showed")
+            got = await c.get(f"{PATH}/elsewhere-{i}")
+            assert got.status_code == 200 and "warning" not in got.headers
+        assert probes(daemon) == 0
+        assert sample(daemon, "cacheproxy_consistent_live_total") >= 40
+
+
+async def test_a_default_read_whose_watch_went_silent_is_proven_not_served_as_is(
+    sim_server: SimServer, sim: Simulator
+) -> None:
+    async with (
+        daemon_for(
+            sim_server.url,
+            resources=(ResourceConfig(rtype=CONFIGMAPS),),
+            watching=UpstreamSettings(watch_live_silence_seconds=1),
+            limits=replace(ServerLimits(), consistent_read_timeout_seconds=0.5),
+        ) as daemon,
+        httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,
+    ):
+        await asyncio.sleep(1.1)  # a watch that ends within a second is a relist: not that
+        sim.faults.next_watch_stream("silent")
+        sim.end_watches()
+        sim.store.create(CONFIGMAPS, configmap("unseen", "x"))
+        await asyncio.sleep(1.5)  # the new watch silent for over a second: no longer live
+        assert sample(daemon, "cacheproxy_watch_live") == 0.0
+        response = await c.get(PATH)
+        # No credentials to forward: the listing shows what the cache lacks, and the read
+        # falls back to the cache with a Warning rather than passing for fresh.
+        assert response.status_code == 200
+        assert "served from the cache as it is" in response.headers["warning"]
+        assert probes(daemon) == 1
+
+
+async def test_a_strict_read_is_forwarded_as_its_caller_when_that_is_cheaper() -> None:
+    policy = Simulator(config=SimConfig(policy=Policy.from_mapping(POLICY)))
+    async with (
+        SimServer(policy) as server,
+        daemon_for(
+            server.url,
+            resources=(ResourceConfig(rtype=CONFIGMAPS, consistent_reads="strict"),),
+            upstream=UpstreamConfig(
+                server=server.url, token_source=TokenSource.static("daemon-token")
+            ),
+        ) as daemon,
+        httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,
+    ):
+        policy.store.create(CONFIGMAPS, configmap("a", "1"))
+        policy.store.create(builtin("secrets"), {"metadata": {"name": "s"}})  # upstream moves on
+        admin = {"Authorization": "Bearer admin-token"}
+        logged = len(policy.request_log)
+        got = await c.get(f"{PATH}/a", headers=admin)
+        assert got.status_code == 200 and got.json()["data"] == {"v": "1"}
+        listed = [await c.get(PATH, headers=admin) for _ in range(3)]
+        assert all(r.status_code == 200 for r in listed)
+        assert [i["metadata"]["name"] for i in listed[-1].json()["items"]] == ["a"]
+        seen = [(r.verb, r.user) for r in list(policy.request_log)[logged:]]
+        # The get is the caller's own; the first list probes and, the cache being behind
+        # (quiet), goes upstream as the caller; the lists after it skip the probe.
+        assert seen.count(("get", "admin")) == 1
+        assert seen.count(("list", "admin")) == 3
+        assert seen.count(("list", "cacheproxy")) == 1  # the one probe
+        assert sample(daemon, "cacheproxy_consistent_forwarded_total") == 4
+        # A caller with no credentials is not forwarded (upstream would refuse it): proven.
+        anonymous = await c.get(f"{PATH}/a")
+        assert anonymous.status_code == 200
+        assert sample(daemon, "cacheproxy_consistent_forwarded_total") == 4

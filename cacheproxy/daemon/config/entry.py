@@ -41,10 +41,10 @@ _DNS_SUBDOMAIN: Final = re.compile(
 )
 _VERSION: Final = re.compile(r"v[1-9][0-9]*((alpha|beta)[1-9][0-9]*)?")
 _KIND: Final = re.compile(r"[A-Z][A-Za-z0-9]*")
-ConsistentReadsPolicy = Literal["cache", "consistent"]
-DEFAULT_CONSISTENT_READS: Final = "consistent"
-"""The default :data:`ConsistentReadsPolicy`: lists and gets with RV unset see every write
-acknowledged before them, as on the API server."""
+ConsistentReadsPolicy = Literal["live", "strict", "cache", "consistent"]
+DEFAULT_CONSISTENT_READS: Final = "live"
+"""The default :data:`ConsistentReadsPolicy`: reads with RV unset are served from the cache its
+live upstream watch keeps, once it holds every write made through the daemon."""
 RESOURCE_GRAMMAR: Final = "NAME or GROUP/VERSION/PLURAL:Kind[:namespaced|cluster]"
 
 
@@ -134,19 +134,21 @@ class ResourceEntry:
     """Events kept for watch resume; a client resuming from an older resourceVersion gets 410
     Gone and relists."""
     consistent_reads: ConsistentReadsPolicy = DEFAULT_CONSISTENT_READS
-    """Lists, gets and watches with `resourceVersion` unset. `consistent`: they see every write
-    upstream had acknowledged when they came, as on the API server: the daemon asks upstream its
-    current resourceVersion (a `limit=1` list, shared by the reads that wait together: see
-    `server.limits.consistentProbesPerSecond`) and waits until the cache has reached it, usually
-    a round-trip to upstream. A resource nobody writes never gets there by its own events
-    (upstream's resourceVersion moves with every write to any resource): after
-    `consistentReadConfirmAfterSeconds` one metadata list of the resource (a get: at once, one
-    metadata get of its object) confirms that the cache holds what upstream holds, and until the
-    resource changes later reads are confirmed at once, by that alone. A read not answered
-    within `consistentReadTimeoutSeconds` is
-    answered as `consistentReadFallback` says. `cache`: from the cache as it is, at once, with no
-    upstream request (as `resourceVersion=0`): they may miss a write upstream has acknowledged;
-    for resources read far more often than their readers need to see their own writes."""
+    """Lists, gets and watches with `resourceVersion` unset (what kubectl and client libraries
+    send by default). `live`: from the cache, at once, while its upstream watch is live (open and
+    heard from), once the cache holds every write made through this daemon (read-your-writes):
+    a write made elsewhere shows after the watch's delivery lag (milliseconds; the metric
+    `cacheproxy_watch_live` says when the watch is down, and reads are then proven as in
+    `strict`). `strict`: linearizable, as on the API server: a get is passed through to upstream
+    as its caller; a list waits until the cache reached upstream's current resourceVersion (one
+    `limit=1` probe, shared by the reads that wait together: see
+    `server.limits.consistentProbesPerSecond`), and one whose cache stays behind after
+    `consistentReadConfirmAfterSeconds` (a quiet resource) is passed through; where a read cannot
+    be passed through (pass-through off, or a caller with no credentials), a metadata list of the
+    resource (a get: a metadata get of its object) confirms the cache. A read not proven within
+    `consistentReadTimeoutSeconds` is answered as `consistentReadFallback` says. `cache`: from the
+    cache as it is, at once, with no upstream request (as `resourceVersion=0`). `consistent` is
+    the former name of `strict`."""
 
 
 ENTRY: Final = {s.path: s for s in settings_of(ResourceEntry)}

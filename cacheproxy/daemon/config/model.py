@@ -153,6 +153,14 @@ class UpstreamSettings:
         _REFLECTOR, "min_watch_timeout"
     )
     """Upstream watches ask for a timeout between this and twice this (as client-go)."""
+    watch_live_silence_seconds: Annotated[float, Field(ge=1, le=3600)] = library_default(
+        _REFLECTOR, "live_silence"
+    )
+    """A resource's upstream watch counts as live while its stream is open and it sent an event
+    or a bookmark within this long (the API server sends every watch a bookmark a minute). Reads
+    with `resourceVersion` unset of a resource in `consistentReads: live` are served from the
+    cache only while it is live (`cacheproxy_watch_live`); otherwise they are proven as in
+    `strict`."""
 
     def reflector_options(self) -> ReflectorOptions:
         """The reflectors' options: every one that is a setting, passed explicitly."""
@@ -161,6 +169,7 @@ class UpstreamSettings:
             watch_list=self.watch_list,
             watch_list_timeout=self.watch_list_timeout_seconds,
             min_watch_timeout=self.min_watch_timeout_seconds,
+            live_silence=self.watch_live_silence_seconds,
         )
 
 

@@ -163,16 +163,25 @@ def test_the_summarys_sentences_name_only_declared_settings() -> None:
 def test_consistent_reads_are_wired_per_resource_with_the_server_limits() -> None:
     config, wiring = outcome(
         {
-            "resources": "[{resource: pods}, {resource: configmaps, consistentReads: cache}]",
+            "resources": "[{resource: pods}, {resource: configmaps, consistentReads: cache},"
+            " {resource: secrets, consistentReads: strict},"
+            " {resource: services, consistentReads: consistent}]",
             "server.limits.consistentProbesPerSecond": "25",
             "server.limits.consistentReadTimeoutSeconds": "1.5",
             "server.limits.consistentReadConfirmAfterSeconds": "0.25",
             "server.limits.consistentReadFallback": "error",
         }
     ) or pytest.fail("refused")
-    pods, configmaps = wiring.resources
+    pods, configmaps, secrets, services = wiring.resources
     assert (pods.consistent_reads, configmaps.consistent_reads) == (True, False)
+    modes = [r.consistency.mode for r in (pods, secrets, services)]
+    assert modes == ["live", "strict", "strict"]  # `consistent` is strict's former name
     assert (pods.consistency.probes_per_second, pods.consistency.timeout) == (25, 1.5)
     assert pods.consistency.confirm_after == 0.25
     assert pods.consistency.on_timeout == "error"
-    assert [r.consistent_reads for r in config.resources] == ["consistent", "cache"]
+    assert [r.consistent_reads for r in config.resources] == [
+        "live",
+        "cache",
+        "strict",
+        "consistent",
+    ]

@@ -1,6 +1,7 @@
-"""Consistent reads: probes shared between the reads that wait together, one at a time and
-within their rate (on a fake clock), the timeouts and what they answer, and which requests are
-consistent reads."""
+"""Reads with resourceVersion unset that must prove the cache fresh (mode ``strict``, the read
+planner's steps carried out by :func:`carry_out`): probes shared between the reads that wait
+together, one at a time and within their rate (on a fake clock), the timeouts and what they
+answer."""
 
 from __future__ import annotations
 
@@ -13,16 +14,15 @@ import pytest
 
 from cacheproxy.errors import ApiError, TransportError
 from cacheproxy.kube import status
-from cacheproxy.kube.listoptions import parse_list_options
-from cacheproxy.kube.rv import encode_continue
 from cacheproxy.server.consistent import (
     ConsistencyOptions,
     ConsistentReads,
     ObjectKey,
     SharedProbe,
-    is_consistent_get,
-    is_consistent_list,
+    warning_header,
 )
+from cacheproxy.server.readexec import carry_out
+from cacheproxy.server.readplan import ForwardRead, ReadRequest, ReadState, Refuse
 
 
 class FakeTime:
@@ -83,16 +83,17 @@ class Upstream:
 
 
 class Cache:
-    """A :class:`FreshCache` whose RV (and keys) the test moves; a wait past ``within`` is the
-    504."""
+    """A :class:`ReadCache` whose RV (and keys) the test moves; a wait past ``within`` is the
+    504. Its reads are ``strict`` and never forwarded unless the test says."""
 
     def __init__(self, time: FakeTime, rv: int = 10, keys: Iterable[str] = ()) -> None:
         self.time = time
         self.resource_version = rv
         self.keys = set(keys)
         self.objects: dict[str, int] = {}
-        self.proofs: dict[int, int] = {}
         """Each object's resourceVersion, for gets (the test sets those it reads)."""
+        self.reads: ConsistentReads | None = None
+        self.quiet_at: int | None = None
         self._moved = asyncio.Event()
 
     def move(self, rv: int, *, add: str = "", delete: str = "") -> None:
@@ -109,8 +110,21 @@ class Cache:
     def object_version(self, key: str) -> int | None:
         return self.objects.get(key)
 
-    def confirmed(self, upstream_rv: int, cache_rv: int) -> None:
-        self.proofs[upstream_rv] = cache_rv
+    def state(self, *, can_forward: bool = False, get: bool = False) -> ReadState:
+        assert self.reads is not None
+        options = self.reads.options
+        return ReadState(
+            self.resource_version,
+            mode="strict",
+            quiet=self.quiet_at == self.resource_version,
+            can_forward=can_forward,
+            can_confirm=self.reads.can_confirm(get=get),
+            on_timeout=options.on_timeout,
+            catch_up=options.confirm_after,
+        )
+
+    def quiet(self) -> None:
+        self.quiet_at = self.resource_version
 
     async def wait_for(self, rv: int, *, within: float | None = None) -> None:
         deadline = self.time.now + (within or 0.0)
@@ -128,10 +142,27 @@ class Cache:
 
 
 async def warning_of(
-    reads: ConsistentReads, cache: Cache, *, get: ObjectKey | None = None
+    reads: ConsistentReads,
+    cache: Cache,
+    *,
+    get: ObjectKey | None = None,
+    read: ReadRequest | None = None,
 ) -> bytes | None:
-    """The ``Warning`` a consistent read is answered with (None: it is consistent)."""
-    return (await reads.read(cache, get=get)).warning
+    """The ``Warning`` a strict read is answered with (None: it is proven fresh); a 504
+    ``Timeout`` ApiError when ``on_timeout: error`` refuses it."""
+    cache.reads = reads
+    read = read or ReadRequest("get" if get is not None else "list")
+    answer = await carry_out(read, cache, reads, clock=reads.clock, rv_wait=3.0, get=get)
+    assert not isinstance(answer, ForwardRead)
+    if isinstance(answer, Refuse):
+        assert answer.reason == "timeout", answer
+        raise ApiError(
+            status.status_body(
+                code=504, reason="Timeout", message=answer.why, details={"retryAfterSeconds": 1}
+            )
+        )
+    assert answer.at is None
+    return None if answer.warning is None else warning_header(answer.warning)
 
 
 @pytest.fixture
@@ -307,26 +338,3 @@ async def test_closing_cancels_the_probe_in_flight(time: FakeTime) -> None:
     await probe.close()
     assert not probe.in_flight
     assert answer.cancelled()
-
-
-@pytest.mark.parametrize(
-    ("query", "consistent"),
-    [
-        ({}, True),
-        ({"limit": ["5"]}, True),
-        ({"resourceVersion": ["0"]}, False),
-        ({"resourceVersion": ["7"]}, False),
-        ({"resourceVersion": ["7"], "resourceVersionMatch": ["Exact"]}, False),
-        ({"resourceVersion": ["7"], "resourceVersionMatch": ["NotOlderThan"]}, False),
-        ({"limit": ["5"], "continue": [encode_continue(7, "a\x00")]}, False),
-        ({"limit": ["5"], "continue": [encode_continue(-1, "a\x00")]}, True),
-    ],
-)
-def test_which_lists_are_consistent_reads(query: dict[str, list[str]], consistent: bool) -> None:
-    assert is_consistent_list(parse_list_options(query)) is consistent
-
-
-def test_a_get_is_a_consistent_read_with_resource_version_unset() -> None:
-    assert is_consistent_get("")
-    assert not is_consistent_get("0")
-    assert not is_consistent_get("12")

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from cacheproxy.errors import ApiError, TransportError
+from cacheproxy.errors import TransportError
 from cacheproxy.kube import status
-from cacheproxy.server.consistent import ConsistencyOptions, ConsistentReads, Fresh, ObjectKey
+from cacheproxy.server.consistent import ConsistencyOptions, ConsistentReads, ObjectKey
 from tests.unit.server.test_consistent import Cache, FakeTime, Upstream, settle, warning_of
 
 
@@ -272,51 +272,3 @@ async def test_a_get_whose_object_never_comes_falls_back_naming_it(
     upstream.answer(50)
     await time.advance(1.1)
     assert b"the cache has ns/a at resourceVersion None, upstream at 40" in (task.result() or b"")
-
-
-async def test_a_confirmed_list_carries_the_listings_resource_version(time: FakeTime) -> None:
-    reads, upstream, lister = consistent(time, confirm_after=0.1)
-    cache = Cache(time, rv=10, keys={"ns/a"})
-    task = asyncio.create_task(reads.read(cache))
-    await confirm_quiet(time, upstream, lister, {"ns/a"})
-    assert task.result() == Fresh(confirmed_at=51)
-
-
-async def test_a_read_at_an_rv_the_cache_has_not_reached_is_confirmed_without_a_probe(
-    time: FakeTime,
-) -> None:
-    # resourceVersion=40 from another replica, whose cache a bookmark moved past this one's.
-    reads, upstream, lister = consistent(time, confirm_after=0.1)
-    cache = Cache(time, rv=10, keys={"ns/a"})
-    task = asyncio.create_task(reads.read(cache, at_least=40))
-    await time.advance(0.2)
-    assert not upstream.started and len(lister.started) == 1
-    lister.answer(51, {"ns/a"}, newest=10)
-    await settle()
-    assert task.result() == Fresh(confirmed_at=51)
-
-
-async def test_a_read_at_an_rv_its_events_bring_needs_no_listing(time: FakeTime) -> None:
-    reads, upstream, lister = consistent(time, confirm_after=0.1)
-    cache = Cache(time, rv=10)
-    task = asyncio.create_task(reads.read(cache, at_least=40))
-    await time.advance(0.05)
-    cache.move(40, add="ns/b")
-    await settle()
-    assert task.result() == Fresh()
-    assert not upstream.started and not lister.started
-
-
-async def test_a_read_at_an_rv_that_cannot_be_confirmed_is_the_too_large_504(
-    time: FakeTime,
-) -> None:
-    reads, _, lister = consistent(time, confirm_after=0.1, timeout=1.0)
-    cache = Cache(time, rv=10, keys={"ns/a"})
-    task = asyncio.create_task(reads.read(cache, at_least=40))
-    await time.advance(0.2)
-    lister.answer(51, {"ns/a", "ns/b"}, newest=45)  # a change the cache has not seen
-    await time.advance(1.0)
-    with pytest.raises(ApiError) as caught:
-        task.result()
-    assert caught.value.code == 504
-    assert "Too large resource version" in caught.value.message

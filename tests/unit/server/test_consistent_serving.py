@@ -17,7 +17,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from cacheproxy.errors import TransportError
 from cacheproxy.informer import FakeListerWatcher, SharedInformer, Store
 from cacheproxy.kube.resources import builtin
-from cacheproxy.kube.rv import encode_continue
 from cacheproxy.server.app import CacheServer
 from cacheproxy.server.consistent import ConsistencyOptions, ConsistentReads
 from cacheproxy.server.resource import ServedResource
@@ -72,6 +71,7 @@ class Rig:
 async def served(
     *, listing: bool = False, **options: Any
 ) -> AsyncIterator[tuple[Rig, httpx.AsyncClient]]:
+    options.setdefault("mode", "strict")
     rig = Rig(ConsistencyOptions(**options), listing=listing)
     rig.lw.emit("ADDED", pod("a", app="web"))
     task = asyncio.create_task(rig.informer.run(), name="informer-under-test")
@@ -145,8 +145,8 @@ async def test_a_quiet_resource_is_confirmed_by_a_listing_and_then_without_a_pro
             assert response.status_code == 200
             assert "warning" not in response.headers
             assert [i["metadata"]["name"] for i in response.json()["items"]] == ["a"]
-            # Upstream's state at the listing's RV: the list carries it (the cache's is older).
-            assert response.json()["metadata"]["resourceVersion"] == str(rig.lw.rv + 40)
+            # Upstream's state at the listing's RV, which is the cache's: its RV is the cache's.
+            assert response.json()["metadata"]["resourceVersion"] == str(rig.lw.rv)
         assert (rig.probes, rig.listings) == (1, 3)
         assert rig.reads.stats.confirmed == 3
 
@@ -157,10 +157,11 @@ async def test_an_rv_from_a_replica_ahead_is_answered_once_a_listing_confirms_th
         ahead = str(rig.lw.rv + 20)
         listed = await client.get(PODS, params={"resourceVersion": ahead})
         assert listed.status_code == 200
-        assert int(listed.json()["metadata"]["resourceVersion"]) >= int(ahead)
+        assert [i["metadata"]["name"] for i in listed.json()["items"]] == ["a"]
+        # A get is not confirmed by a listing: without pass-through it waits, then the 504.
+        rig.resource.rv_wait = 0.2
         got = await client.get(f"{PODS}/a", params={"resourceVersion": ahead})
-        assert got.status_code == 200
-        assert got.json()["metadata"]["name"] == "a"
+        assert got.status_code == 504
         # An RV beyond upstream's own cannot be confirmed: the API server's 504.
         rig.ahead = 0
         beyond = await client.get(PODS, params={"resourceVersion": str(rig.lw.rv + 100)})
@@ -214,8 +215,8 @@ async def test_a_timed_out_read_is_served_from_the_cache_with_a_warning() -> Non
         response = await client.get(PODS)
         assert response.status_code == 200
         assert response.headers["warning"] == (
-            '299 - "not a consistent read: the cache is at resourceVersion 2, upstream at 7 '
-            'within 0.2s; served from the cache as it is"'
+            '299 - "not a consistent read: the cache is at resourceVersion 2, upstream at 7; '
+            'served from the cache as it is"'
         )
         assert [i["metadata"]["name"] for i in response.json()["items"]] == ["a"]
 
@@ -253,43 +254,38 @@ async def test_the_metrics_count_probes_waits_and_fallbacks() -> None:
     assert samples["cacheproxy_consistent_wait_seconds_sum", pods] >= 0.2
 
 
-async def test_the_rv_a_listing_confirmed_is_served_again_as_that_state() -> None:
-    async with served(listing=True, timeout=10.0, confirm_after=0.05) as (rig, client):
-        for name in ("b", "c"):
-            rig.lw.emit("ADDED", pod(name))
-        await asyncio.sleep(0.1)
-        rig.ahead = 40
-        first = await client.get(PODS, params={"limit": "2"})
-        confirmed = first.json()["metadata"]["resourceVersion"]
-        assert confirmed == str(rig.lw.rv + 40)
-        # A later event undoes nothing the confirmed state holds: it is still served at that RV.
-        rig.lw.emit("ADDED", pod("later"))
-        await asyncio.sleep(0.1)
-        listings = rig.listings
-        token = first.json()["metadata"]["continue"]
-        rest = await client.get(PODS, params={"limit": "2", "continue": token})
-        exact = await client.get(
-            PODS, params={"resourceVersion": confirmed, "resourceVersionMatch": "Exact"}
-        )
-        newer = await client.get(PODS, params={"resourceVersion": confirmed})
-        assert rig.listings == listings  # served from what the listing proved, not asked again
-        names = [i["metadata"]["name"] for r in (first, rest) for i in r.json()["items"]]
-        assert names == ["a", "b", "c"]
-        assert rest.json()["metadata"]["resourceVersion"] == confirmed
-        assert [i["metadata"]["name"] for i in exact.json()["items"]] == ["a", "b", "c"]
-        assert exact.json()["metadata"]["resourceVersion"] == confirmed
-        assert newer.status_code == 200
-        assert int(newer.json()["metadata"]["resourceVersion"]) >= int(confirmed)
+async def test_a_live_read_is_served_at_once_while_the_watch_is_live() -> None:
+    async with served(mode="live", timeout=10.0) as (rig, client):
+        rig.ahead = 40  # upstream moved on (other resources): a live read does not ask
+        for path in (PODS, f"{PODS}/a"):
+            response = await client.get(path)
+            assert response.status_code == 200
+            assert "warning" not in response.headers
+        assert rig.probes == 0
+        assert rig.reads.stats.live == 2
 
 
-async def test_a_token_ahead_of_a_confirmed_quiet_cache_is_a_410_at_once() -> None:
-    async with served(listing=True, timeout=10.0, confirm_after=0.05) as (rig, client):
-        rig.ahead = 40
-        assert (await client.get(PODS)).status_code == 200  # confirmed where the cache is
-        rig.resource.rv_wait = 3600.0  # nothing is on its way: waiting would be no use
-        token = encode_continue(rig.lw.rv + 20, "default/a\x00")  # another replica's walk
-        response = await asyncio.wait_for(
-            client.get(PODS, params={"limit": "1", "continue": token}), 10
-        )
-        assert response.status_code == 410
-        assert response.json()["metadata"]["continue"] == encode_continue(-1, "default/a\x00")
+async def test_a_live_read_waits_for_a_write_through_the_daemon_then_serves() -> None:
+    async with served(mode="live", timeout=10.0) as (rig, client):
+        rig.reads.wrote(rig.lw.rv + 1)  # a write's answer; its event still on its way
+        answer = asyncio.create_task(client.get(PODS))
+        await asyncio.sleep(0.02)
+        assert not answer.done()
+        rig.lw.emit("ADDED", pod("b"))
+        response = await answer
+        assert [i["metadata"]["name"] for i in response.json()["items"]] == ["a", "b"]
+        assert (rig.probes, rig.reads.stats.after_write) == (0, 1)
+
+
+async def test_a_live_read_with_the_watch_down_is_proven() -> None:
+    async with served(mode="live", timeout=10.0) as (rig, client):
+        rig.informer.reflector.options.live_silence = 0.0  # heard from too long ago
+        rig.ahead = 1
+        answer = asyncio.create_task(client.get(PODS))
+        await asyncio.sleep(0.1)
+        assert not answer.done()
+        rig.ahead = 0
+        rig.lw.emit("ADDED", pod("b"))
+        response = await answer
+        assert [i["metadata"]["name"] for i in response.json()["items"]] == ["a", "b"]
+        assert rig.probes >= 1 and rig.reads.stats.live == 0

@@ -190,7 +190,7 @@ def outcome_of(result: ServedList | ApiError) -> Outcome:
 
 async def serve(res: ServedResource, query: Query, opts: ListOptions) -> Outcome:
     try:
-        return outcome_of(await res.list(query, opts))
+        return outcome_of(await res.read_list(query, opts))
     except ApiError as err:
         return outcome_of(err)
 

@@ -1,0 +1,123 @@
+"""Carrying out the read planner's steps (:mod:`.readplan`) for one read: the one executor.
+
+:func:`carry_out` asks :func:`~.readplan.plan` for the next step, does it — waits on the cache,
+asks upstream through :class:`~.consistent.ConsistentReads` (a shared probe, a listing, a get's
+object) — records what it learnt in a :class:`~.readplan.ReadProgress`, and asks again, until the
+planner says to serve, forward or refuse. The whole read is bounded: by the consistent reads'
+``timeout`` for a read with RV unset, by ``rv_wait`` for one at an RV; a step never outlasts it.
+:meth:`.ServedResource.decide` calls it with the resource's state; tests call it with a fake
+cache and a fake clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Protocol
+
+from cacheproxy.errors import ApiError
+from cacheproxy.server.consistent import ConsistentReads, FreshCache, ObjectKey, Unproven
+from cacheproxy.server.readplan import (
+    Confirm,
+    ForwardRead,
+    Probe,
+    ReadProgress,
+    ReadRequest,
+    ReadState,
+    Refuse,
+    Serve,
+    WaitFor,
+    plan,
+)
+
+__all__ = ["ReadCache", "carry_out"]
+
+
+class ReadCache(FreshCache, Protocol):
+    """The cache a read is answered from, as the executor sees it."""
+
+    def state(self, *, can_forward: bool = False, get: bool = False) -> ReadState:
+        """What the planner sees of it now (for a ``get`` or not)."""
+        ...
+
+    def quiet(self) -> None:
+        """A read found the cache behind upstream after waiting for its events (or confirmed
+        it by a listing): remember its RV (:attr:`.ReadState.quiet` while it stays there)."""
+        ...
+
+
+async def carry_out(
+    read: ReadRequest,
+    cache: ReadCache,
+    reads: ConsistentReads | None,
+    *,
+    clock: Callable[[], float],
+    rv_wait: float,
+    get: ObjectKey | None = None,
+    can_forward: bool = False,
+) -> Serve | ForwardRead | Refuse:
+    """The planner's answer for ``read`` once its steps are done: serve (from the current state
+    or ``at`` an older one, maybe with a warning), forward, or refuse."""
+    start = clock()
+    proving = read.most_recent and reads is not None
+    limit = reads.options.timeout if proving and reads is not None else rv_wait
+    deadline = start + limit
+    done = ReadProgress()
+    label = ""
+    stats = reads.stats if proving and reads is not None else None
+    if stats is not None:
+        stats.reads += 1
+    try:
+        while True:
+            step = plan(read, cache.state(can_forward=can_forward, get=get is not None), done)
+            if isinstance(step, WaitFor):
+                within = max(0.0, deadline - clock())
+                if step.within is not None:
+                    within = min(step.within, within)
+                if stats is not None and not step.write:
+                    stats.waits += 1
+                try:
+                    await cache.wait_for(step.rv, within=within)
+                    reached = True
+                except ApiError:
+                    reached = False
+                if step.write:
+                    if reached and stats is not None:
+                        stats.after_write += 1
+                    done = dataclasses.replace(done, waited_for_write=not reached)
+                elif not reached:
+                    if done.probed is not None:
+                        cache.quiet()
+                    done = dataclasses.replace(done, waited=True)
+                continue
+            if isinstance(step, Probe | Confirm):
+                assert reads is not None  # only a resource with upstream questions plans them
+                try:
+                    if isinstance(step, Probe):
+                        done = dataclasses.replace(done, probed=await reads.probed(deadline))
+                        continue
+                    if get is not None:
+                        await reads.confirm_object(cache, get, deadline)
+                    else:
+                        await reads.confirm_list(
+                            cache, since=start, deadline=deadline, target=step.target
+                        )
+                        cache.quiet()
+                    done = dataclasses.replace(done, confirmed=True)
+                except Unproven as unproven:
+                    label = unproven.label
+                    done = dataclasses.replace(done, failed=unproven.why)
+                continue
+            if stats is not None:
+                if isinstance(step, ForwardRead):
+                    stats.forwarded += 1
+                elif (isinstance(step, Refuse) and step.reason == "timeout") or (
+                    isinstance(step, Serve) and step.warning is not None
+                ):
+                    stats.fallbacks[label or "cache_behind"] += 1
+                elif done.probed is None and done.confirmed is None:
+                    stats.live += 1
+            return step
+    finally:
+        if stats is not None:
+            stats.waited(clock() - start)
