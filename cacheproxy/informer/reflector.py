@@ -382,12 +382,12 @@ class Reflector:
                     if not events and self._confirming:
                         await self._confirm()
                     events += 1
+                    self._heard_at = self._clock()
                     await self._handle(event)
                     now = loop.time()
                     if now - pushed >= step:
                         deadline.reschedule(now + stall)
                         pushed = now
-                        self._heard_at = self._clock()
         except (ApiError, TransportError) as err:
             error = err
         except TimeoutError:

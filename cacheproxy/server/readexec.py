@@ -64,6 +64,7 @@ async def carry_out(
     deadline = start + limit
     done = ReadProgress()
     label = ""
+    after_write = False
     stats = reads.stats if proving and reads is not None else None
     if stats is not None:
         stats.reads += 1
@@ -82,8 +83,7 @@ async def carry_out(
                 except ApiError:
                     reached = False
                 if step.write:
-                    if reached and stats is not None:
-                        stats.after_write += 1
+                    after_write = reached
                     done = dataclasses.replace(done, waited_for_write=not reached)
                 elif not reached:
                     if done.probed is not None:
@@ -115,6 +115,8 @@ async def carry_out(
                     isinstance(step, Serve) and step.warning is not None
                 ):
                     stats.fallbacks[label or "cache_behind"] += 1
+                elif after_write:
+                    stats.after_write += 1
                 elif done.probed is None and done.confirmed is None:
                     stats.live += 1
             return step

@@ -15,7 +15,7 @@ The rows, in the order they are decided:
 |---|---|
 | ``continue`` at the cache's RV / older, still in the event log | that state |
 | ``continue`` older than the event log | 410, with a token to go on at the latest state |
-| ``continue`` newer than the cache (a replica ahead) | wait for it (``rv_wait``), else that 410 |
+| ``continue`` newer than the cache (upstream's page, a replica ahead) | forward; else wait ``rv_wait``, then that 410 |
 | RV=N, ``Exact`` (or a ``limit`` without a match) | the state at N; 410 when too old; wait when newer |
 | RV=N, not older than, reached | the current state |
 | RV=N, not older than, not reached | wait ``catch_up``, then forward (a list: or confirm); else wait ``rv_wait``, then 504 |
@@ -23,7 +23,7 @@ The rows, in the order they are decided:
 | RV="0" | the current state, as it is |
 | RV unset (or an inconsistent ``continue``): | "Most Recent", by the resource's mode: |
 | … mode ``cache`` | the current state, as it is |
-| … ``live``, a write through this daemon not in the cache yet | wait for it (``catch_up``) first |
+| … ``live``, a write through this daemon not in the cache yet | wait for it first (its window) |
 | … ``live``, upstream's watch live | the current state (stale by the watch's lag at most) |
 | … ``strict``, or ``live`` with the watch down | a proof: see below |
 
@@ -127,6 +127,8 @@ class ReadState:
     behind upstream by the watch's delivery lag at most."""
     written: int = 0
     """The newest RV a write through this daemon returned, while reads wait for it (0: none)."""
+    write_wait: float = 1.0
+    """How long a read may wait for that write to reach the cache."""
     quiet: bool = False
     """A read found the cache behind upstream's RV and the cache has not moved since."""
     can_forward: bool = False
@@ -224,16 +226,19 @@ def plan(read: ReadRequest, state: ReadState, done: ReadProgress | None = None) 
             return CURRENT
         if token < rv:
             return Serve(at=token) if token >= state.oldest else Refuse("continue_expired")
-        if not done.waited:
-            return WaitFor(token, state.rv_wait)
-        return Refuse("continue_expired")
+        # A token from upstream (a page it answered: etcd's revision, which this resource's
+        # cache may never reach) or from a replica ahead: its state is not here. Upstream
+        # continues the walk at that RV; without it, wait for the state as for RV=N.
+        if state.can_forward:
+            return ForwardRead()
+        return Refuse("continue_expired") if done.waited else WaitFor(token, state.rv_wait)
     if read.rv > 0:
         return _at(read, state, done)
     if read.resource_version == "0" or state.mode == "cache":
         return CURRENT
     if state.mode == "live":
         if state.written > rv and not done.waited_for_write:
-            return WaitFor(state.written, state.catch_up, write=True)
+            return WaitFor(state.written, state.write_wait, write=True)
         if state.watch_live:
             return CURRENT
     return _proof(read, state, done)

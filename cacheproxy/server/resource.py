@@ -332,6 +332,7 @@ class ServedResource:
             mode=options.mode,
             watch_live=self.informer.watch_live,
             written=reads.written(),
+            write_wait=reads.write_window(),
             quiet=self._quiet_at == rv,
             can_forward=can_forward,
             can_confirm=reads.can_confirm(get=get),

@@ -4,9 +4,10 @@ through the daemon with ``resourceVersion`` unset, and must see its write (the A
 
 The daemon reaches the API server through a relay that delays every byte (upstream's watch
 events arrive late); the client writes to the API server directly. With
-``consistentReads: consistent`` (the default) every read contains the write before it; with
-``consistentReads: cache`` the same reads miss writes (the test could fail). A resource nobody
-writes is read consistently without waiting out the timeout.
+``consistentReads: strict`` (``consistent``, its former name, here) every read contains the
+write before it; with ``consistentReads: cache`` the same reads miss writes (the test could
+fail). A resource nobody writes is read consistently without waiting out the timeout. (The
+default, ``live``, is not linearizable: a write made elsewhere shows after the watch's lag.)
 """
 
 from __future__ import annotations
@@ -143,7 +144,9 @@ async def test_a_resource_nobody_writes_is_read_consistently_without_waiting_out
     await create(upstream, path, {"metadata": {"name": "still"}})
     async with (
         daemon_over(
-            cluster, tmp_path, resources=[{"resource": "configmaps", "namespace": ns}]
+            cluster,
+            tmp_path,
+            resources=[{"resource": "configmaps", "namespace": ns, "consistentReads": "strict"}],
         ) as daemon,
         httpx.AsyncClient(base_url=daemon.url, timeout=30) as proxy,
     ):
@@ -165,9 +168,12 @@ async def test_a_resource_nobody_writes_is_read_consistently_without_waiting_out
         gets = counted(daemon, "cacheproxy_upstream_requests_total", verb="confirm-get")
         checks = counted(daemon, "cacheproxy_consistent_object_checks_total")
     assert fallbacks == 0
-    assert confirmed > 0
-    assert requests == listings > 0  # the lists, by a listing of the collection
-    assert gets == checks > 0  # the gets, by their object
+    assert requests == listings  # the lists' confirmations: listings of the collection
+    assert gets == checks  # the gets': their object
+    if cluster.assets.minor < (1, 32):
+        # 1.28 sends no progress on a quiet watch: only a confirmation proves the cache. (1.32's
+        # watch cache asks etcd for progress and may bookmark the watch within the wait.)
+        assert confirmed > 0 and listings > 0 and checks > 0
 
 
 async def test_reads_from_the_cache_as_it_is_miss_writes_when_upstream_is_slow(

@@ -2,8 +2,11 @@
 them must get the view one API server gives.
 
 A writer creates, updates and deletes ConfigMaps in a namespace of its own while one client
-alternates between two daemons over the same API server for :data:`READS` reads — lists with
-``resourceVersion`` unset (``consistentReads: consistent``) and with the last RV it saw, gets,
+(the API server's admin, its token sent to the replicas: what they cannot prove cheaply they pass
+through as that caller) alternates between two daemons over the same API server for
+:data:`READS` reads — lists with ``resourceVersion`` unset (``consistentReads: strict``: in the
+default ``live`` mode a replica behind answers its own state, milliseconds older than what the
+other gave) and with the last RV it saw, gets,
 paged lists whose next page goes to the other replica, and now and then a page from a continue
 token saved long before — and resumes a watch on the other replica from the last RV it saw;
 then :data:`QUIET_READS` more once the writer has stopped (a quiet resource). The second replica reaches the API server through a relay that delays every byte, so it is
@@ -456,7 +459,7 @@ def config(namespace: str) -> dict[str, Any]:
             {
                 "resource": "configmaps",
                 "namespace": namespace,
-                "consistentReads": "consistent",
+                "consistentReads": "strict",
                 "history": 1000,  # the smallest: old continue tokens expire during the run
             }
         ],
@@ -495,6 +498,7 @@ async def replicas(
 
 async def test_a_client_alternating_between_replicas_sees_one_consistent_view(
     replicas: tuple[str, list[Daemon]],
+    cluster: Cluster,
     upstream: httpx.AsyncClient,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -511,10 +515,15 @@ async def test_a_client_alternating_between_replicas_sees_one_consistent_view(
     writer = Writer(upstream, path, rng)
     writing = asyncio.create_task(writer.run())
     limits = httpx.Limits(max_keepalive_connections=4)
+    admin = cluster.users["admin"].headers
     started = time.monotonic()
     async with (
-        httpx.AsyncClient(base_url=daemons[0].url, timeout=GUARD, limits=limits) as a,
-        httpx.AsyncClient(base_url=daemons[1].url, timeout=GUARD, limits=limits) as b,
+        httpx.AsyncClient(
+            base_url=daemons[0].url, timeout=GUARD, limits=limits, headers=admin
+        ) as a,
+        httpx.AsyncClient(
+            base_url=daemons[1].url, timeout=GUARD, limits=limits, headers=admin
+        ) as b,
     ):
         await writer.started.wait()
         client = Client([a, b], path, random.Random(7))
@@ -566,7 +575,7 @@ async def test_a_client_alternating_between_replicas_sees_one_consistent_view(
 
 
 async def test_a_walk_of_a_quiet_resource_never_goes_back(
-    replicas: tuple[str, list[Daemon]], upstream: httpx.AsyncClient
+    replicas: tuple[str, list[Daemon]], cluster: Cluster, upstream: httpx.AsyncClient
 ) -> None:
     """Lists and walks alternating between the replicas of a resource nobody writes while
     upstream's RV moves (a write elsewhere): no RV may go back."""
@@ -575,9 +584,10 @@ async def test_a_walk_of_a_quiet_resource_never_goes_back(
     for i in range(2 * PAGE):
         await create(upstream, path, {"metadata": {"name": f"quiet-{i:02d}"}})
     await fresh_namespace(upstream, "elsewhere")  # upstream's RV moves past the ConfigMaps'
+    admin = cluster.users["admin"].headers
     async with (
-        httpx.AsyncClient(base_url=daemons[0].url, timeout=GUARD) as a,
-        httpx.AsyncClient(base_url=daemons[1].url, timeout=GUARD) as b,
+        httpx.AsyncClient(base_url=daemons[0].url, timeout=GUARD, headers=admin) as a,
+        httpx.AsyncClient(base_url=daemons[1].url, timeout=GUARD, headers=admin) as b,
     ):
         client = Client([a, b], path, random.Random(7))
         for _ in range(20):

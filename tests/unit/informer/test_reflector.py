@@ -17,6 +17,7 @@ from cacheproxy.informer import (
     FakeListerWatcher,
     InOrderQueue,
     ListRequest,
+    Phase,
     QueueItem,
     Reflector,
     ReflectorOptions,
@@ -449,3 +450,21 @@ async def test_a_watch_that_ended_delivering_nothing_does_not_reset_the_backoff(
     then = [w.send_initial_events for w in h.watches()[5:]]
     assert then == ([False, False] if ended == "after-a-while" else [True])
     assert base_of(time.sleeps[-1], 6.4), time.sleeps
+
+
+async def test_the_watch_is_live_while_open_and_heard_from_and_not_while_it_backs_off(
+    fake: FakeListerWatcher, time: VirtualTime
+) -> None:
+    async with Harness(fake, time, live_silence=60.0) as h:
+        assert not h.reflector.watch_live  # syncing
+        await h.until(lambda: h.reflector.synced.is_set() and fake.open_watches == 1)
+        assert h.reflector.watch_live
+        time.now += 61  # nothing heard for longer than live_silence: a dead connection?
+        assert not h.reflector.watch_live
+        fake.emit("ADDED", cm("c9"))
+        await h.until(lambda: any(isinstance(i, Delta) for i in h.items))
+        assert h.reflector.watch_live  # heard from again
+        fake.fail_next_watch(TransportError("connection reset"))
+        fake.end_watches()  # ends normally; the next watch fails: backing off
+        await h.until(lambda: h.reflector.phase is Phase.BACKING_OFF)
+        assert not h.reflector.watch_live

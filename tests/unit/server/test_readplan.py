@@ -89,6 +89,13 @@ ROWS: list[tuple[str, ReadRequest, ReadState, ReadProgress, Step]] = [
         Refuse("continue_expired"),
     ),
     (
+        "continue from upstream's page, forwardable: upstream continues it",
+        list_of(**{"continue": token(120)}),
+        replace(LIVE, can_forward=True),
+        ReadProgress(),
+        ForwardRead(),
+    ),
+    (
         "an inconsistent continue is a most recent read",
         list_of(**{"continue": token(-1)}),
         DOWN,
@@ -223,7 +230,7 @@ ROWS: list[tuple[str, ReadRequest, ReadState, ReadProgress, Step]] = [
         GET,
         replace(LIVE, written=110),
         ReadProgress(),
-        WaitFor(110, 0.1, write=True),
+        WaitFor(110, 1.0, write=True),
     ),
     ("live, a write the cache holds", LIST, replace(LIVE, written=90), ReadProgress(), CURRENT),
     (
@@ -246,7 +253,7 @@ ROWS: list[tuple[str, ReadRequest, ReadState, ReadProgress, Step]] = [
         LIST,
         replace(DOWN, written=110),
         ReadProgress(),
-        WaitFor(110, 0.1, write=True),
+        WaitFor(110, 1.0, write=True),
     ),
     # unset: strict
     (
