@@ -6,10 +6,31 @@ order of pages and of the synthetic ADDED events of a watch.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["object_key", "object_namespace_name", "split_key"]
+__all__ = ["KeyDigest", "key_digest", "object_key", "object_namespace_name", "split_key"]
+
+
+@dataclass(frozen=True, slots=True)
+class KeyDigest:
+    """A set of keys in constant memory: how many, and the XOR of their hashes. Two sets of
+    distinct keys with equal digests are the same set but by a 2**-64 chance (Python's string
+    hash is keyed per process: both sides must be digested in the same process, and nobody can
+    choose keys that collide)."""
+
+    count: int = 0
+    xor: int = 0
+
+
+def key_digest(keys: Iterable[str]) -> KeyDigest:
+    """The :class:`KeyDigest` of distinct ``keys``."""
+    count = xor = 0
+    for key in keys:
+        count += 1
+        xor ^= hash(key)
+    return KeyDigest(count, xor)
 
 
 def object_key(namespace: str | None, name: str) -> str:

@@ -40,11 +40,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol, TypeVar
 
 from cacheproxy.errors import ApiError, CacheProxyError
+from cacheproxy.kube.keys import KeyDigest
 from cacheproxy.server.probing import WAIT_BUCKETS, ConsistencyStats, SharedProbe, count_listing
 from cacheproxy.server.readplan import ReadMode
 
@@ -81,8 +82,9 @@ class KeyListing(Protocol):
         ...
 
     @property
-    def keys(self) -> Collection[str]:
-        """Every object's store key (``namespace/name``, or ``name`` when cluster-scoped)."""
+    def digest(self) -> KeyDigest:
+        """The digest of every object's store key (``namespace/name``, or ``name`` when
+        cluster-scoped)."""
         ...
 
     @property
@@ -139,8 +141,8 @@ class FreshCache(Protocol):
 
     async def wait_for(self, rv: int, *, within: float | None = None) -> None: ...
 
-    def holds_exactly(self, keys: Collection[str]) -> bool:
-        """Whether the cache's keys are ``keys``, no more, no fewer."""
+    def holds(self, digest: KeyDigest) -> bool:
+        """Whether the cache's keys are those of ``digest``, no more, no fewer."""
         ...
 
     def object_version(self, key: str) -> int | None:
@@ -299,7 +301,7 @@ class ConsistentReads:
             rv = cache.resource_version
             if rv >= target:
                 return
-            if current and listing.newest <= rv and cache.holds_exactly(listing.keys):
+            if current and listing.newest <= rv and cache.holds(listing.digest):
                 self.stats.confirmed += 1
                 return
             # Changes the cache has not seen yet: wait for the newest listed object, then for

@@ -21,7 +21,7 @@ import asyncio
 import bisect
 import itertools
 import operator
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,7 @@ from cacheproxy.informer.eventlog import TooOld
 from cacheproxy.informer.informer import SharedInformer
 from cacheproxy.informer.store import Entry, Store
 from cacheproxy.kube import status
+from cacheproxy.kube.keys import KeyDigest, key_digest
 from cacheproxy.kube.listoptions import ListOptions
 from cacheproxy.kube.partial import list_meta
 from cacheproxy.kube.protobuf import object_resource_version
@@ -160,10 +161,11 @@ class ServedResource:
     def resource_version(self) -> int:
         return int(self.informer.store.resource_version)
 
-    def holds_exactly(self, keys: Collection[str]) -> bool:
-        """Whether the cache's keys are ``keys`` (a consistent read's confirmation)."""
+    def holds(self, digest: KeyDigest) -> bool:
+        """Whether the cache's keys are those of ``digest`` (a consistent read's confirmation;
+        one pass over the keys, nothing kept)."""
         store = self.informer.store
-        return len(store) == len(keys) and all(key in store for key in keys)
+        return len(store) == digest.count and key_digest(store.keys()) == digest
 
     def key_of(self, namespace: str | None, name: str) -> str:
         """The cache's key of object ``name`` (in ``namespace`` if the resource is namespaced)."""

@@ -18,21 +18,25 @@ probe is ``GET <collection>?limit=1`` with RV unset:
 :class:`CollectionKeys` is the other question a consistent read may ask (a cache that a quiet
 resource's events never bring to the probed RV): what the cached collection holds now. It lists
 the collection as the informer does (its namespace and selectors) at RV unset, asked as a
-``PartialObjectMetadataList`` (the metadata is all it needs: a pod's is 4 KB of its 7 KB), and
-keeps each object's key and the newest resourceVersion. :class:`ObjectVersions` is a get's:
+``PartialObjectMetadataList`` (the metadata is all it needs: a pod's is 4 KB of its 7 KB), read
+item by item as it arrives, and keeps a digest of the objects' keys (their count and the XOR of
+their hashes: constant memory) and the newest resourceVersion. :class:`ObjectVersions` is a get's:
 one object's resourceVersion now, from a get of its metadata.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
 from cacheproxy.errors import TransportError
+from cacheproxy.kube.keys import KeyDigest
+from cacheproxy.kube.liststream import ListSplitter, NotAList
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.upstream.client import LIST_TIMEOUT
-from cacheproxy.upstream.errors import describe_request
+from cacheproxy.upstream.errors import api_error_from_response, describe_request, transport_error
 from cacheproxy.upstream.listwatch import send_for_json
 
 __all__ = ["CollectionKeys", "KeysListed", "ObjectVersions", "ResourceVersionProbe"]
@@ -83,11 +87,11 @@ class ResourceVersionProbe:
 
 @dataclass(frozen=True, slots=True)
 class KeysListed:
-    """Upstream's collection at ``resource_version``: its objects' keys, and the newest of
-    their resourceVersions (0 when there is none)."""
+    """Upstream's collection at ``resource_version``: the digest of its objects' keys, and the
+    newest of their resourceVersions (0 when there is none)."""
 
     resource_version: int
-    keys: frozenset[str]
+    digest: KeyDigest
     newest: int
 
 
@@ -131,22 +135,48 @@ class CollectionKeys:
             headers={"Accept": f"{_METADATA_LIST}, application/json"},
             timeout=self.timeout,
         )
-        body = await send_for_json(self.client, request)
+        where = describe_request(request)
         try:
-            rv = int(body["metadata"]["resourceVersion"])
-            keys: set[str] = set()
-            newest = 0
-            for item in body["items"] or ():
-                meta = item["metadata"]
-                name = meta["name"]
-                keys.add(f"{meta['namespace']}/{name}" if self.namespaced else name)
-                newest = max(newest, int(meta["resourceVersion"]))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise TransportError(
-                f"{describe_request(request)}: not a list of objects with names and "
-                f"resourceVersions ({type(exc).__name__}: {exc})"
-            ) from exc
-        return KeysListed(rv, frozenset(keys), newest)
+            response = await self.client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise transport_error(exc) from exc
+        try:
+            if not response.is_success:
+                await response.aread()
+                raise api_error_from_response(response)
+            # Item by item as the bytes come, into a digest: the listing's memory is one
+            # object's, whatever the collection's size.
+            splitter = ListSplitter()
+            count = xor = newest = 0
+            try:
+                async for chunk in response.aiter_bytes():
+                    for item in splitter.feed(chunk):
+                        newest = max(newest, self._note(item))
+                        count, xor = count + 1, xor ^ hash(self._key(item))
+                last, shell = splitter.close()
+                for item in last:
+                    newest = max(newest, self._note(item))
+                    count, xor = count + 1, xor ^ hash(self._key(item))
+                rv = int(shell["metadata"]["resourceVersion"])
+            except httpx.HTTPError as exc:
+                raise transport_error(exc, during="the listing") from exc
+            except (NotAList, KeyError, TypeError, ValueError) as exc:
+                raise TransportError(
+                    f"{where}: not a list of objects with names and resourceVersions "
+                    f"({type(exc).__name__}: {exc})"
+                ) from exc
+        finally:
+            await response.aclose()
+        return KeysListed(rv, KeyDigest(count, xor), newest)
+
+    @staticmethod
+    def _note(item: dict[str, Any]) -> int:
+        return int(item["metadata"]["resourceVersion"])
+
+    def _key(self, item: dict[str, Any]) -> str:
+        meta = item["metadata"]
+        name = meta["name"]
+        return f"{meta['namespace']}/{name}" if self.namespaced else str(name)
 
 
 class ObjectVersions:

@@ -8,12 +8,13 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Iterable
 
 import pytest
 
 from cacheproxy.errors import ApiError, TransportError
 from cacheproxy.kube import status
+from cacheproxy.kube.keys import KeyDigest, key_digest
 from cacheproxy.server.consistent import (
     ConsistencyOptions,
     ConsistentReads,
@@ -104,8 +105,8 @@ class Cache:
         self.objects.pop(delete, None)
         self._moved.set()
 
-    def holds_exactly(self, keys: Collection[str]) -> bool:
-        return self.keys == set(keys)
+    def holds(self, digest: KeyDigest) -> bool:
+        return key_digest(self.keys) == digest
 
     def object_version(self, key: str) -> int | None:
         return self.objects.get(key)

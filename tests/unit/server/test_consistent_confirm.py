@@ -13,6 +13,7 @@ import pytest
 
 from cacheproxy.errors import TransportError
 from cacheproxy.kube import status
+from cacheproxy.kube.keys import KeyDigest, key_digest
 from cacheproxy.server.consistent import ConsistencyOptions, ConsistentReads, ObjectKey
 from tests.unit.server.test_consistent import Cache, FakeTime, Upstream, settle, warning_of
 
@@ -20,7 +21,7 @@ from tests.unit.server.test_consistent import Cache, FakeTime, Upstream, settle,
 @dataclass(frozen=True)
 class Listed:
     resource_version: int
-    keys: frozenset[str]
+    digest: KeyDigest
     newest: int
 
 
@@ -40,7 +41,7 @@ class Lister:
 
     def answer(self, rv: int, keys: set[str], newest: int) -> None:
         pending = [a for a in self.answers if not a.done()]
-        pending[0].set_result(Listed(rv, frozenset(keys), newest))
+        pending[0].set_result(Listed(rv, key_digest(keys), newest))
 
     def fail(self, error: BaseException) -> None:
         next(a for a in self.answers if not a.done()).set_exception(error)

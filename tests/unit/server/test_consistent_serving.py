@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from cacheproxy.errors import TransportError
 from cacheproxy.informer import FakeListerWatcher, SharedInformer, Store
+from cacheproxy.kube.keys import key_digest
 from cacheproxy.kube.resources import builtin
 from cacheproxy.server.app import CacheServer
 from cacheproxy.server.consistent import ConsistencyOptions, ConsistentReads
@@ -64,7 +65,7 @@ class Rig:
         newest = max(int(o["metadata"]["resourceVersion"]) for o in objects.values())
         if self.unseen:
             newest = self.lw.rv + 1  # the RV their event will carry
-        return KeysListed(self.lw.rv + self.ahead, frozenset(objects) | self.unseen, newest)
+        return KeysListed(self.lw.rv + self.ahead, key_digest(set(objects) | self.unseen), newest)
 
 
 @contextlib.asynccontextmanager

@@ -10,6 +10,7 @@ import pytest
 
 from cacheproxy.errors import ApiError, TransportError
 from cacheproxy.kube import status
+from cacheproxy.kube.keys import key_digest
 from cacheproxy.kube.resources import builtin
 from cacheproxy.upstream import CollectionKeys, KeysListed, ObjectVersions, ResourceVersionProbe
 
@@ -79,7 +80,7 @@ async def test_the_listing_lists_the_cached_collection_as_metadata() -> None:
         keys = CollectionKeys(
             c, builtin("pods"), namespace="team", label_selector="app=web", field_selector=""
         )
-        assert await keys() == KeysListed(900, frozenset({"team/a", "team/b"}), 870)
+        assert await keys() == KeysListed(900, key_digest(["team/a", "team/b"]), 870)
     (request,) = seen
     assert request.url.path == "/api/v1/namespaces/team/pods"
     assert dict(request.url.params) == {"labelSelector": "app=web"}
@@ -92,11 +93,11 @@ async def test_a_cluster_scoped_listing_keys_by_name_and_an_empty_one_is_newest_
     listed = {"metadata": {"resourceVersion": "5"}, "items": [metadata(None, "n1", "4")]}
     async with client(httpx.Response(200, content=orjson.dumps(listed)), []) as c:
         assert await CollectionKeys(c, builtin("namespaces"))() == KeysListed(
-            5, frozenset({"n1"}), 4
+            5, key_digest(["n1"]), 4
         )
     empty = {"metadata": {"resourceVersion": "5"}, "items": None}
     async with client(httpx.Response(200, content=orjson.dumps(empty)), []) as c:
-        assert await CollectionKeys(c, builtin("namespaces"))() == KeysListed(5, frozenset(), 0)
+        assert await CollectionKeys(c, builtin("namespaces"))() == KeysListed(5, key_digest([]), 0)
 
 
 @pytest.mark.parametrize(
