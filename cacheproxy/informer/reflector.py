@@ -176,14 +176,14 @@ class Reflector:
 
     @property
     def watch_live(self) -> bool:
-        """Whether upstream's changes reach the queue now: a watch stream is open and was heard
-        from within ``live_silence`` s, or one ended normally under ``live_grace`` s ago and the
-        next, from the last RV, is opening. A cache fed by a live watch is behind upstream by
-        the watch's delivery lag at most."""
+        """Whether upstream's changes reach the queue now: a watch stream is open (and, with
+        ``live_silence`` set, was heard from within that many seconds), or one ended normally
+        under ``live_grace`` s ago and the next, from the last RV, is opening. A cache fed by a
+        live watch is behind upstream by the watch's delivery lag at most."""
         now = self._clock()
-        heard = self._heard_at
+        heard, silence = self._heard_at, self.options.live_silence
         if heard is not None:
-            return now - heard < self.options.live_silence
+            return not silence or now - heard < silence
         return self.phase is Phase.WATCHING and now - self._ended_at < self.options.live_grace
 
     def resume(self, restored: Restored) -> None:

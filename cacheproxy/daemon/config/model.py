@@ -153,14 +153,15 @@ class UpstreamSettings:
         _REFLECTOR, "min_watch_timeout"
     )
     """Upstream watches ask for a timeout between this and twice this (as client-go)."""
-    watch_live_silence_seconds: Annotated[float, Field(ge=1, le=3600)] = library_default(
+    watch_live_silence_seconds: Annotated[float, Field(ge=0, le=3600)] = library_default(
         _REFLECTOR, "live_silence"
     )
-    """A resource's upstream watch counts as live while its stream is open and it sent an event
-    or a bookmark within this long (the API server sends every watch a bookmark a minute). Reads
-    with `resourceVersion` unset of a resource in `consistentReads: live` are served from the
-    cache only while it is live (`cacheproxy_watch_live`); otherwise they are proven as in
-    `strict`."""
+    """A resource's upstream watch counts as live while its stream is open; with this set, only
+    while it also sent an event or a bookmark within this long. Reads with `resourceVersion`
+    unset of a resource in `consistentReads: live` are served from the cache only while it is
+    live (`cacheproxy_watch_live`); otherwise they are proven as in `strict`. `0`: open is
+    enough (a quiet collection's watch may say nothing until its timeout: kube-apiserver 1.28
+    sent no bookmark in 150 s to a watch of quiet pods)."""
 
     def reflector_options(self) -> ReflectorOptions:
         """The reflectors' options: every one that is a setting, passed explicitly."""
