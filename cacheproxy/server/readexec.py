@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Protocol
+from typing import Final, Protocol
 
 from cacheproxy.errors import ApiError
 from cacheproxy.server.consistent import ConsistentReads, FreshCache, ObjectKey, Unproven
@@ -26,11 +26,14 @@ from cacheproxy.server.readplan import (
     ReadState,
     Refuse,
     Serve,
+    Step,
     WaitFor,
     plan,
 )
 
 __all__ = ["ReadCache", "carry_out"]
+
+ServeOrForward = Serve | ForwardRead | Refuse
 
 
 class ReadCache(FreshCache, Protocol):
@@ -55,14 +58,48 @@ async def carry_out(
     rv_wait: float,
     get: ObjectKey | None = None,
     can_forward: bool = False,
-) -> Serve | ForwardRead | Refuse:
+) -> ServeOrForward:
     """The planner's answer for ``read`` once its steps are done: serve (from the current state
     or ``at`` an older one, maybe with a warning), forward, or refuse."""
+    proving = read.most_recent and reads is not None
+    stats = reads.stats if proving and reads is not None else None
+    step = plan(read, cache.state(can_forward=can_forward, get=get is not None), _NOTHING_YET)
+    if not isinstance(step, WaitFor | Probe | Confirm):
+        # Most reads: answered at once, the clock never asked (a GET's path is this short).
+        if stats is not None:
+            stats.reads += 1
+            stats.waited(0.0)
+            if isinstance(step, ForwardRead):
+                stats.forwarded += 1
+            elif isinstance(step, Serve) and step.warning is None:
+                stats.live += 1
+        return step
+    return await _steps(
+        read, cache, reads, step, clock=clock, rv_wait=rv_wait, get=get, can_forward=can_forward
+    )
+
+
+_NOTHING_YET: Final = ReadProgress()
+
+
+async def _steps(
+    read: ReadRequest,
+    cache: ReadCache,
+    reads: ConsistentReads | None,
+    step: Step,
+    *,
+    clock: Callable[[], float],
+    rv_wait: float,
+    get: ObjectKey | None,
+    can_forward: bool,
+) -> ServeOrForward:
+    """:func:`carry_out` from ``step``, the planner's first, on: the read's waits and questions,
+    bounded by its deadline."""
     start = clock()
     proving = read.most_recent and reads is not None
     limit = reads.options.timeout if proving and reads is not None else rv_wait
     deadline = start + limit
-    done = ReadProgress()
+    done = _NOTHING_YET
     label = ""
     after_write = False
     stats = reads.stats if proving and reads is not None else None
@@ -70,7 +107,6 @@ async def carry_out(
         stats.reads += 1
     try:
         while True:
-            step = plan(read, cache.state(can_forward=can_forward, get=get is not None), done)
             if isinstance(step, WaitFor):
                 within = max(0.0, deadline - clock())
                 if step.within is not None:
@@ -89,24 +125,26 @@ async def carry_out(
                     if done.probed is not None:
                         cache.quiet()
                     done = dataclasses.replace(done, waited=True)
+                step = plan(read, cache.state(can_forward=can_forward, get=get is not None), done)
                 continue
             if isinstance(step, Probe | Confirm):
                 assert reads is not None  # only a resource with upstream questions plans them
                 try:
                     if isinstance(step, Probe):
                         done = dataclasses.replace(done, probed=await reads.probed(deadline))
-                        continue
-                    if get is not None:
-                        await reads.confirm_object(cache, get, deadline)
                     else:
-                        await reads.confirm_list(
-                            cache, since=start, deadline=deadline, target=step.target
-                        )
-                        cache.quiet()
-                    done = dataclasses.replace(done, confirmed=True)
+                        if get is not None:
+                            await reads.confirm_object(cache, get, deadline)
+                        else:
+                            await reads.confirm_list(
+                                cache, since=start, deadline=deadline, target=step.target
+                            )
+                            cache.quiet()
+                        done = dataclasses.replace(done, confirmed=True)
                 except Unproven as unproven:
                     label = unproven.label
                     done = dataclasses.replace(done, failed=unproven.why)
+                step = plan(read, cache.state(can_forward=can_forward, get=get is not None), done)
                 continue
             if stats is not None:
                 if isinstance(step, ForwardRead):

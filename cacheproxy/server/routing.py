@@ -133,7 +133,8 @@ async def route(
     if verb == "get":
         assert path.name is not None
         given = req.param("resourceVersion")
-        parse_list_options({"resourceVersion": [given]} if given else {})  # a bad RV: 400
+        if given and given != "0":
+            parse_list_options({"resourceVersion": [given]})  # a bad RV: the API server's 400
         get = ObjectKey(path.namespace, path.name, res.key_of(path.namespace, path.name))
         answer = await res.decide(
             ReadRequest("get", given), get=get, can_forward=server.can_forward(req)
