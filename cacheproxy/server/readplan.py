@@ -32,7 +32,8 @@ otherwise a shared probe learns upstream's RV, and the cache serves once it reac
 ``catch_up`` for its events). A list whose cache stays behind (a quiet resource: its RV moves only
 with its own events, upstream's with every write) is forwarded, or confirmed (a listing of the
 collection; a get: its object's RV) when it cannot be. A resource found quiet that has not moved
-since skips the probe. When upstream cannot be asked or the cache does not catch up in time,
+since skips the probe (a cost heuristic: such a read is still forwarded or confirmed). When
+upstream cannot be asked or the cache does not catch up in time,
 ``on_timeout`` says: served as it is with a ``Warning``, or 504. Watches are never forwarded.
 """
 
@@ -130,7 +131,7 @@ class ReadState:
     write_wait: float = 1.0
     """How long a read may wait for that write to reach the cache."""
     quiet: bool = False
-    """A read found the cache behind upstream's RV and the cache has not moved since."""
+    """A read found the cache behind upstream's RV and no object has changed since."""
     can_forward: bool = False
     """This read may be forwarded upstream as its caller (pass-through on, an identity to send)."""
     can_confirm: bool = False

@@ -128,19 +128,28 @@ class ServedResource:
     last_read: float = 0.0
     """When a read was last answered from this resource (``time.monotonic``; 0: never)."""
     _progress: asyncio.Event = field(default_factory=asyncio.Event)
+    _changes: int = 0
+    """Objects changed (events applied, relists) since the start."""
     _quiet_at: int | None = None
-    """The cache's RV when a read last found it behind upstream's after waiting for its events:
-    while the cache stays there, the next read skips the probe (see :mod:`.readplan`)."""
+    """:attr:`_changes` when a read last found the cache behind upstream's RV after waiting
+    for its events: while no object changes (bookmarks may move the RV: 1.32 sends them as
+    etcd's revision moves), the next read skips the probe (see :mod:`.readplan`). A heuristic
+    of cost only: a quiet read is still forwarded or confirmed, never served unproven."""
 
     def __post_init__(self) -> None:
         # Wake readers waiting for an RV whenever the store moves.
-        self.informer.add_listener(lambda _event: self._progress.set())
+        self.informer.add_listener(self._changed)
         self.informer.add_bookmark_listener(lambda _rv: self._progress.set())
         self.informer.add_relist_listener(self._relisted)
+
+    def _changed(self, _event: object) -> None:
+        self._changes += 1
+        self._progress.set()
 
     def _relisted(self, _rv: int) -> None:
         # The EventLog restarted: no older state can be rebuilt, so none may be served.
         self.snapshots.clear()
+        self._changes += 1
         self._progress.set()
 
     def table_printer(self) -> TablePrinter:
@@ -335,7 +344,7 @@ class ServedResource:
             watch_live=self.informer.watch_live,
             written=reads.written(),
             write_wait=reads.write_window(),
-            quiet=self._quiet_at == rv,
+            quiet=self._quiet_at == self._changes,
             can_forward=can_forward,
             can_confirm=reads.can_confirm(get=get),
             on_timeout=options.on_timeout,
@@ -344,7 +353,7 @@ class ServedResource:
         )
 
     def quiet(self) -> None:
-        self._quiet_at = self.resource_version
+        self._quiet_at = self._changes
 
     async def decide(
         self,
