@@ -76,6 +76,7 @@ bench: $(TEST_STAMP)
 	$(BIN)/python -m loadtest.tiers --skip-without-assets --out $(BENCH_OUT)-tiers
 	$(BIN)/python -m loadtest.consistentbench --pods 10000 --skip-without-assets --out $(BENCH_OUT)-consistent
 	$(BIN)/python -m loadtest.passthroughbench --skip-without-assets --out $(BENCH_OUT)-passthrough
+	$(BIN)/python -m loadtest.defaultreads --skip-without-assets --out $(BENCH_OUT)-defaultreads
 	$(BIN)/python -m loadtest.syncmodes --kube 1.32 --pods 10000 --skip-without-assets --out $(BENCH_OUT)-syncmodes
 
 .PHONY: bench-full

@@ -27,6 +27,7 @@
   (latency at 1 client, requests/s at 16), and a watch of an uncached resource delivering every
   event; its parts: :mod:`loadtest.passthroughbench_watch` and
   :mod:`loadtest.passthroughbench_report`.
+- :mod:`loadtest.defaultreads`: reads with resourceVersion unset through a default and a strict daemon beside the API server's own (latency in three conditions, throughput, write -> visible delay, memory); its report :mod:`loadtest.defaultreads_report`.
 - :mod:`loadtest.pagewalk`: a ``limit`` walk at an older resourceVersion against one full list.
 - :mod:`loadtest.soak`: the chaos soak (``make soak``).
 """
