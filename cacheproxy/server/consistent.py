@@ -119,7 +119,7 @@ class ConsistencyOptions:
     """A consistent read waits this long for the probe and the cache (the watch cache's 3 s)."""
     on_timeout: OnTimeout = SERVE_FROM_CACHE
     """``cache``: serve the cache as it is with a ``Warning``; ``error``: 504."""
-    confirm_after: float = 0.02
+    confirm_after: float = 0.005
     """How long a read waits for the cache's events to bring it to an RV (upstream's probed
     one, a write's, another replica's) before it is forwarded or confirmed: events normally
     arrive within milliseconds of the write; past this a quiet resource is more likely than an

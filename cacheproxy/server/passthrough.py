@@ -109,6 +109,9 @@ class Forward:
     on_written: Callable[[bytes], None] | None = None
     """Given the body of a successful write's answer (a cached resource's object: its new
     resourceVersion tells the reads that follow what to wait for)."""
+    query: bytes | None = None
+    """The query string to send instead of the caller's (a read the cache passes on, asked as
+    the most recent state: see :meth:`.CacheServer.forward_read`)."""
     fallback: Callable[[], Awaitable[None]] | None = None
     """Answers instead when upstream cannot be reached (the cache's own discovery)…"""
     fallback_when_refused: bool = False
@@ -208,7 +211,7 @@ class PassThrough:
             sending = functools.partial(
                 destination.send,
                 req.method.encode("ascii"),
-                self._target_of(req),
+                self._target_of(req, what.query),
                 headers,
                 body,
                 upgrade=bool(upgrade),
@@ -277,11 +280,13 @@ class PassThrough:
             if not message.get("more_body"):
                 return b"".join(chunks)
 
-    def _target_of(self, req: ServedRequest) -> bytes:
-        """The request's path and query as upstream gets them (after its URL's own path)."""
+    def _target_of(self, req: ServedRequest, query: bytes | None = None) -> bytes:
+        """The request's path and query (or ``query``) as upstream gets them (after its URL's
+        own path)."""
         scope = req.scope
         raw: bytes = scope.get("raw_path") or scope["path"].encode()
-        query: bytes = scope.get("query_string") or b""
+        if query is None:
+            query = scope.get("query_string") or b""
         return self._base_path + raw + (b"?" + query if query else b"")
 
     def _prepare(

@@ -140,7 +140,7 @@ async def route(
             ReadRequest("get", given), get=get, can_forward=server.can_forward(req)
         )
         if isinstance(answer, ForwardRead):
-            await server.forward_read(req, send, parts, path, verb)
+            await server.forward_read(req, send, parts, path, verb, most_recent=answer.most_recent)
             return
         await serve_get(
             req, _warned(send, answer), res, namespace=path.namespace, name=path.name, form=form
@@ -153,7 +153,7 @@ async def route(
     read = ReadRequest.of("watch" if verb == "watch" else "list", opts, kube=res.kube_version())
     answer = await res.decide(read, can_forward=server.can_forward(req), opts=opts)
     if isinstance(answer, ForwardRead):
-        await server.forward_read(req, send, parts, path, verb)
+        await server.forward_read(req, send, parts, path, verb, most_recent=answer.most_recent)
         return
     send = _warned(send, answer)
     if verb == "list":

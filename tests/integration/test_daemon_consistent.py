@@ -246,3 +246,34 @@ async def test_a_strict_read_is_forwarded_as_its_caller_when_that_is_cheaper() -
         anonymous = await c.get(f"{PATH}/a")
         assert anonymous.status_code == 200
         assert sample(daemon, "cacheproxy_consistent_forwarded_total") == 4
+
+
+async def test_a_read_at_an_rv_the_cache_has_not_reached_goes_upstream_as_the_most_recent() -> None:
+    policy = Simulator(config=SimConfig(policy=Policy.from_mapping(POLICY)))
+    async with (
+        SimServer(policy) as server,
+        daemon_for(
+            server.url,
+            resources=(ResourceConfig(rtype=CONFIGMAPS),),
+            upstream=UpstreamConfig(
+                server=server.url, token_source=TokenSource.static("daemon-token")
+            ),
+        ) as daemon,
+        httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,
+    ):
+        policy.store.create(CONFIGMAPS, configmap("a", "1"))
+        secret = policy.store.create(builtin("secrets"), {"metadata": {"name": "s"}})
+        ahead = secret["metadata"]["resourceVersion"]  # an RV the configmaps never reach
+        admin = {"Authorization": "Bearer admin-token"}
+        logged = len(policy.request_log)
+        listed = await c.get(
+            PATH, params={"resourceVersion": ahead, "labelSelector": ""}, headers=admin
+        )
+        assert listed.status_code == 200
+        assert [i["metadata"]["name"] for i in listed.json()["items"]] == ["a"]
+        assert int(listed.json()["metadata"]["resourceVersion"]) >= int(ahead)
+        [asked] = [r for r in list(policy.request_log)[logged:] if r.user == "admin"]
+        # Asked as the caller, with the RV unset (and every other parameter as sent).
+        assert asked.verb == "list" and "resourceVersion" not in asked.params
+        assert asked.params.get("labelSelector") == ""
+        assert sample(daemon, "cacheproxy_consistent_forwarded_total") == 0  # not an RV-unset read

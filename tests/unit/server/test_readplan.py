@@ -177,8 +177,15 @@ ROWS: list[tuple[str, ReadRequest, ReadState, ReadProgress, Step]] = [
         WaitFor(120, 0.1),
     ),
     (
-        "not older than, forwardable: then forward",
+        "not older than, forwardable: then forward as most recent",
         ReadRequest("get", "120"),
+        replace(LIVE, can_forward=True),
+        ReadProgress(waited=True),
+        ForwardRead(most_recent=True),
+    ),
+    (
+        "exact newer than the cache, forwardable: forwarded as asked",
+        list_of(resourceVersion="130", resourceVersionMatch="Exact"),
         replace(LIVE, can_forward=True),
         ReadProgress(waited=True),
         ForwardRead(),
