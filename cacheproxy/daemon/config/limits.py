@@ -114,12 +114,12 @@ class ServerLimits:
     consistent_read_confirm_after_seconds: Annotated[float, Field(ge=0, le=60)] = library_default(
         _CONSISTENCY, "confirm_after"
     )
-    """How long a consistent list waits for the cache to reach upstream's resourceVersion by its
-    events before one metadata list of the resource (shared by the reads waiting) confirms that
-    the cache holds what upstream holds: a resource nobody writes never gets there by its
-    events. `0`: confirm at once; at least `consistentReadTimeoutSeconds`: never (such reads
-    wait, then fall back). A get whose cache is behind is confirmed at once, by one metadata
-    get of its object."""
+    """How long a read waits for the cache's events to bring it to a resourceVersion it has not
+    reached — upstream's (a `strict` read's probe), another replica's or upstream's (a read at
+    `resourceVersion=N`) — before it is passed through to upstream as its caller, or, where it
+    cannot be, confirmed by one metadata list of the resource (a get: of its object). Events
+    arrive within milliseconds of a write; a resource nobody writes never gets there by them.
+    `0`: at once."""
     consistent_read_after_write_seconds: Annotated[float, Field(ge=0, le=60)] = library_default(
         _CONSISTENCY, "after_write"
     )
