@@ -411,7 +411,7 @@ class _CacheCollector:
         )
         yield gauge(
             "cacheproxy_watch_live",
-            "1 while the resource's upstream watch is live (its stream open and heard from), "
+            "1 while the resource's upstream watch is live (its stream open, or reopening), "
             "else 0: reads with resourceVersion unset in the default live mode are then proven "
             "or forwarded, not served as the cache is.",
             lambda t: 1.0 if t.resource.informer.watch_live else 0.0,
