@@ -234,12 +234,10 @@ class ConsistentReads:
         try:
             return await self._within(self.probe.current(), self._left(deadline))
         except TimeoutError:
-            raise self.unproven(
-                "probe_timeout", "upstream did not tell its resourceVersion"
-            ) from None
+            raise Unproven("probe_timeout", "upstream did not tell its resourceVersion") from None
         except CacheProxyError as exc:
             log.debug("%s: consistent read: the probe failed: %s", self.probe.name, exc)
-            raise self.unproven("probe_failed", f"upstream could not be asked ({exc})") from None
+            raise Unproven("probe_failed", f"upstream could not be asked ({exc})") from None
 
     async def confirm_object(self, cache: FreshCache, get: ObjectKey, deadline: float) -> None:
         """Return once the cache holds a get's object as upstream has it now, or newer (upstream
@@ -254,17 +252,13 @@ class ConsistentReads:
             upstream = await self._within(asked, self._left(deadline))
         except TimeoutError:
             asked.cancel()
-            raise self.unproven(
-                "probe_timeout", "upstream did not tell the object's version"
-            ) from None
+            raise Unproven("probe_timeout", "upstream did not tell the object's version") from None
         except CacheProxyError as exc:
             if isinstance(exc, ApiError) and exc.code == 404:
                 upstream = None
             else:
                 log.debug("%s: consistent get: upstream failed: %s", self.probe.name, exc)
-                raise self.unproven(
-                    "probe_failed", f"upstream could not be asked ({exc})"
-                ) from None
+                raise Unproven("probe_failed", f"upstream could not be asked ({exc})") from None
         while True:
             mine = cache.object_version(get.key)
             if mine == upstream or (mine is not None and upstream is not None and mine > upstream):
@@ -273,7 +267,7 @@ class ConsistentReads:
             try:
                 await cache.wait_for(cache.resource_version + 1, within=self._left(deadline))
             except ApiError:
-                raise self.unproven(
+                raise Unproven(
                     "cache_behind",
                     f"the cache has {get.key} at resourceVersion {mine}, upstream at {upstream}",
                 ) from None
@@ -290,10 +284,10 @@ class ConsistentReads:
             answer = self.listing.current(since=since)
             listing = await self._within(answer, self._left(deadline))
         except TimeoutError:
-            raise self.unproven("probe_timeout", "upstream did not list the resource") from None
+            raise Unproven("probe_timeout", "upstream did not list the resource") from None
         except CacheProxyError as exc:
             log.debug("%s: consistent read: the listing failed: %s", self.listing.name, exc)
-            raise self.unproven("probe_failed", f"upstream could not be asked ({exc})") from None
+            raise Unproven("probe_failed", f"upstream could not be asked ({exc})") from None
         # A listing older than the target (an RV upstream has not reached) confirms nothing.
         current = listing.resource_version >= target
         target = max(target, listing.resource_version)
@@ -309,7 +303,7 @@ class ConsistentReads:
             try:
                 await cache.wait_for(max(rv + 1, listing.newest), within=self._left(deadline))
             except ApiError:
-                raise self.unproven(
+                raise Unproven(
                     "cache_behind",
                     f"the cache is at resourceVersion {cache.resource_version}, upstream at "
                     f"{target}",
@@ -330,9 +324,6 @@ class ConsistentReads:
         if not answer.done():
             raise TimeoutError
         return answer.result()
-
-    def unproven(self, label: str, why: str) -> Unproven:
-        return Unproven(label, why)
 
     async def close(self) -> None:
         await self.probe.close()

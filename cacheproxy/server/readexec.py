@@ -33,7 +33,8 @@ from cacheproxy.server.readplan import (
 
 __all__ = ["ReadCache", "carry_out"]
 
-ServeOrForward = Serve | ForwardRead | Refuse
+Answer = Serve | ForwardRead | Refuse
+"""What a read is answered with once its steps are done."""
 
 
 class ReadCache(FreshCache, Protocol):
@@ -58,7 +59,7 @@ async def carry_out(
     rv_wait: float,
     get: ObjectKey | None = None,
     can_forward: bool = False,
-) -> ServeOrForward:
+) -> Answer:
     """The planner's answer for ``read`` once its steps are done: serve (from the current state
     or ``at`` an older one, maybe with a warning), forward, or refuse."""
     proving = read.most_recent and reads is not None
@@ -92,7 +93,7 @@ async def _steps(
     rv_wait: float,
     get: ObjectKey | None,
     can_forward: bool,
-) -> ServeOrForward:
+) -> Answer:
     """:func:`carry_out` from ``step``, the planner's first, on: the read's waits and questions,
     bounded by its deadline."""
     start = clock()

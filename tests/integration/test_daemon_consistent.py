@@ -5,6 +5,8 @@ as ``consistentReadFallback`` says; ``consistentReads: cache`` does not ask upst
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
@@ -12,6 +14,7 @@ import httpx
 
 from cacheproxy.daemon.config import ResourceConfig, ServerLimits
 from cacheproxy.daemon.config.model import UpstreamSettings
+from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.kube.resources import builtin
 from cacheproxy.sim import SimConfig, SimServer, Simulator
 from cacheproxy.sim.policy import Policy
@@ -213,19 +216,30 @@ async def test_a_default_read_whose_watch_went_silent_is_proven_not_served_as_is
         assert probes(daemon) == 1
 
 
-async def test_a_strict_read_is_forwarded_as_its_caller_when_that_is_cheaper() -> None:
+@contextlib.asynccontextmanager
+async def audited(
+    resource: ResourceConfig,
+) -> AsyncIterator[tuple[Simulator, Daemon, httpx.AsyncClient]]:
+    """A simulator that authenticates (its request log says who asked), a daemon caching
+    ``resource`` in front of it with its own token, and a client of the daemon."""
     policy = Simulator(config=SimConfig(policy=Policy.from_mapping(POLICY)))
     async with (
         SimServer(policy) as server,
         daemon_for(
             server.url,
-            resources=(ResourceConfig(rtype=CONFIGMAPS, consistent_reads="strict"),),
+            resources=(resource,),
             upstream=UpstreamConfig(
                 server=server.url, token_source=TokenSource.static("daemon-token")
             ),
         ) as daemon,
         httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,
     ):
+        yield policy, daemon, c
+
+
+async def test_a_strict_read_is_forwarded_as_its_caller_when_that_is_cheaper() -> None:
+    strict = ResourceConfig(rtype=CONFIGMAPS, consistent_reads="strict")
+    async with audited(strict) as (policy, daemon, c):
         policy.store.create(CONFIGMAPS, configmap("a", "1"))
         policy.store.create(builtin("secrets"), {"metadata": {"name": "s"}})  # upstream moves on
         admin = {"Authorization": "Bearer admin-token"}
@@ -249,18 +263,7 @@ async def test_a_strict_read_is_forwarded_as_its_caller_when_that_is_cheaper() -
 
 
 async def test_a_read_at_an_rv_the_cache_has_not_reached_goes_upstream_as_the_most_recent() -> None:
-    policy = Simulator(config=SimConfig(policy=Policy.from_mapping(POLICY)))
-    async with (
-        SimServer(policy) as server,
-        daemon_for(
-            server.url,
-            resources=(ResourceConfig(rtype=CONFIGMAPS),),
-            upstream=UpstreamConfig(
-                server=server.url, token_source=TokenSource.static("daemon-token")
-            ),
-        ) as daemon,
-        httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,
-    ):
+    async with audited(ResourceConfig(rtype=CONFIGMAPS)) as (policy, daemon, c):
         policy.store.create(CONFIGMAPS, configmap("a", "1"))
         secret = policy.store.create(builtin("secrets"), {"metadata": {"name": "s"}})
         ahead = secret["metadata"]["resourceVersion"]  # an RV the configmaps never reach
