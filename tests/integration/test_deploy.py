@@ -19,6 +19,7 @@ import yaml
 
 from cacheproxy.daemon.config import load_config
 from cacheproxy.daemon.rbac import cluster_role
+from cacheproxy.server.metrics import _CONSISTENCY_COUNTERS
 from tests.support import marked_commands
 
 REPO = Path(__file__).resolve().parents[2]
@@ -553,10 +554,14 @@ def test_docs_name_real_metrics() -> None:
     # The server's metrics (metrics.py) and pass-through's (passthrough.py).
     source = "".join(f.read_text() for f in (REPO / "cacheproxy" / "server").glob("*.py"))
     exported = set(re.findall(r'"(cacheproxy_[a-z_]+)"', source))
+    # The consistent reads' counters are named from one table.
+    exported |= {f"cacheproxy_consistent_{attr}" for attr in _CONSISTENCY_COUNTERS}
     counters = {
         "cacheproxy_cache_events",
         "cacheproxy_watch_evicted",
         "cacheproxy_watch_events_delivered",
+        "cacheproxy_consistent_fallbacks",
+        *(f"cacheproxy_consistent_{attr}" for attr in _CONSISTENCY_COUNTERS),
     }
     exported |= {f"{name}_total" for name in counters & exported}
     exported |= {"cacheproxy_http_request_duration_seconds_bucket"}
