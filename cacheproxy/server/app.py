@@ -17,6 +17,7 @@ unexpected exception becomes a 500 Status and a log line, never a traceback
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 from collections import Counter
@@ -458,6 +459,8 @@ class CacheServer:
             served = self.resources.get(rtype) if rtype is not None else None
             if served is not None:
                 on_written = served.wrote
+                if verb == "delete" and path.name:
+                    on_written = functools.partial(served.deleted, path.namespace, path.name)
         read = None
         if verb in READ_VERBS and not sub:
             read = UpstreamRead(gv.group, gv.version, path.resource)

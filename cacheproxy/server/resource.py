@@ -135,6 +135,9 @@ class ServedResource:
     for its events: while no object changes (bookmarks may move the RV: 1.32 sends them as
     etcd's revision moves), the next read skips the probe (see :mod:`.readplan`). A heuristic
     of cost only: a quiet read is still forwarded or confirmed, never served unproven."""
+    _deleting: dict[str, tuple[str | None, float]] = field(default_factory=dict)
+    """Deletes through the daemon whose answer carried no resourceVersion (a ``Status``), their
+    object still in the cache: key -> (its uid, None if unknown; until when reads wait)."""
 
     def __post_init__(self) -> None:
         # Wake readers waiting for an RV whenever the store moves.
@@ -194,6 +197,25 @@ class ServedResource:
         rv = _answer_rv(answer)
         if rv > 0:
             self.consistency.wrote(rv)
+
+    def deleted(self, namespace: str | None, name: str, answer: bytes) -> None:
+        """A delete of one of this resource's objects passed through the daemon and upstream
+        answered ``answer``. The object (graceful deletion, finalizers), at its RV: as any
+        write. A ``Status`` (deleted at once; no RV to wait for): reads with RV unset that
+        follow, within the ``after_write`` window, wait until the cache no longer holds the
+        object (the same uid under that key)."""
+        reads = self.consistency
+        if reads is None:
+            return
+        if _answer_rv(answer) > 0:
+            self.wrote(answer)
+            return
+        key = self.key_of(namespace, name)
+        entry = self.informer.store.get(key)
+        if entry is None:
+            return  # the cache has it gone already
+        uid = _status_uid(answer) or _uid(entry.raw)
+        self._deleting[key] = (uid, reads.clock() + reads.options.after_write)
 
     # ------------------------------------------------------------------ RVs
 
@@ -337,13 +359,19 @@ class ServedResource:
         if reads is None:
             return ReadState(rv, oldest, mode="cache", rv_wait=self.rv_wait)
         options = reads.options
+        written, write_wait = reads.written(), reads.write_window()
+        if self._deleting:
+            # A delete the cache has not seen yet: wait for the cache to move on, and see.
+            left = self._deletions_pending(reads.clock())
+            if left > 0:
+                written, write_wait = max(written, rv + 1), max(write_wait, left)
         return ReadState(
             rv,
             oldest,
             mode=options.mode,
             watch_live=self.informer.watch_live,
-            written=reads.written(),
-            write_wait=reads.write_window(),
+            written=written,
+            write_wait=write_wait,
             quiet=self._quiet_at == self._changes,
             can_forward=can_forward,
             can_confirm=reads.can_confirm(get=get),
@@ -351,6 +379,18 @@ class ServedResource:
             catch_up=options.confirm_after,
             rv_wait=self.rv_wait,
         )
+
+    def _deletions_pending(self, now: float) -> float:
+        """Seconds the longest pending delete may still be waited for (0: none left); those
+        the cache has seen, or whose window is over, are forgotten."""
+        store, left = self.informer.store, 0.0
+        for key, (uid, until) in list(self._deleting.items()):
+            entry = store.get(key)
+            if until <= now or entry is None or (uid is not None and _uid(entry.raw) != uid):
+                del self._deleting[key]
+            else:
+                left = max(left, until - now)
+        return left
 
     def quiet(self) -> None:
         self._quiet_at = self._changes
@@ -465,6 +505,24 @@ def _page(
         if not query.selective:
             page.remaining = total - end
     return page
+
+
+def _status_uid(answer: bytes) -> str | None:
+    """The deleted object's uid in a delete's ``Status`` answer (``details.uid``), if JSON."""
+    try:
+        doc = orjson.loads(answer)
+    except orjson.JSONDecodeError:
+        return None
+    details = doc.get("details") if isinstance(doc, dict) else None
+    uid = details.get("uid") if isinstance(details, dict) else None
+    return uid if isinstance(uid, str) and uid else None
+
+
+def _uid(raw: bytes) -> str | None:
+    """An object's ``metadata.uid`` (None without one)."""
+    meta = orjson.loads(raw).get("metadata") or {}
+    uid = meta.get("uid")
+    return uid if isinstance(uid, str) and uid else None
 
 
 def _answer_rv(answer: bytes) -> int:

@@ -278,6 +278,52 @@ async def test_a_live_read_waits_for_a_write_through_the_daemon_then_serves() ->
         assert (rig.probes, rig.reads.stats.after_write) == (0, 1)
 
 
+def deleted_status(name: str, uid: str | None = None) -> bytes:
+    """A delete's answer when the object went at once: a Status, no resourceVersion."""
+    details: dict[str, Any] = {"name": name, "kind": "pods"}
+    if uid is not None:
+        details["uid"] = uid
+    doc = {"kind": "Status", "apiVersion": "v1", "status": "Success", "details": details}
+    return orjson.dumps({**doc, "metadata": {}})
+
+
+async def test_a_live_read_after_a_delete_through_the_daemon_waits_until_the_cache_lost_it() -> (
+    None
+):
+    async with served(mode="live", timeout=10.0) as (rig, client):
+        rig.resource.deleted("default", "a", deleted_status("a"))
+        answers = [asyncio.create_task(client.get(path)) for path in (PODS, f"{PODS}/a")]
+        rig.lw.emit("ADDED", pod("b"))  # another change first: not the delete
+        await asyncio.sleep(0.05)
+        assert not any(answer.done() for answer in answers)
+        rig.lw.emit("DELETED", pod("a"))
+        listed, got = await asyncio.gather(*answers)
+        assert [i["metadata"]["name"] for i in listed.json()["items"]] == ["b"]
+        assert got.status_code == 404
+        assert rig.probes == 0
+        # Seen: the next reads do not wait.
+        assert (await client.get(f"{PODS}/b")).status_code == 200
+
+
+async def test_a_delete_of_another_incarnation_or_one_not_seen_in_time_does_not_hold_reads() -> (
+    None
+):
+    async with served(mode="live", timeout=10.0, after_write=0.1) as (rig, client):
+        rig.lw.emit("MODIFIED", {**pod("a"), "metadata": {**pod("a")["metadata"], "uid": "u1"}})
+        await rig.resource.wait_for(rig.lw.rv, within=5)
+        # Upstream deleted a newer "a" (uid u2) the cache never held: nothing to wait for.
+        rig.resource.deleted("default", "a", deleted_status("a", uid="u2"))
+        response = await asyncio.wait_for(client.get(f"{PODS}/a"), 0.05)
+        assert response.json()["metadata"]["uid"] == "u1"
+        # Its own incarnation: waited for, but no longer than the write window.
+        rig.resource.deleted("default", "a", deleted_status("a", uid="u1"))
+        answer = asyncio.create_task(client.get(f"{PODS}/a"))
+        await asyncio.sleep(0.02)
+        assert not answer.done()
+        response = await answer  # the window (0.1 s) ran out; the event never came
+        assert response.status_code == 200
+
+
 async def test_a_live_read_with_the_watch_down_is_proven() -> None:
     async with served(mode="live", timeout=10.0) as (rig, client):
         rig.informer.reflector.options.live_silence = 1e-6  # heard from too long ago
