@@ -68,7 +68,7 @@ from loadtest.defaultreads_report import (
     render_report,
 )
 from loadtest.fanout import percentile
-from loadtest.httpclient import Connection, fetch, open_connection
+from loadtest.httpclient import ChunkedDecoder, Connection, LineSplitter, fetch, open_connection
 from loadtest.passthroughbench import (
     Operation,
     Outcome,
@@ -104,6 +104,9 @@ CONDITIONS = (
     ("writes elsewhere", "(b) ConfigMaps of another namespace written, 20/s"),
     ("pods written", "(c) The pods written (an annotation), 20/s"),
 )
+PHASES = ("reads", "throughput", "visible", "memory")
+"""What a run measures (``--phases``): the reads in each condition, the throughput at
+``--clients``, write -> visible, the memory after full lists."""
 ELSEWHERE = "defaultreads-elsewhere"
 WRITE_RATE = 20.0
 MEMORY_LISTS = 100
@@ -111,6 +114,7 @@ _CONFIGMAPS = 20
 _MERGE = "application/merge-patch+json"
 _VISIBLE_KEY = "defaultreads/visible"
 _VISIBLE_TIMEOUT_S = 5.0
+_VISIBLE_MARKER = b'"' + _VISIBLE_KEY.encode() + b'":"'
 _METRIC = re.compile(r"^(\w+)(\{[^}]*\})? (\S+)$")
 _WATCHED = ("consisten", "probe", "passthrough_requests_total")
 
@@ -215,6 +219,69 @@ class _Measured:
     metrics: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
 
 
+class _DirectWatch(asyncio.Protocol):
+    """A watch straight on the API server: when each value of the :data:`_VISIBLE_KEY`
+    annotation first arrived (``perf_counter``, at the read that completed its line)."""
+
+    def __init__(self, request: bytes) -> None:
+        self.request = request
+        self.arrivals: dict[str, float] = {}
+        self.transport: asyncio.Transport | None = None
+        self._head = b""
+        self._started = False
+        self._now = 0.0
+        self._lines = LineSplitter(self._line)
+        self._body = ChunkedDecoder(self._lines.feed)
+        self._changed = asyncio.Event()
+
+    @classmethod
+    async def open(cls, cluster: Cluster, target: str) -> _DirectWatch:
+        host, _, port = cluster.url.split("://", 1)[1].split("/", 1)[0].rpartition(":")
+        head = [f"GET {target} HTTP/1.1", f"Host: {host}:{port}"]
+        head += [f"{k}: {v}" for k, v in cluster.admin.headers.items()]
+        request = ("\r\n".join(head) + "\r\n\r\n").encode()
+        _, watch = await asyncio.get_running_loop().create_connection(
+            lambda: cls(request), host, int(port), ssl=cluster.ssl_context()
+        )
+        return watch
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
+        transport.write(self.request)  # type: ignore[attr-defined]
+
+    def data_received(self, data: bytes) -> None:
+        self._now = time.perf_counter()
+        if not self._started:
+            self._head += data
+            end = self._head.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            code = int(self._head.split(b" ", 2)[1])
+            if code != 200:
+                raise RuntimeError(f"the direct watch: {self._head[:300]!r}")
+            data, self._head, self._started = self._head[end + 4 :], b"", True
+        if data:
+            self._body.feed(data)
+
+    def _line(self, buf: bytes, start: int, end: int) -> None:
+        at = buf.find(_VISIBLE_MARKER, start, end)
+        if at >= 0:
+            at += len(_VISIBLE_MARKER)
+            value = buf[at : buf.find(b'"', at, end)].decode()
+            self.arrivals.setdefault(value, self._now)
+            self._changed.set()
+
+    async def wait_for(self, value: str) -> None:
+        """Until ``value`` arrived."""
+        while value not in self.arrivals:
+            self._changed.clear()
+            await self._changed.wait()
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
 class _Bench:
     """The phases, against the API server and the daemons (:data:`SIDES`)."""
 
@@ -226,6 +293,7 @@ class _Bench:
         args: argparse.Namespace,
     ) -> None:
         self.args = args
+        self.cluster = cluster
         self.headers = headers = cluster.admin.headers
         tls = cluster.ssl_context()
         self.connects: dict[str, Connect] = {
@@ -310,10 +378,19 @@ class _Bench:
     async def visibility(self, count: int) -> Visibility:
         """``count`` patches of one pod straight to the API server, each followed by RV-unset
         GETs through the default daemon until the new value shows (or
-        :data:`_VISIBLE_TIMEOUT_S` passed): the delays from the writes' answers."""
+        :data:`_VISIBLE_TIMEOUT_S` passed): the delays from the writes' answers. Beside them, a
+        watch of the pod straight on the API server: when each write's event arrived there
+        (the floor any watch-fed cache sees it at)."""
         target = _pod_path(self.pods[0])
+        namespace, name = self.pods[0]
+        watch_target = (
+            f"/api/v1/namespaces/{namespace}/pods?watch=true"
+            f"&fieldSelector=metadata.name%3D{name}&allowWatchBookmarks=false"
+        )
+        direct = await _DirectWatch.open(self.cluster, watch_target)
         writer, reader = await self.connects["apiserver"](), await self.connects["default"]()
         delays: list[float] = []
+        answers: list[float] = []
         polls = 0
         try:
             for i in range(count):
@@ -322,6 +399,7 @@ class _Bench:
                 if r.status != 200:
                     raise RuntimeError(f"PATCH {target}: {r.status} {r.head[:300]!r}")
                 answered = time.perf_counter()
+                answers.append(answered)
                 while time.perf_counter() - answered < _VISIBLE_TIMEOUT_S:
                     got = await reader.request(target, keep_body=True)
                     polls += 1
@@ -329,16 +407,37 @@ class _Bench:
                     if doc.get("metadata", {}).get("annotations", {}).get(_VISIBLE_KEY) == f"v{i}":
                         delays.append(time.perf_counter() - answered)
                         break
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_VISIBLE_TIMEOUT_S):
+                    await direct.wait_for(f"v{count - 1}")
         finally:
             writer.close()
             reader.close()
+            direct.close()
         ordered = sorted(delays)
         p50, p99, top = (1000 * percentile(ordered, q, total=count) for q in (0.5, 0.99, 1.0))
+        watch_ms: list[float | None] = []
+        for i, answered in enumerate(answers):
+            arrived = direct.arrivals.get(f"v{i}")
+            watch_ms.append(None if arrived is None else 1000 * (arrived - answered))
+        visibility = Visibility(
+            count,
+            len(ordered),
+            p50,
+            p99,
+            top,
+            polls,
+            background_writes=0,
+            delays_ms=[1000 * d for d in delays],
+            watch_ms=watch_ms,
+        )
         _progress(
             f"write -> visible: seen {len(ordered)} of {count}, p50 {p50:.1f} ms, "
-            f"p99 {p99:.1f} ms, max {top:.1f} ms"
+            f"p99 {p99:.1f} ms, max {top:.1f} ms; the direct watch p99 "
+            f"{visibility.watch_percentile(0.99):.1f} ms, the daemon's excess p99 "
+            f"{visibility.excess_percentile(0.99):.1f} ms"
         )
-        return Visibility(count, len(ordered), p50, p99, top, polls, background_writes=0)
+        return visibility
 
     async def memory(self) -> Memory:
         """The default daemon's RSS before and after :data:`MEMORY_LISTS` full lists."""
@@ -369,10 +468,12 @@ class _Bench:
         bound = 3 * batches * args.rounds * (args.seconds + 1) + args.visible_writes + 300
         for key, title in CONDITIONS:
             _progress(f"{key}: {args.rounds} rounds of {args.seconds:g} s per side and read")
+            if "reads" not in args.phases and key != "pods written":
+                continue
             async with _writing(self.connects["apiserver"], writers[key], bound) as writes:
                 started = time.perf_counter()
                 async with self.phase(key):
-                    rows = await self.reads(key)
+                    rows = await self.reads(key) if "reads" in args.phases else []
                 seconds = time.perf_counter() - started
                 self.got.conditions.append(
                     Condition(
@@ -383,16 +484,19 @@ class _Bench:
                     _progress(f"{key}: the writer's first error: {writes.first_error}")
                 if key != "pods written":
                     continue
-                async with self.phase("throughput"):
-                    await self.throughput()
-                _progress(f"write -> visible: {args.visible_writes} writes, under pod writes")
-                async with self.phase("write -> visible"):
-                    already = writes.count
-                    self.got.visibility = await self.visibility(args.visible_writes)
-                    self.got.visibility.background_writes = writes.count - already
-        _progress(f"memory: {MEMORY_LISTS} full lists through the default daemon")
-        async with self.phase("memory"):
-            self.got.memory = await self.memory()
+                if "throughput" in args.phases:
+                    async with self.phase("throughput"):
+                        await self.throughput()
+                if "visible" in args.phases:
+                    _progress(f"write -> visible: {args.visible_writes} writes, under pod writes")
+                    async with self.phase("write -> visible"):
+                        already = writes.count
+                        self.got.visibility = await self.visibility(args.visible_writes)
+                        self.got.visibility.background_writes = writes.count - already
+        if "memory" in args.phases:
+            _progress(f"memory: {MEMORY_LISTS} full lists through the default daemon")
+            async with self.phase("memory"):
+                self.got.memory = await self.memory()
         return self.got
 
 
@@ -440,8 +544,17 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument(
         "--report-from", type=Path, help="write the report of a run's JSON again, and exit"
     )
+    parser.add_argument(
+        "--phases",
+        type=lambda v: set(v.split(",")),
+        default=set(PHASES),
+        help=f"a comma-separated subset of {','.join(PHASES)} (default all; a partial run's "
+        "report judges only what it measured)",
+    )
     add_kube_option(parser)
     args = parser.parse_args(argv)
+    if not args.phases or not args.phases <= set(PHASES):
+        parser.error(f"--phases: a comma-separated subset of {','.join(PHASES)}")
     if min(args.pods, args.rounds, args.clients, args.visible_writes) < 1 or args.seconds <= 0:
         parser.error("--pods, --seconds, --rounds, --clients and --visible-writes must be positive")
     return args
@@ -490,8 +603,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             complaints[name] = _complaints(daemon.log)
         cluster.stop()
         shutil.rmtree(workdir, ignore_errors=True)
-    assert measured.visibility is not None
-    assert measured.memory is not None
     if cacheproxy_source() != source:
         source += f"; at the end: {cacheproxy_source()}"
     result = DefaultReadsResult(

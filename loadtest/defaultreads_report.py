@@ -88,6 +88,25 @@ class Visibility:
     max_ms: float
     polls: int
     background_writes: int
+    delays_ms: list[float] = field(default_factory=list)
+    """Per write seen through the daemon: from the write's answer to a GET showing it."""
+    watch_ms: list[float | None] = field(default_factory=list)
+    """Per write: from its answer to its event on a watch straight on the API server (None: not
+    seen within the timeout); the floor the daemon's own watch delivers on."""
+
+    def watch_percentile(self, q: float) -> float:
+        """The direct watch's delivery, at quantile ``q`` (NaN without a baseline)."""
+        got = sorted(d for d in self.watch_ms if d is not None)
+        return _quantile(got, q)
+
+    def excess_percentile(self, q: float) -> float:
+        """What the daemon added to the direct watch's delivery, write by write, at ``q``."""
+        got = sorted(
+            ours - watch
+            for ours, watch in zip(self.delays_ms, self.watch_ms, strict=False)
+            if watch is not None
+        )
+        return _quantile(got, q)
 
 
 @dataclass
@@ -118,11 +137,18 @@ class DefaultReadsResult:
     throughput_condition: str
     throughput: dict[str, dict[str, Timing]]
     """Per read (``label list``, ``get``, ``get rv=0``), per side (API server, default)."""
-    visibility: Visibility
-    memory: Memory
+    visibility: Visibility | None
+    """None when the run left it out (``--phases``), as ``memory``."""
+    memory: Memory | None
     metrics: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     """Per phase, per daemon: how much each consistency/probe/pass-through counter grew."""
     daemon_complaints: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    if not ordered:
+        return math.nan
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
 def load_result(doc: dict[str, Any]) -> DefaultReadsResult:
@@ -145,8 +171,8 @@ def load_result(doc: dict[str, Any]) -> DefaultReadsResult:
             **doc,
             "conditions": conditions,
             "throughput": {k: timings(v) for k, v in doc["throughput"].items()},
-            "visibility": Visibility(**doc["visibility"]),
-            "memory": Memory(**doc["memory"]),
+            "visibility": doc["visibility"] and Visibility(**doc["visibility"]),
+            "memory": doc["memory"] and Memory(**doc["memory"]),
         }
     )
 
@@ -180,10 +206,13 @@ def verdicts(result: DefaultReadsResult) -> list[tuple[str, bool | None]]:
             strict = div(1, row.speedup("strict"))
             out.append((f"{c.key}: {row.key} strict", _at_most(strict, STRICT_SLOWDOWN)))
     for key, want in _THROUGHPUT_BUDGETS.items():
-        out.append((f"throughput: {key}", _at_least(_throughput_ratio(result, key), want)))
-    out.append(("visible", _at_most(result.visibility.p99_ms, VISIBLE_P99_MS)))
-    memory = div(result.memory.after, result.memory.before)
-    out.append(("memory", _at_most(memory, MEMORY_GROWTH)))
+        if key in result.throughput:
+            out.append((f"throughput: {key}", _at_least(_throughput_ratio(result, key), want)))
+    if result.visibility is not None:
+        out.append(("visible", _at_most(result.visibility.p99_ms, VISIBLE_P99_MS)))
+    if result.memory is not None:
+        memory = div(result.memory.after, result.memory.before)
+        out.append(("memory", _at_most(memory, MEMORY_GROWTH)))
     return out
 
 
@@ -229,9 +258,20 @@ def render_report(result: DefaultReadsResult) -> str:
     ]
     for c in result.conditions:
         lines += _condition(c)
-    lines += _throughput(result)
-    v = result.visibility
-    lines += [
+    if result.throughput:
+        lines += _throughput(result)
+    lines += _visibility(result.visibility) if result.visibility else []
+    lines += _memory(result.memory) if result.memory else []
+    lines += _metrics(result.metrics)
+    for name, complaints in result.daemon_complaints.items():
+        if complaints:
+            lines += [f"The {name} daemon's warnings ({len(complaints)}, the first 10):", ""]
+            lines += [f"    {line}" for line in complaints[:10]] + [""]
+    return "\n".join(lines)
+
+
+def _visibility(v: Visibility) -> list[str]:
+    lines = [
         "## A write straight to the API server, visible through the default daemon",
         "",
         f"{v.writes} patches of one pod's annotation while {v.background_writes} other pod "
@@ -245,9 +285,28 @@ def render_report(result: DefaultReadsResult) -> str:
         f"{_word(_at_most(v.p99_ms, VISIBLE_P99_MS))} |",
         "",
     ]
-    m = result.memory
+    if v.watch_ms:
+        seen = sum(d is not None for d in v.watch_ms)
+        lines += [
+            "The floor: a watch of the pod straight on the API server, from each write's answer "
+            f"to its event (seen {seen} of {len(v.watch_ms)}); and what the daemon added to it, "
+            "write by write (its own watch, then a GET):",
+            "",
+            "| | p50 ms | p99 ms | max ms |",
+            "|---|---:|---:|---:|",
+            f"| direct watch delivers the event | {_ms(v.watch_percentile(0.5))} | "
+            f"{_ms(v.watch_percentile(0.99))} | {_ms(v.watch_percentile(1.0))} |",
+            f"| the daemon's GET shows it, less the direct watch | "
+            f"{_ms(v.excess_percentile(0.5))} | {_ms(v.excess_percentile(0.99))} | "
+            f"{_ms(v.excess_percentile(1.0))} |",
+            "",
+        ]
+    return lines
+
+
+def _memory(m: Memory) -> list[str]:
     growth = div(m.after, m.before)
-    lines += [
+    return [
         "## Memory of the default daemon",
         "",
         f"| RSS before | after {m.lists} full lists | peak (VmHWM) | after ÷ before | "
@@ -257,12 +316,6 @@ def render_report(result: DefaultReadsResult) -> str:
         f"{_word(_at_most(growth, MEMORY_GROWTH))} |",
         "",
     ]
-    lines += _metrics(result.metrics)
-    for name, complaints in result.daemon_complaints.items():
-        if complaints:
-            lines += [f"The {name} daemon's warnings ({len(complaints)}, the first 10):", ""]
-            lines += [f"    {line}" for line in complaints[:10]] + [""]
-    return "\n".join(lines)
 
 
 def _condition(c: Condition) -> list[str]:
