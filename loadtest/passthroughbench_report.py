@@ -70,10 +70,17 @@ class OperationRun:
     """Per side, at 1 client."""
     throughput: dict[str, Timing]
     """Per side, at ``clients`` clients."""
+    requests: int = 1
+    """Requests forwarded per operation (a create + delete: two)."""
 
     @property
     def overhead_ms(self) -> float:
         return self.latency["cacheproxy"].p50_ms - self.latency["direct"].p50_ms
+
+    @property
+    def overhead_per_request_ms(self) -> float:
+        """The overhead per forwarded request: what the target judges."""
+        return self.overhead_ms / self.requests
 
     @property
     def throughput_ratio(self) -> float:
@@ -143,13 +150,15 @@ def _summary(result: PassthroughResult) -> str:
     rows = []
     for op in result.operations:
         lat, thr = op.latency, op.throughput
-        overhead = op.overhead_ms
+        overhead, each = op.overhead_ms, op.overhead_per_request_ms
         rows.append(
             [
                 op.title,
                 f"{_ms(lat['direct'].p50_ms)} / {_ms(lat['direct'].p99_ms)}",
                 f"{_ms(lat['cacheproxy'].p50_ms)} / {_ms(lat['cacheproxy'].p99_ms)}",
-                f"{overhead:+.2f}" + ("" if overhead <= OVERHEAD_TARGET_MS else " (over)"),
+                f"{overhead:+.2f}"
+                + (f": {each:+.2f} per request" if op.requests > 1 else "")
+                + ("" if each <= OVERHEAD_TARGET_MS else " (over)"),
                 _num(thr["direct"].rate),
                 _num(thr["cacheproxy"].rate),
                 f"{op.throughput_ratio:.2f}{X}",
@@ -159,7 +168,7 @@ def _summary(result: PassthroughResult) -> str:
         "operation",
         "direct p50 / p99 ms",
         "cacheproxy p50 / p99 ms",
-        f"overhead p50 ms (target ≤ {OVERHEAD_TARGET_MS:g})",
+        f"overhead p50 ms (target ≤ {OVERHEAD_TARGET_MS:g} per forwarded request)",
         f"direct req/s at {result.clients}",
         f"cacheproxy req/s at {result.clients}",
         "cacheproxy ÷ direct",
@@ -324,6 +333,7 @@ def load_result(doc: dict[str, Any]) -> PassthroughResult:
             title=op["title"],
             latency=timings(op["latency"]),
             throughput=timings(op["throughput"]),
+            requests=op.get("requests", 1),
         )
         for op in doc["operations"]
     ]
