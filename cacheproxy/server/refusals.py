@@ -13,7 +13,8 @@ The API server answers these requests; the cache holds objects and nothing else,
   websocket watches): 501 as well; a watch is served as an HTTP stream (``?watch=true``). Other
   upgrade offers (``h2c``) are ignored, as HTTP/1.1 lets a server ignore them;
 - **paths that are not the Kubernetes API** and not the daemon's own: 404 naming what is served
-  (``/``'s page is :mod:`.homepage`'s).
+  (``/``'s page is :mod:`.homepage`'s);
+- **resources it does not cache**: 404 naming what it caches and how to serve the one asked for.
 
 Nothing here is logged: each is an ordinary answer to a client, counted in the request metrics.
 The check costs a read of the method on the hot paths (:func:`refusal` returns None at once for
@@ -22,12 +23,14 @@ a GET or HEAD without a subresource or an ``Upgrade``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from cacheproxy.errors import ApiError
 from cacheproxy.kube import status
 from cacheproxy.kube.request import ApiPath
 from cacheproxy.serving import Request
 
-__all__ = ["CONNECT_SUBRESOURCES", "not_served_here", "refusal", "websocket_refusal"]
+__all__ = ["CONNECT_SUBRESOURCES", "not_cached", "not_served_here", "refusal", "websocket_refusal"]
 
 CONNECT_SUBRESOURCES = frozenset({"log", "exec", "attach", "portforward", "proxy"})
 """Subresources the API server streams from a kubelet or proxies to a pod, service or node."""
@@ -133,6 +136,34 @@ def not_served_here(path: str) -> ApiError:
             details={},
         )
     )
+
+
+def not_cached(path: ApiPath, cached: Sequence[str], *, api_server: str) -> ApiError:
+    """404 for a resource the daemon does not cache (pass-through off): what it caches, and the
+    two ways to have this one answered (cache it, or pass it through)."""
+    gv = path.group_version
+    resource = path.resource or ""
+    name = f"{resource}.{gv.group}" if gv.group else resource
+    entry = f"{gv.group}/{gv.version}/{resource}" if gv.group else resource
+    shown = ", ".join(cached[:_NAMED]) + (
+        f" and {len(cached) - _NAMED} more" if len(cached) > _NAMED else ""
+    )
+    where = f"the API server at {api_server}" if api_server else "the API server"
+    return ApiError(
+        status.status_body(
+            code=404,
+            reason="NotFound",
+            message=f"the server could not find the requested resource: cacheproxy does not "
+            f"cache {name} (it caches {shown or 'nothing'}) and passes nothing through. To "
+            f'serve it, add "- resource: {entry}" under resources: in its configuration; or '
+            f"set passthrough.enabled: true to send what it does not cache to {where}.",
+            details={"group": gv.group, "kind": resource} if gv.group else {"kind": resource},
+        )
+    )
+
+
+_NAMED = 10
+"""Cached resources a :func:`not_cached` message names at most."""
 
 
 def _not_implemented(message: str, *, kind: str, group: str) -> ApiError:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from cacheproxy.errors import ApiError
 from cacheproxy.kube import status
 from cacheproxy.kube.listoptions import ListOptions, parse_list_options
 from cacheproxy.kube.request import ApiPath
@@ -32,7 +33,7 @@ from cacheproxy.server.ownapi import PREFIX, USER
 from cacheproxy.server.query import Query
 from cacheproxy.server.readplan import ForwardRead, ReadRequest, Serve
 from cacheproxy.server.reads import Form, build_query, negotiate, serve_get, serve_list
-from cacheproxy.server.refusals import not_served_here
+from cacheproxy.server.refusals import not_cached, not_served_here
 from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.watching import serve_watch
 from cacheproxy.serving import Message, Send, send_body, with_header
@@ -122,7 +123,7 @@ async def route(
         raise not_served_here(req.path)
     types = server.registry.in_group_version(path.group_version)
     if not types:
-        raise status.resource_not_found()
+        raise _not_found(server, path)
     if path.resource is None:
         await discovery.send(req, send, discovery.resources(path.group_version, types))
         return
@@ -224,6 +225,15 @@ async def _watch(
         admission.release_watch(user)
 
 
+def _not_found(server: CacheServer, path: ApiPath) -> ApiError:
+    """404 for a path naming a resource that is not cached: with pass-through off (where such
+    reads end here), a message saying how to serve it; otherwise the API server's own."""
+    if path.resource is None or server.passthrough is not None:
+        return status.resource_not_found()
+    cached = sorted(rtype.config_name for rtype in server.resources)
+    return not_cached(path, cached, api_server=server.api_server)
+
+
 def _served(
     server: CacheServer, req: ServedRequest, path: ApiPath, verb: str | None
 ) -> tuple[ServedResource, Form]:
@@ -232,6 +242,8 @@ def _served(
     (Writes were refused before: :mod:`.refusals`.)"""
     gv = path.group_version
     rtype = server.registry.get_gvr(gv.group, gv.version, path.resource or "")
+    if rtype is None and not path.subresource:
+        raise _not_found(server, path)
     if rtype is None or path.subresource:
         raise status.resource_not_found()
     if (path.namespace is not None and not rtype.namespaced) or (

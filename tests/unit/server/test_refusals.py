@@ -6,14 +6,18 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 
+from cacheproxy.informer import FakeListerWatcher, SharedInformer, Store
 from cacheproxy.kube.access import UserInfo
 from cacheproxy.kube.request import parse_api_path, split_path
+from cacheproxy.kube.resources import builtin
 from cacheproxy.server.access import AccessControl
 from cacheproxy.server.app import CacheServer
 from cacheproxy.server.refusals import refusal
+from cacheproxy.server.resource import ServedResource
 from cacheproxy.serving import Message, Request
 
 API_SERVER = "https://10.0.0.1:443"
@@ -130,3 +134,33 @@ def test_the_message_says_so_when_the_api_servers_url_is_unknown() -> None:
         "cacheproxy is a read-only cache of the Kubernetes API: it does not delete pods "
         "(DELETE). Send this request to the API server directly."
     )
+
+
+async def test_a_resource_not_cached_is_a_404_saying_how_to_serve_it_when_nothing_passes() -> None:
+    lw = FakeListerWatcher(kind="Pod")
+    informer = SharedInformer(lw, name="pods", store=Store(kind="Pod", api_version="v1"))
+    pods = ServedResource(builtin("pods"), informer)
+    app = CacheServer([pods], version={}, api_server=API_SERVER)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://cache") as client:
+        for path, entry in (
+            ("/api/v1/namespaces/a/services", '"- resource: services"'),
+            ("/apis/apps/v1/deployments", '"- resource: apps/v1/deployments"'),
+            ("/apis/example.com/v1/widgets/w", '"- resource: example.com/v1/widgets"'),
+        ):
+            response = await client.get(path)
+            assert response.status_code == 404, path
+            body = response.json()
+            assert body["reason"] == "NotFound"
+            message = body["message"]
+            assert message.startswith("the server could not find the requested resource: ")
+            assert "(it caches pods)" in message
+            assert entry in message
+            assert (
+                f"passthrough.enabled: true to send what it does not cache to the API server at {API_SERVER}"
+                in (message)
+            )
+        # A served resource's path in the wrong scope is the API server's own 404.
+        response = await client.get("/api/v1/pods/p")
+        assert response.status_code == 404
+        assert response.json()["message"] == "the server could not find the requested resource"
