@@ -58,8 +58,7 @@ from cacheproxy.informer.ratelimit import (
     RateLimiter,
     default_controller_rate_limiter,
 )
-from cacheproxy.informer.reflector import Phase, Reflector
-from cacheproxy.informer.reflectoroptions import ReflectorOptions
+from cacheproxy.informer.reflector import Phase, Reflector, ReflectorOptions
 from cacheproxy.informer.store import Entry, Store, Transform
 from cacheproxy.informer.workqueue import (
     DelayingQueue,

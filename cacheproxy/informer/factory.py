@@ -17,7 +17,7 @@ from cacheproxy.informer.indexes import IndexFunc
 from cacheproxy.informer.informer import SharedInformer
 from cacheproxy.informer.listwatch import ListerWatcher
 from cacheproxy.informer.metrics import InformerMetrics
-from cacheproxy.informer.reflectoroptions import ReflectorOptions
+from cacheproxy.informer.reflector import ReflectorOptions
 from cacheproxy.informer.store import Store, Transform
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.tasks import cancel_and_wait

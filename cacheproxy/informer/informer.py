@@ -51,8 +51,13 @@ from cacheproxy.informer.handlers import (
 from cacheproxy.informer.listwatch import ListerWatcher
 from cacheproxy.informer.metrics import InformerMetrics
 from cacheproxy.informer.queue import Bookmark, Delta, EventQueue, InOrderQueue, QueueItem, Replaced
-from cacheproxy.informer.reflector import RESUME_CONFIRMATION, Confirmed, Reflector, Restored
-from cacheproxy.informer.reflectoroptions import ReflectorOptions
+from cacheproxy.informer.reflector import (
+    RESUME_CONFIRMATION,
+    Confirmed,
+    Reflector,
+    ReflectorOptions,
+    Restored,
+)
 from cacheproxy.informer.store import Entry, Store
 
 __all__ = ["CacheState", "RelistDifference", "SharedInformer"]

@@ -43,7 +43,7 @@ nothing of stores; what an object becomes is its owner's choice.
 
 The rules above are all here; around them, :mod:`.syncing` reads a whole state (the pager, a
 watch-list's initial events), :mod:`.classifiers` says what an error is, :mod:`.backoff` computes
-the delays and :mod:`.reflectoroptions` holds what its owner may set.
+the delays and :class:`ReflectorOptions` holds what its owner may set.
 """
 
 from __future__ import annotations
@@ -55,10 +55,11 @@ import logging
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cacheproxy.errors import ApiError, CacheProxyError, TransportError
+from cacheproxy.informer.backoff import Backoff
 from cacheproxy.informer.classifiers import (
     is_connection_refused,
     is_expired,
@@ -69,10 +70,9 @@ from cacheproxy.informer.gcpause import gc_paused
 from cacheproxy.informer.listwatch import Decode, ListerWatcher, WatchEvent, WatchRequest, as_parsed
 from cacheproxy.informer.metrics import InformerMetrics, NoMetrics
 from cacheproxy.informer.queue import Bookmark, Delta, EventQueue, Replaced
-from cacheproxy.informer.reflectoroptions import ReflectorOptions
 from cacheproxy.informer.syncing import ContinuedStream, SyncReader, WatchListHung
 
-__all__ = ["Confirmed", "Phase", "Reflector", "Restored"]
+__all__ = ["Confirmed", "Phase", "Reflector", "ReflectorOptions", "Restored"]
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +114,63 @@ class _WatchAgain(Exception):
     def __init__(self, delay: float) -> None:
         super().__init__(delay)
         self.delay = delay
+
+
+@dataclass
+class ReflectorOptions:
+    """How a :class:`~cacheproxy.informer.reflector.Reflector` lists and watches (the defaults
+    are client-go's)."""
+
+    page_size: int = 500
+    """Items per list page (client-go's pager default, ``tools/pager``); also
+    :func:`cacheproxy.upstream.list_all`'s default."""
+    watch_list: bool = True
+    """Try a streaming watch-list for the first sync (falls back to a paged list)."""
+    pause_gc_during_sync: bool = False
+    """Pause the cyclic GC while a (re)sync decodes its list (:mod:`.gcpause`): much faster
+    for large lists, but process-wide — for the process's owner (the daemon) to turn on."""
+    watch_list_timeout: float = 10.0
+    """Give a watch-list up for a paged list (for good) when its initial events stopped this long
+    ago and its initial-events-end bookmark has not come (kube-apiserver 1.27-1.30 sends it only
+    once the resource sees a newer write: on a quiet resource, not for minutes)."""
+    min_watch_timeout: float = 300.0
+    """Each watch asks for a timeout drawn from ``[min, 2·min)`` seconds."""
+    stall_margin: float = 30.0
+    """A watch that sent nothing for its timeout plus this long is stalled: dropped, watched
+    again."""
+    live_silence: float = 0.0
+    """A watch counts as live (:attr:`Reflector.watch_live`) while its stream is open and, when
+    this is set, it delivered something within this many seconds (0: open is enough). A quiet
+    collection's watch may say nothing for its whole timeout: kube-apiserver 1.28 sent no
+    bookmark in 150 s to a watch of 10 000 quiet pods; one that dies silently is dropped as
+    stalled after its timeout plus ``stall_margin``."""
+    live_grace: float = 1.0
+    """After a normal end, the watch still counts as live this long while the next one (from
+    the last RV: nothing is missed) opens."""
+    very_short_watch: float = 1.0
+    """A watch that ended within this many seconds without an event was "very short": relist."""
+    backoff: Callable[[], Backoff] = field(default=Backoff)
+    """Makes the Reflector's :class:`~cacheproxy.informer.backoff.Backoff` (its clock and
+    randomness become the Reflector's)."""
+
+
+_REFUSALS_SAID: set[int] = set()
+"""The HTTP codes of watch-list refusals already logged at INFO in this process."""
+
+
+def _watch_list_refused(name: str, err: ApiError) -> None:
+    """A server that does not serve watch-lists says so for every resource: said once (per
+    code) at INFO, each resource's own at DEBUG."""
+    if err.code in _REFUSALS_SAID:
+        log.debug("%s: watch-list refused (%s); syncing by paged lists", name, err)
+        return
+    _REFUSALS_SAID.add(err.code)
+    log.info(
+        "the API server does not serve watch-lists here (%s: %s); every resource syncs by "
+        "paged lists instead (the same result; said once)",
+        name,
+        err,
+    )
 
 
 class Reflector:
@@ -251,7 +308,9 @@ class Reflector:
                     and err.code not in (410, 429)
                 ):
                     self._watch_list = False  # the server does not do watch-lists: stop asking
-                log.info("%s: watch-list failed (%s); falling back to a paged list", self.name, err)
+                    _watch_list_refused(self.name, err)
+                else:
+                    log.info("%s: watch-list failed (%s); syncing by a paged list", self.name, err)
         try:
             with self._decoding():
                 await self._sync_by_list()

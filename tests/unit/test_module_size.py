@@ -1,5 +1,7 @@
-"""No module in cacheproxy is over 500 lines: a module a newcomer can read in one sitting holds
-one concept; a longer one is split by concept (ARCHITECTURE.md names what each module holds)."""
+"""No module in cacheproxy is over 800 lines: a module a newcomer can read in one sitting. The
+ceiling is loose on purpose: a module holds one concept whole (a reflector with its options), and
+one is split where its concepts part, not where a line count falls (ARCHITECTURE.md names what
+each module holds)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from pathlib import Path
 import cacheproxy
 
 PACKAGE = Path(cacheproxy.__file__).parent
-LIMIT = 500
+LIMIT = 800
 
 
 def module_lengths(root: Path) -> dict[str, int]:

@@ -6,6 +6,7 @@ Each test asserts the requests the Reflector made, in order — the sequence cli
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from cacheproxy.informer import (
     Replaced,
     WatchRequest,
 )
+from cacheproxy.informer import reflector as reflector_module
 from cacheproxy.kube import status
 
 
@@ -468,3 +470,19 @@ async def test_the_watch_is_live_while_open_and_heard_from_and_not_while_it_back
         fake.end_watches()  # ends normally; the next watch fails: backing off
         await h.until(lambda: h.reflector.phase is Phase.BACKING_OFF)
         assert not h.reflector.watch_live
+
+
+async def test_a_server_without_watch_lists_is_said_once_at_info_each_resource_at_debug(
+    time: VirtualTime, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reflector_module, "_REFUSALS_SAID", set())
+    caplog.set_level(logging.DEBUG, logger=reflector_module.__name__)
+    for _ in range(2):
+        fake = FakeListerWatcher(kind="Pod")
+        fake.supports_watch_list = False
+        async with Harness(fake, time) as h:
+            await h.until(lambda f=fake: f.open_watches == 1)
+    lines = [r for r in caplog.records if "watch-list" in r.getMessage()]
+    assert [r.levelno for r in lines] == [logging.INFO, logging.DEBUG]
+    assert "does not serve watch-lists here" in lines[0].getMessage()
+    assert "said once" in lines[0].getMessage()
