@@ -144,7 +144,7 @@ class Daemon:
         # One registry per daemon: the informers report into it, the server serves it.
         self.metrics = metrics = ServerMetrics()
 
-        def lister_watcher(c: Collection) -> MeteredListerWatcher:
+        def lister_watcher(c: Collection, *, counted_as: str | None = None) -> MeteredListerWatcher:
             return MeteredListerWatcher(
                 ApiListerWatcher(
                     client,
@@ -153,9 +153,13 @@ class Daemon:
                     label_selector=c.label_selector,
                     field_selector=c.field_selector,
                 ),
-                informer=c.name,
+                informer=counted_as or c.name,
                 metrics=metrics,
             )
+
+        def crd_lister_watcher(c: Collection) -> MeteredListerWatcher:
+            # Upstream requests for CRDs, counted as such (not one label per CRD watched).
+            return lister_watcher(c, counted_as=c.rtype.config_name)
 
         reflector_options = dataclasses.replace(
             wiring.reflector, pause_gc_during_sync=self.manage_gc
@@ -165,9 +169,10 @@ class Daemon:
         )
         # Custom resources' Table columns come from their CRDs, kept by informers of their own
         # (one object each) that readiness does not wait for: a CRD the proxy may not read
-        # leaves the default columns, not an unready daemon.
+        # leaves the default columns, not an unready daemon. They are the daemon's internals:
+        # not resources of its informer metrics, /status or /readyz.
         self.crd_factory = crd_factory = InformerFactory(
-            lister_watcher, reflector_options=reflector_options, metrics=metrics
+            crd_lister_watcher, reflector_options=reflector_options
         )
         if wiring.persistence.directory is not None:
             self.persister = CachePersister(wiring.persistence, server=self.upstream.server)

@@ -116,6 +116,21 @@ async def test_removing_a_custom_resource_stops_the_watch_of_its_crd() -> None:
     async with SimServer(sim) as server, daemon_for(server.url, resources=specs) as daemon:
         assert daemon.crd_factory is not None
         assert len(list(daemon.crd_factory)) == 1
+        # The CRD's watch is the daemon's own business: not a resource of its informer metrics;
+        # its upstream requests are counted as reads of CRDs, not one label per CRD watched.
+        crds = next(iter(daemon.crd_factory))
+        await asyncio.wait_for(crds.wait_for_sync(), 10)
+        assert daemon.server is not None
+        exposition = daemon.server.metrics.exposition()
+        assert b'resource="namespaces"' in exposition
+        assert b"fields=metadata.name" not in exposition
+        crd_lines = [
+            line.split(b"{", 1)[0]
+            for line in exposition.splitlines()
+            if b'resource="apiextensions.k8s.io/v1/customresourcedefinitions"' in line
+        ]
+        assert b"cacheproxy_upstream_responses_total" in crd_lines
+        assert not [name for name in crd_lines if not name.startswith(b"cacheproxy_upstream_")]
         assert await daemon.reload(replace(daemon.config, resources=specs[:1])) == [
             "-example.com/v1/widgets"
         ]
