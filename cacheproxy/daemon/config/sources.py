@@ -257,6 +257,13 @@ def flag_texts(
     for key, text in overrides.items():
         if key in paths:
             out.append((f"--set {key}", key, text))
+        elif key.startswith(("resources[", "resources.")):
+            problems.add(
+                f"--set {key}",
+                "",
+                "one resource entry cannot be set alone: set resources as a whole, e.g. "
+                "--set 'resources=[{resource: pods, indexes: [spec.nodeName]}, configmaps]'",
+            )
         else:
             guess = suggest(key, paths)
             hint = f'; did you mean "{guess}"?' if guess else ""

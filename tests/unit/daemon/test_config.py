@@ -363,6 +363,13 @@ def test_an_unknown_flag_suggests_the_closest_setting() -> None:
     ]
 
 
+def test_a_flag_into_one_resource_entry_says_to_set_resources_as_a_whole() -> None:
+    for key in ("resources[0].indexes", "resources.0.indexes"):
+        (problem,) = problems(overrides={"resources": "pods", key: "spec.nodeName"})
+        assert problem.startswith(f"--set {key}: one resource entry cannot be set alone: ")
+        assert "--set 'resources=[{resource: pods, indexes: [spec.nodeName]}" in problem
+
+
 def test_an_unknown_variable_in_a_settings_section_is_an_error_with_a_suggestion() -> None:
     env = {"CACHEPROXY_RESOURCES": "pods", "CACHEPROXY_SERVER_PROT": "9090"}
     assert problems(env=env) == [
