@@ -6,6 +6,7 @@ Subcommands:
   check-config  validate a configuration and say what it would do
   rbac          print the least-privilege ClusterRole a configuration needs
   sim           run the built-in Kubernetes API server simulator (demo data, churn, faults, TLS, auth)
+  completion    print a shell completion script (bash, zsh and others)
 
 The log level is one setting, ``logging.level``, for every command: ``--log-level`` (before or
 after the command) beats ``CACHEPROXY_LOGGING_LEVEL``, which beats the configuration file (for
@@ -51,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     log_level = _log_level_flag()
     parser = argparse.ArgumentParser(
         prog="cacheproxy",
-        description="A fast, indexed, read-only cache in front of the Kubernetes API server.",
+        description="A fast, indexed cache in front of the Kubernetes API server: reads "
+        "answered from memory, everything else passed through as its caller.",
         formatter_class=HelpFormatter,
         parents=[log_level],
     )
@@ -60,7 +62,25 @@ def build_parser() -> argparse.ArgumentParser:
     configured.add_parsers(sub, log_level)
     demo.add_parser(sub, log_level)
     sim.add_parser(sub, log_level)
+    _add_completion(sub)
     return parser
+
+
+def _add_completion(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    import shtab
+
+    parser = sub.add_parser(
+        "completion",
+        help=f"print a shell completion script ({', '.join(shtab.SUPPORTED_SHELLS)})",
+        description="Print the completion script of cacheproxy's commands and flags for a "
+        "shell, made from the command line's own declaration (shtab).",
+        epilog="examples:\n"
+        "  source <(cacheproxy completion bash)                 # this bash session\n"
+        "  cacheproxy completion bash > ~/.local/share/bash-completion/completions/cacheproxy\n"
+        '  cacheproxy completion zsh > "${fpath[1]}/_cacheproxy"  # zsh, then restart it',
+        formatter_class=HelpFormatter,
+    )
+    parser.add_argument("shell", choices=shtab.SUPPORTED_SHELLS)
 
 
 def _configure_logging(args: argparse.Namespace) -> None:
@@ -84,7 +104,13 @@ def _configure_logging(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     pause_collector()  # until the command has started (cli.running); the modules import now
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command == "completion":
+            import shtab
+
+            print(shtab.complete(parser, shell=args.shell), end="")
+            return 0
         if args.command == "check-config":
             return configured.check_config_main(
                 args.config, overrides=configured.overrides(args), live=args.live

@@ -26,7 +26,23 @@ _paused = False
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """``--help`` shows each option's default, unless it has none worth showing (None, an empty
-    list, an unset switch) or its help already says it."""
+    list, an unset switch) or its help already says it. In a description or epilog, lines that
+    start with two spaces (examples) are kept as written; the rest is wrapped."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        out: list[str] = []
+        prose: list[str] = []
+        for line in text.splitlines():
+            if line.startswith("  ") or not line.strip():
+                if prose:
+                    out.append(super()._fill_text(" ".join(prose), width, indent))
+                    prose = []
+                out.append(indent + line if line.strip() else "")
+            else:
+                prose.append(line.strip())
+        if prose:
+            out.append(super()._fill_text(" ".join(prose), width, indent))
+        return "\n".join(out)
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""

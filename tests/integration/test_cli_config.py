@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -66,6 +67,35 @@ def test_sim_help_shows_defaults(capsys: pytest.CaptureFixture[str]) -> None:
     assert (
         "--history HISTORY events kept for watch resume before compaction (default: 10000)" in text
     )
+
+
+def test_completion_prints_a_script_bash_loads_that_completes_the_commands(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main(["completion", "bash"]) == 0
+    script = tmp_path / "cacheproxy.bash"
+    script.write_text(capsys.readouterr().out)
+    # Loaded into bash, the function it registers offers the subcommands after "cacheproxy ".
+    probe = (
+        f"source {script}; COMP_WORDS=(cacheproxy che); COMP_CWORD=1; "
+        'COMP_LINE="cacheproxy che"; COMP_POINT=${#COMP_LINE}; '
+        '$(complete -p cacheproxy | sed -E "s/.*-F ([^ ]+) .*/\\1/") cacheproxy che cacheproxy; '
+        'printf "%s\\n" "${COMPREPLY[@]}"'
+    )
+    done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["check-config"]
+    assert main(["completion", "zsh"]) == 0
+    assert capsys.readouterr().out.startswith("#compdef cacheproxy")
+
+
+def test_the_completion_help_keeps_its_examples_as_written(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["completion", "--help"])
+    lines = capsys.readouterr().out.splitlines()
+    assert "  source <(cacheproxy completion bash)                 # this bash session" in lines
 
 
 @pytest.mark.parametrize(
