@@ -45,7 +45,12 @@ def add_parsers(sub: Any, parent: argparse.ArgumentParser) -> None:
         formatter_class=HelpFormatter,
         help="run the cache proxy",
         description="List and watch the configured resources upstream; serve list/get/watch "
-        "from the cache. SIGHUP (or a changed config file) reloads the resources.",
+        "from the cache, and pass the rest through as its caller. SIGHUP (or a changed config "
+        "file) reloads the resources.",
+        epilog="examples:\n"
+        "  cacheproxy serve --config my-config.yaml\n"
+        "  cacheproxy serve --set resources=pods,configmaps --kubeconfig ~/.kube/config\n"
+        "  cacheproxy serve --config my-config.yaml --port 9090 --log-level debug",
     )
     _config_flags(serve)
     check = sub.add_parser(
@@ -57,14 +62,18 @@ def add_parsers(sub: Any, parent: argparse.ArgumentParser) -> None:
         "as serve reads them) without starting anything. Prints 'OK:' and a summary of what "
         "would be cached, from where and how it would be served (exit 0), or every problem "
         "with where it was written (exit 1). Certificate and token files are not read.",
+        epilog="examples:\n"
+        "  cacheproxy check-config --config my-config.yaml\n"
+        "  cacheproxy check-config --config my-config.yaml --live\n"
+        "  CACHEPROXY_RESOURCES=pods cacheproxy check-config --set server.port=9090",
     )
     _config_flags(check)
     check.add_argument(
         "--live",
         action="store_true",
-        help="also ask upstream (the configured kubeconfig or in-cluster credentials): a sample "
-        "of each indexed resource must have a value at every index path (a typo otherwise "
-        "leaves the index empty)",
+        help="also ask upstream (the configured kubeconfig or in-cluster credentials), one line "
+        "per resource: served (kind and scope as configured), a list and a watch allowed, "
+        "every index path present in a sample; exit 1 on any failure",
     )
     rbac = sub.add_parser(
         "rbac",
@@ -73,12 +82,17 @@ def add_parsers(sub: Any, parent: argparse.ArgumentParser) -> None:
         help="print the ClusterRole a configuration needs (read-only)",
         description="Print the least-privilege ClusterRole the configuration needs: get, list "
         "and watch on exactly the configured resources (and reviews for delegated auth).",
+        epilog="examples:\n"
+        "  cacheproxy rbac --config my-config.yaml | kubectl apply -f -\n"
+        "  cacheproxy rbac --set resources=pods,apps/v1/deployments --name pod-cache",
     )
-    _config_flags(rbac)
+    _config_flags(rbac, shortcuts=False)
     rbac.add_argument("--name", default="cacheproxy", help="the ClusterRole's name")
 
 
-def _config_flags(parser: argparse.ArgumentParser) -> None:
+def _config_flags(parser: argparse.ArgumentParser, *, shortcuts: bool = True) -> None:
+    """``--config`` and ``--set``; with ``shortcuts``, the flags of single settings
+    (``--kubeconfig``, ``--port``…), for the commands whose answer they change."""
     from cacheproxy.daemon.config import SETTINGS
     from cacheproxy.daemon.config.reference import default_text
 
@@ -101,7 +115,7 @@ def _config_flags(parser: argparse.ArgumentParser) -> None:
         "resources=pods,apps/v1/deployments (repeatable; beats the environment and the file)",
     )
     for dest, path in SHORTCUTS.items():
-        if dest == "log_level":
+        if dest == "log_level" or not shortcuts:
             continue  # every command has it (the parent parser)
         setting = SETTINGS[path]
         default = default_text(setting).strip("`")

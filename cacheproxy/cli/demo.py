@@ -36,6 +36,10 @@ def add_parser(sub: Any, parent: argparse.ArgumentParser) -> None:
         help="the simulator with demo data and churn, the proxy in front of it",
         description="Start the built-in API server simulator with demo data and churn and the "
         "cache proxy in front of it, and print commands to try against both.",
+        epilog="examples:\n"
+        "  cacheproxy demo --pods 60 --churn 2      # what make run starts\n"
+        "  cacheproxy demo --pods 20000 --churn 0   # more pods, no changes\n"
+        "  cacheproxy demo --port 9090 --sim-port 9091",
     )
     demo.add_argument(
         "--port", type=int, default=int(env_default("DEMO_PORT", "8080")), help="proxy port"

@@ -40,6 +40,10 @@ def add_parser(sub: Any, parent: argparse.ArgumentParser) -> None:
         help="run the built-in Kubernetes API server simulator",
         description="An in-memory Kubernetes API server: list/watch/get/create/update/patch/delete, "
         "resource versions, paging, bookmarks, watch-list, discovery, faults, optional TLS and auth.",
+        epilog="examples:\n"
+        "  cacheproxy sim --port 6443 --pods 1000\n"
+        "  cacheproxy sim --behave-as 1.28 --churn 5\n"
+        "  cacheproxy sim --crd example.com/v1/widgets:Widget",
     )
     sim.add_argument("--host", default=env_default("SIM_HOST", "127.0.0.1"), help="address to bind")
     sim.add_argument(

@@ -5,9 +5,11 @@ grammar of a custom resource."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -217,3 +219,23 @@ async def test_check_config_live_asks_upstream_whether_the_index_paths_exist(
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == code, (out, err)
     assert said in (out + err).decode()
+
+
+def test_every_command_shows_examples_and_each_parses() -> None:
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    assert set(commands) == {"serve", "check-config", "rbac", "demo", "sim", "completion"}
+    for name, command in commands.items():
+        # Each example's command line, up to a comment, pipe or redirection, after any
+        # environment variables set for it ("source <(…)" wraps one: its inside).
+        examples = [
+            shlex.split(line.split("#", 1)[0].replace("<(", " ").replace(")", " "))
+            for line in (command.epilog or "").splitlines()
+            if line.startswith("  ")
+        ]
+        assert examples, f"{name} --help shows no examples"
+        for words in examples:
+            words = words[words.index("cacheproxy") :]
+            for end in ("|", ">"):
+                words = words[: words.index(end)] if end in words else words
+            parser.parse_args(words[1:])  # exits (a failed test) when it does not parse
