@@ -116,6 +116,31 @@ def _error(code: int, message: str) -> "JSONResponse":
     return _status_response(ApiError(body))
 
 
+def _serve_docs(api: "FastAPI") -> None:
+    """``/cacheproxy/docs``: Swagger UI (5, which reads OpenAPI 3.1) from the package that
+    bundles it for FastAPI (``fastapi-offline``), served here: no CDN, so the page renders where
+    the daemon's users have no internet, as in most clusters."""
+    from importlib.resources import files
+
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from starlette.responses import HTMLResponse
+    from starlette.staticfiles import StaticFiles
+
+    assets = f"{PREFIX}/docs/assets"
+    directory = str(files("fastapi_offline") / "static")
+    api.mount(assets, StaticFiles(directory=directory), name="docs-assets")
+
+    @api.get(f"{PREFIX}/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=f"{PREFIX}/openapi.json",
+            title="cacheproxy: its own API",
+            swagger_js_url=f"{assets}/swagger-ui-bundle.js",
+            swagger_css_url=f"{assets}/swagger-ui.css",
+            swagger_favicon_url=f"{assets}/favicon.png",
+        )
+
+
 def build_api(
     server: "CacheServer", *, configuration: Callable[[], Mapping[str, Any]] | None = None
 ) -> "FastAPI":
@@ -132,10 +157,11 @@ def build_api(
         summary="cacheproxy's own API: the cache, its configuration and its indexes.",
         description=DESCRIPTION,
         openapi_url=f"{PREFIX}/openapi.json",
-        docs_url=f"{PREFIX}/docs",
+        docs_url=None,
         redoc_url=None,
         swagger_ui_oauth2_redirect_url=None,
     )
+    _serve_docs(api)
 
     @api.exception_handler(ApiError)
     async def api_error(_: Request, err: ApiError) -> JSONResponse:

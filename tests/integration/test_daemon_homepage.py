@@ -20,6 +20,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.wait import WebDriverWait
 
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.sim import SimServer
@@ -42,6 +43,16 @@ BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[webdriver.Chrome]:
     """A headless Chromium with a fresh profile, closed after the test."""
+    yield from _chromium(tmp_path)
+
+
+@pytest.fixture
+def offline_browser(tmp_path: Path) -> Iterator[webdriver.Chrome]:
+    """The same, for which no host resolves but 127.0.0.1: a machine without internet."""
+    yield from _chromium(tmp_path, "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1")
+
+
+def _chromium(tmp_path: Path, *flags: str) -> Iterator[webdriver.Chrome]:
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
         if os.environ.get("CACHEPROXY_REQUIRE_BROWSER"):
             pytest.fail(
@@ -50,7 +61,7 @@ def browser(tmp_path: Path) -> Iterator[webdriver.Chrome]:
         pytest.skip("Chromium is not installed (`make browser` installs Debian's)")
     options = Options()
     options.binary_location = str(CHROMIUM)
-    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}"):
+    for flag in (*CHROMIUM_FLAGS, *flags, f"--user-data-dir={tmp_path / 'profile'}"):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
     driver.set_page_load_timeout(30)
@@ -140,3 +151,23 @@ async def test_the_page_counts_a_watcher_in_a_real_browser(
         assert watch.status_code == 200
         page = await asyncio.to_thread(_page, browser, daemon.url + "/")
     assert page["rows"]["configmaps"][7] == "1"
+
+
+def _api_docs(driver: webdriver.Chrome, url: str) -> tuple[str, list[str]]:
+    """The title and the operations' paths Swagger UI rendered at ``url``."""
+    driver.get(url)
+    WebDriverWait(driver, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, ".opblock"))
+    title = driver.find_element(By.CSS_SELECTOR, ".info .title").text
+    paths = [e.text for e in driver.find_elements(By.CSS_SELECTOR, ".opblock-summary-path")]
+    return title, paths
+
+
+@pytest.mark.browser
+async def test_the_own_apis_docs_render_in_a_browser_without_internet(
+    daemon: Daemon, offline_browser: webdriver.Chrome
+) -> None:
+    title, paths = await asyncio.to_thread(
+        _api_docs, offline_browser, daemon.url + "/cacheproxy/docs"
+    )
+    assert title.startswith("cacheproxy")
+    assert "/cacheproxy/v1/status" in {p.replace("\u200b", "") for p in paths}
