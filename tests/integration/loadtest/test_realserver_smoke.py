@@ -215,7 +215,9 @@ def test_every_query_figure_is_present_and_sane(run: Run) -> None:
         assert set(r["throughput"]) == ({"daemon"} if whole else {"daemon", "apiserver"})
         for server in ("daemon", "apiserver"):
             one, many = r["latency"][server], r["throughput"].get(server)
-            assert one["requests"] >= 3 * 2  # 3 rounds of at least 2
+            # 3 rounds, each of at least one request (of 2 unless the round's time cap ran out
+            # during its first, as on a loaded machine)
+            assert one["requests"] >= 3
             for t in (one, many) if many else (one,):
                 assert t["errors"] == 0, (r["query"], server)
                 assert 0 < t["p50"] <= t["p99"] < 10, (r["query"], server, t)
