@@ -162,16 +162,38 @@ async def test_the_bottom_answers_lists_gets_pages_and_tables_as_the_top(
 async def _events(
     client: httpx.AsyncClient, path: str, params: Mapping[str, str], until: Any, *, within: float
 ) -> list[dict[str, Any]]:
-    """A watch's events until ``until(events)`` holds."""
+    """A watch's events until ``until(events)`` holds, asked again as lines come and every
+    :data:`RECHECK` seconds meanwhile (what it waits for may happen after the last line: a
+    writer's last answer may come after its event went through every tier); at most
+    ``within`` seconds without a line."""
     events: list[dict[str, Any]] = []
     async with client.stream("GET", path, params=params) as response:
         assert response.status_code == 200, await response.aread()
         lines = response.aiter_lines()
-        while not until(events):
-            line = await asyncio.wait_for(anext(lines), within)
-            if line:
-                events.append(orjson.loads(line))
+        loop = asyncio.get_running_loop()
+        quiet_until = loop.time() + within
+        reading: asyncio.Future[str] = asyncio.ensure_future(anext(lines))
+        try:
+            while not until(events):
+                done, _ = await asyncio.wait({reading}, timeout=RECHECK)
+                if not done:
+                    if loop.time() > quiet_until:
+                        raise TimeoutError(f"no watch event for {within} s; got {events}")
+                    continue
+                line = reading.result()
+                reading = asyncio.ensure_future(anext(lines))
+                quiet_until = loop.time() + within
+                if line:
+                    events.append(orjson.loads(line))
+        finally:
+            reading.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                await reading
     return events
+
+
+RECHECK = 0.2
+"""Seconds between two looks at what a watch's reader waits for while no line comes."""
 
 
 async def test_the_bottom_keeps_the_watch_rules(
