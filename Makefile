@@ -105,5 +105,16 @@ SOAK_REAL_ARGS ?= --seconds 600
 soak-real: $(TEST_STAMP)
 	$(BIN)/python -m loadtest.soakreal $(SOAK_REAL_ARGS) --out $(BENCH_OUT)-soak-real
 
+# The container image (Dockerfile) with the engine found: docker, else podman. Without one (as on
+# machines without a container runtime), a line saying so and exit 2. `make image IMAGE=repo/name:tag`;
+# the manifests name the image in one place each (kustomize `images:`).
+IMAGE ?= cacheproxy:dev
+.PHONY: image
+image:
+	@engine=$$(command -v docker || command -v podman) || { \
+		echo "make image: no container engine here (docker or podman); the Dockerfile builds wherever one is" >&2; \
+		exit 2; }; \
+	echo "$$engine build -t $(IMAGE) ."; "$$engine" build -t "$(IMAGE)" .
+
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

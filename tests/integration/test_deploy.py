@@ -568,3 +568,18 @@ def test_docs_name_real_metrics() -> None:
     named = set(re.findall(r"\b(cacheproxy_[a-z_]+)", OPERATIONS.read_text()))
     assert named
     assert named <= exported, named - exported
+
+
+def test_make_image_says_so_where_no_container_engine_is(tmp_path: Path) -> None:
+    make = shutil.which("make")
+    assert make is not None
+    # An empty PATH: neither docker nor podman is found (the shell is make's /bin/sh).
+    done = subprocess.run(
+        [make, "-s", "-C", str(REPO), "image", "IMAGE=example/cacheproxy:test"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": str(tmp_path)},
+    )
+    assert done.returncode == 2, done
+    assert "make image: no container engine here (docker or podman)" in done.stderr
