@@ -48,6 +48,7 @@ import shutil
 import sys
 import tempfile
 import time
+from array import array
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,7 +69,7 @@ from loadtest.defaultreads_report import (
     render_report,
 )
 from loadtest.fanout import percentile
-from loadtest.httpclient import ChunkedDecoder, Connection, LineSplitter, fetch, open_connection
+from loadtest.httpclient import Connection, fetch, open_connection
 from loadtest.passthroughbench import (
     Operation,
     Outcome,
@@ -92,6 +93,7 @@ from loadtest.realcluster import (
     required_assets,
     write_config,
 )
+from loadtest.watchclient import WatchStream
 
 __all__ = ["CONDITIONS", "STRICT", "main"]
 
@@ -219,19 +221,14 @@ class _Measured:
     metrics: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
 
 
-class _DirectWatch(asyncio.Protocol):
-    """A watch straight on the API server: when each value of the :data:`_VISIBLE_KEY`
-    annotation first arrived (``perf_counter``, at the read that completed its line)."""
+class _DirectWatch(WatchStream):
+    """A watch straight on the API server (:class:`~loadtest.watchclient.WatchStream`'s framing):
+    when each value of the :data:`_VISIBLE_KEY` annotation first arrived (``time.time()``, at
+    the read that completed its line)."""
 
     def __init__(self, request: bytes) -> None:
-        self.request = request
+        super().__init__(request, array("d"))
         self.arrivals: dict[str, float] = {}
-        self.transport: asyncio.Transport | None = None
-        self._head = b""
-        self._started = False
-        self._now = 0.0
-        self._lines = LineSplitter(self._line)
-        self._body = ChunkedDecoder(self._lines.feed)
         self._changed = asyncio.Event()
 
     @classmethod
@@ -243,25 +240,9 @@ class _DirectWatch(asyncio.Protocol):
         _, watch = await asyncio.get_running_loop().create_connection(
             lambda: cls(request), host, int(port), ssl=cluster.ssl_context()
         )
+        if (code := await watch.started) != 200:
+            raise RuntimeError(f"the direct watch {target}: HTTP {code}")
         return watch
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
-        transport.write(self.request)  # type: ignore[attr-defined]
-
-    def data_received(self, data: bytes) -> None:
-        self._now = time.perf_counter()
-        if not self._started:
-            self._head += data
-            end = self._head.find(b"\r\n\r\n")
-            if end < 0:
-                return
-            code = int(self._head.split(b" ", 2)[1])
-            if code != 200:
-                raise RuntimeError(f"the direct watch: {self._head[:300]!r}")
-            data, self._head, self._started = self._head[end + 4 :], b"", True
-        if data:
-            self._body.feed(data)
 
     def _line(self, buf: bytes, start: int, end: int) -> None:
         at = buf.find(_VISIBLE_MARKER, start, end)
@@ -399,7 +380,7 @@ class _Bench:
                 if r.status != 200:
                     raise RuntimeError(f"PATCH {target}: {r.status} {r.head[:300]!r}")
                 answered = time.perf_counter()
-                answers.append(answered)
+                answers.append(time.time())  # the direct watch's clock
                 while time.perf_counter() - answered < _VISIBLE_TIMEOUT_S:
                     got = await reader.request(target, keep_body=True)
                     polls += 1
@@ -417,9 +398,9 @@ class _Bench:
         ordered = sorted(delays)
         p50, p99, top = (1000 * percentile(ordered, q, total=count) for q in (0.5, 0.99, 1.0))
         watch_ms: list[float | None] = []
-        for i, answered in enumerate(answers):
+        for i, answered_at in enumerate(answers):
             arrived = direct.arrivals.get(f"v{i}")
-            watch_ms.append(None if arrived is None else 1000 * (arrived - answered))
+            watch_ms.append(None if arrived is None else 1000 * (arrived - answered_at))
         visibility = Visibility(
             count,
             len(ordered),

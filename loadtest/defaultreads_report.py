@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from loadtest.fanout import percentile
 from loadtest.figures import X, div, mb, times
 from loadtest.passthroughbench_report import Timing
 
@@ -97,7 +98,7 @@ class Visibility:
     def watch_percentile(self, q: float) -> float:
         """The direct watch's delivery, at quantile ``q`` (NaN without a baseline)."""
         got = sorted(d for d in self.watch_ms if d is not None)
-        return _quantile(got, q)
+        return percentile(got, q, total=len(self.watch_ms))  # one never seen: infinite
 
     def excess_percentile(self, q: float) -> float:
         """What the daemon added to the direct watch's delivery, write by write, at ``q``."""
@@ -106,7 +107,7 @@ class Visibility:
             for ours, watch in zip(self.delays_ms, self.watch_ms, strict=False)
             if watch is not None
         )
-        return _quantile(got, q)
+        return percentile(got, q)
 
 
 @dataclass
@@ -143,12 +144,6 @@ class DefaultReadsResult:
     metrics: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     """Per phase, per daemon: how much each consistency/probe/pass-through counter grew."""
     daemon_complaints: dict[str, list[str]] = field(default_factory=dict)
-
-
-def _quantile(ordered: list[float], q: float) -> float:
-    if not ordered:
-        return math.nan
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
 def load_result(doc: dict[str, Any]) -> DefaultReadsResult:

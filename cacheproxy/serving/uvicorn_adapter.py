@@ -288,12 +288,12 @@ class _Coalescing:
             self.writelines((data,))
 
     def writelines(self, parts: Iterable[bytes]) -> None:
+        if not isinstance(parts, list | tuple):
+            parts = list(parts)
         if not self._held:
             self._loop.call_soon(self._flush)
-        held = self._held
-        before = len(held)
-        held.extend(parts)
-        self._held_bytes += sum(map(len, held[before:]))
+        self._held.extend(parts)
+        self._held_bytes += sum(map(len, parts))
         if self._held_bytes >= COALESCE_BYTES:
             self._flush()
 
