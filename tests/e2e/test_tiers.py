@@ -186,8 +186,11 @@ async def _events(
                 if line:
                     events.append(orjson.loads(line))
         finally:
-            reading.cancel()
-            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+            if not reading.done():
+                # Closed under the pending read (which then ends with an error), not cancelled
+                # inside httpx: a read cancelled mid-stream can leave its socket unclosed.
+                await response.aclose()
+            with contextlib.suppress(Exception):
                 await reading
     return events
 
