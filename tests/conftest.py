@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
@@ -120,6 +121,16 @@ async def _no_leaked_tasks() -> AsyncIterator[None]:
         for t in leaked:
             t.cancel()
         pytest.fail(f"test leaked asyncio tasks: {[t.get_name() for t in leaked]}")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_leaked_sockets() -> Iterator[None]:
+    """Collect the garbage a module's tests left, while the module is still the one running: a
+    socket or transport a test dropped unclosed is reported (ResourceWarning, an error here)
+    against the module that leaked it, not against whichever later test the collector happened
+    to run in."""
+    yield
+    gc.collect()
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
