@@ -220,3 +220,28 @@ async def test_the_simulators_tables_are_the_daemons_under_the_api_servers_colum
     reference = (samples_dir / "tables" / sample).read_text().splitlines()[0]
     namespaced = ["NAMESPACE"] if kind != "nodes" else []
     assert printed[0] == namespaced + re.split(r"\s{2,}", reference.strip())
+
+
+async def test_describe_pod_through_the_daemon_shows_the_pods_events(
+    both: tuple[httpx.AsyncClient, httpx.AsyncClient], tmp_path: Path
+) -> None:
+    # kubectl describe lists the events whose involvedObject is the pod (name, namespace, uid):
+    # the demo's events carry their pod's uid, and the daemon answers that field selector.
+    sim, proxy = both
+    events = (await sim.get("/api/v1/events")).json()["items"]
+    about = next(e["involvedObject"] for e in events if e["involvedObject"]["kind"] == "Pod")
+    reasons = {e["reason"] for e in events if e["involvedObject"]["uid"] == about["uid"]}
+    code, out, err = await run_kubectl(
+        kubectl_binary("1.33"),
+        str(proxy.base_url),
+        tmp_path,
+        "describe",
+        "pod",
+        "-n",
+        about["namespace"],
+        about["name"],
+    )
+    assert code == 0, err
+    shown = out[out.index("\nEvents:") :]
+    assert "<none>" not in shown.splitlines()[0]
+    assert reasons and all(reason in shown for reason in reasons), (reasons, shown)

@@ -91,7 +91,14 @@ def make_job(
     return {
         "kind": "Job",
         "apiVersion": "batch/v1",
-        "metadata": {"name": name, "namespace": namespace, "labels": {"app": app}},
+        # The uid its pods' owner references and its Events name (kept by the simulator, which
+        # takes a uid a create gives; a real API server assigns its own).
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"app": app},
+            "uid": _uid(namespace, name),
+        },
         "spec": {
             "parallelism": 1,
             "completions": 1,

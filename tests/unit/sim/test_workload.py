@@ -364,7 +364,12 @@ def test_demo_objects_match_their_resource_and_come_in_creatable_order() -> None
         # load keeps it, the API server gives its own on create.
         assert not (SERVER_SET - {"uid"}) & set(obj["metadata"])
         if "uid" in obj["metadata"]:
-            assert name in ("pods", "apps/v1/deployments", "apps/v1/replicasets"), name
+            assert name in (
+                "pods",
+                "apps/v1/deployments",
+                "apps/v1/replicasets",
+                "batch/v1/jobs",
+            ), name
         if rtype.namespaced:
             assert obj["metadata"]["namespace"] in created_namespaces
         else:
@@ -381,7 +386,7 @@ def test_what_demo_objects_refer_to_is_there_once_loaded() -> None:
         (rtype, o["metadata"]["namespace"], o["metadata"]["name"]): o["metadata"].get("uid")
         for rtype, o in (
             (r, s.obj)
-            for r in ("pods", "apps/v1/replicasets", "apps/v1/deployments")
+            for r in ("pods", "apps/v1/replicasets", "apps/v1/deployments", "batch/v1/jobs")
             for s in sim.store.iter_range(sim.resource(r), None)
         )
     }
@@ -391,17 +396,14 @@ def test_what_demo_objects_refer_to_is_there_once_loaded() -> None:
         for rtype in ("pods", "apps/v1/replicasets")
         for s in sim.store.iter_range(sim.resource(rtype), None)
         for ref in s.obj["metadata"].get("ownerReferences", [])
-        if ref["kind"] in ("ReplicaSet", "Deployment")
+        if ref["kind"] in ("ReplicaSet", "Deployment", "Job")
     ]
     assert owners and all(uid in stored for uid in owners)
-    pod_events = [
-        s.obj["involvedObject"]
-        for s in sim.store.iter_range(sim.resource("events"), None)
-        if s.obj["involvedObject"]["kind"] == "Pod"
-    ]
-    assert pod_events
-    for ref in pod_events:
-        assert uids[("pods", ref["namespace"], ref["name"])] == ref["uid"]  # kubectl describe
+    resources = {"Pod": "pods", "Deployment": "apps/v1/deployments", "Job": "batch/v1/jobs"}
+    about = [s.obj["involvedObject"] for s in sim.store.iter_range(sim.resource("events"), None)]
+    assert {ref["kind"] for ref in about} == set(resources)
+    for ref in about:  # what kubectl describe finds them by
+        assert uids[(resources[ref["kind"]], ref["namespace"], ref["name"])] == ref["uid"]
 
 
 def test_demo_names_are_unique_at_any_size() -> None:
