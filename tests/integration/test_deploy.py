@@ -31,26 +31,27 @@ KUBERNETES_VERSION = "1.33.0"
 
 KUSTOMIZATIONS = {
     "base": DEPLOY / "base",
+    "service": DEPLOY / "overlays" / "service",
     "shared-service": DEPLOY / "overlays" / "shared-service",
-    "sidecar": DEPLOY / "examples" / "sidecar",
-    "sidecar-1.28": DEPLOY / "examples" / "sidecar-1.28",
-    "tiers": DEPLOY / "examples" / "tiers",
+    "sidecar": DEPLOY / "overlays" / "sidecar",
+    "sidecar-1.28": DEPLOY / "overlays" / "sidecar-1.28",
+    "tiers": DEPLOY / "overlays" / "tiers",
 }
 CONFIGS = {
     "base": (DEPLOY / "base" / "config.yaml", DEPLOY / "base" / "clusterrole.yaml", "cacheproxy"),
     "sidecar": (
-        DEPLOY / "examples" / "sidecar" / "config.yaml",
-        DEPLOY / "examples" / "sidecar" / "clusterrole.yaml",
+        DEPLOY / "overlays" / "sidecar" / "config.yaml",
+        DEPLOY / "overlays" / "sidecar" / "clusterrole.yaml",
         "shop-cacheproxy",
     ),
     "tiers-central": (
-        DEPLOY / "examples" / "tiers" / "central-config.yaml",
-        DEPLOY / "examples" / "tiers" / "central-clusterrole.yaml",
+        DEPLOY / "overlays" / "tiers" / "central-config.yaml",
+        DEPLOY / "overlays" / "tiers" / "central-clusterrole.yaml",
         "cacheproxy-central",
     ),
     "tiers-node": (
-        DEPLOY / "examples" / "tiers" / "node-config.yaml",
-        DEPLOY / "examples" / "tiers" / "node-clusterrole.yaml",
+        DEPLOY / "overlays" / "tiers" / "node-config.yaml",
+        DEPLOY / "overlays" / "tiers" / "node-clusterrole.yaml",
         "cacheproxy-node",
     ),
 }
@@ -168,6 +169,42 @@ def test_every_kustomization_builds_and_validates(
     for obj in objects:
         # strict: unknown fields are errors too.
         kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+
+
+def test_every_mode_is_an_overlay_checked_here() -> None:
+    modes = {path.parent.name for path in (DEPLOY / "overlays").glob("*/kustomization.yaml")}
+    assert modes == set(KUSTOMIZATIONS) - {"base"}
+
+
+@needs_kubectl
+@pytest.mark.parametrize("name", sorted(KUSTOMIZATIONS))
+def test_every_kustomization_creates_the_namespaces_it_uses(
+    name: str, rendered: dict[str, list[dict[str, Any]]]
+) -> None:
+    # `kubectl apply -k` on a fresh cluster: nothing may land in a namespace nobody creates.
+    objects = rendered[name]
+    created = {o["metadata"]["name"] for o in the(objects, "Namespace")}
+    used = {o["metadata"]["namespace"] for o in objects if o["metadata"].get("namespace")}
+    assert used and used <= created, f"{name} uses {used - created} without creating it"
+
+
+@needs_kubectl
+@pytest.mark.parametrize("name", sorted(KUSTOMIZATIONS))
+def test_the_image_is_named_in_one_place(
+    name: str, rendered: dict[str, list[dict[str, Any]]]
+) -> None:
+    component = yaml.safe_load((DEPLOY / "components" / "image" / "kustomization.yaml").read_text())
+    (image,) = component["images"]
+    ours = f"{image['newName']}:{image['newTag']}"
+    images = {c["image"] for o in rendered[name] if o["kind"] in WORKLOADS for c in containers(o)}
+    assert ours in images
+    assert images - {ours} <= {"bitnami/kubectl:1.33"}  # the sidecar example's app
+    others = [
+        path
+        for path in DEPLOY.rglob("kustomization.yaml")
+        if "images" in (yaml.safe_load(path.read_text()) or {})
+    ]
+    assert others == [DEPLOY / "components" / "image" / "kustomization.yaml"]
 
 
 @needs_kubectl
