@@ -263,6 +263,7 @@ class Daemon:
             self.autocache.start()
         if self.persister is not None:
             self.persister.start()
+        self.server.history.start()
         self._runner = UvicornRunner(
             uv_config, host=listener.address, port=listener.port, name="cacheproxy"
         )
@@ -456,6 +457,8 @@ class Daemon:
         await cancel_and_wait(self._version_task, self._describe_task)
         if self.autocache is not None:
             await self.autocache.stop()
+        if self.server is not None:
+            await self.server.history.stop()
         if self._cert_reloader is not None:
             await self._cert_reloader.stop()
         if self.server is not None:

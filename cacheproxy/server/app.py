@@ -34,6 +34,7 @@ from cacheproxy.kube.versions import NEWEST, KubeVersion
 from cacheproxy.server.access import AccessControl
 from cacheproxy.server.admission import Admission, ServedRequest
 from cacheproxy.server.forwarded import UpstreamRead
+from cacheproxy.server.history import History
 from cacheproxy.server.homepage import wants_html
 from cacheproxy.server.metrics import ResourceStats, ServerMetrics
 from cacheproxy.server.openapi import OpenApiDocuments, OpenApiSource
@@ -96,6 +97,10 @@ class CacheServer:
         """The upstream API server's URL, named in refusals as where to send what the cache
         cannot serve ("" when unknown)."""
         self.metrics = metrics or ServerMetrics()
+        self.started_at = self.metrics.clock()
+        self.history = History(self.metrics)
+        """The last minutes of each resource (the home page's charts); sampling runs between
+        :meth:`History.start` and :meth:`History.stop` (the daemon's)."""
         self.admission = Admission(self.options, self.metrics, access)
         self.version = version
         self._version_text: str | None = None
@@ -215,6 +220,10 @@ class CacheServer:
             read_upstream=passthrough.reads.top(TOP_READS) if passthrough is not None else None,
             auto_cached=self.auto_cached,
             failures=metrics.failures,
+            history=self.history,
+            upstream=self.api_server,
+            upstream_version=self.version,
+            uptime=metrics.clock() - self.started_at,
         )
 
     def staleness(self, rtype: ResourceType) -> float:

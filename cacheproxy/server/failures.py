@@ -99,6 +99,10 @@ class UpstreamFailures:
     def of(self, resource: str) -> Failure | None:
         return self._failing.get(resource)
 
+    def failing(self) -> dict[str, Failure]:
+        """The failing resources' streaks, by resource."""
+        return dict(self._failing)
+
     def answered(self, resource: str) -> None:
         """A list or watch of ``resource`` was answered: its streak, if any, is over."""
         failure = self._failing.pop(resource, None)

@@ -22,6 +22,7 @@ Recording never raises into a request or into the informer's processing loop.
 
 from __future__ import annotations
 
+import collections
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -190,6 +191,8 @@ class ServerMetrics:
         """Each resource's failing lists and watches (told by the daemon's ListerWatchers)."""
         self._tracked: dict[str, TrackedResource] = {}
         self._resource_of_informer: dict[str, str] = {}
+        self.served: collections.Counter[str] = collections.Counter()
+        """Requests served per tracked resource since the start (the home page's rates)."""
         registry = self.registry
         self.upstream_requests = Counter(
             "cacheproxy_upstream_requests_total",
@@ -298,6 +301,9 @@ class ServerMetrics:
     def tracked(self) -> list[TrackedResource]:
         return list(self._tracked.values())
 
+    def tracked_named(self, name: str) -> TrackedResource | None:
+        return self._tracked.get(name)
+
     def resource_label(self, informer: str) -> str:
         # Untracked informers (library use) keep their own name: still one value per informer.
         return self._resource_of_informer.get(informer, informer)
@@ -337,6 +343,8 @@ class ServerMetrics:
                     self._request_children[verb, resource, code] = children
             count, duration = children
             count.inc()
+            if resource in self._tracked:
+                self.served[resource] += 1
             if duration is not None:
                 duration.observe(seconds)
         except Exception:  # pragma: no cover - defensive: metrics never break a request

@@ -105,7 +105,9 @@ async def route(
         return
     if not parts and wants_html(req.header("accept")):
         state = server.status_page()
-        html = render_home(state, version=server.version, api_server=server.api_server)
+        html = render_home(
+            state, version=server.version, api_server=server.api_server, history=server.history
+        )
         await send_body(send, 200, html, content_type=HTML, headers=[(b"vary", b"Accept")])
         return
     if parts[:1] == ["openapi"] and server.openapi is not None:
