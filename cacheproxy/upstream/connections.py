@@ -22,6 +22,10 @@ protocol switches (those requests go through httpx: :mod:`cacheproxy.upstream.cl
   1xx/204/304 have no body.
 - Connecting (TCP and TLS) and writing the request are bounded by ``connect_timeout``
   (:class:`UpstreamTimeout`); how long an answer may take is the caller's to bound.
+- **Closing** (:meth:`Connections.aclose`) closes every connection, busy ones too, and returns
+  once their sockets are closed: a TLS connection's orderly close waits for the server's
+  answer, so one not closed within :data:`CLOSE_GRACE` seconds is aborted (nothing is left
+  for the garbage collector, or for an event loop that stops next).
 """
 
 from __future__ import annotations
@@ -45,6 +49,9 @@ KEEPALIVE_EXPIRY: Final = 5.0
 
 MAX_IDLE: Final = 100
 """Idle connections kept at most; more are closed as they come back."""
+
+CLOSE_GRACE: Final = 1.0
+"""Seconds :meth:`Connections.aclose` waits for connections to close before aborting them."""
 
 READ_HIGH_WATER: Final = 1 << 20
 """Bytes of an answer's body waiting to be taken before the socket is no longer read."""
@@ -115,6 +122,8 @@ class Connections:
         self.connect_timeout = connect_timeout
         self.keepalive_expiry = keepalive_expiry
         self._idle: collections.deque[_Connection] = collections.deque()
+        self._open: set[_Connection] = set()
+        """Every connection made and not lost yet, idle or busy."""
         self._closed = False
 
     @property
@@ -202,13 +211,25 @@ class Connections:
             self._idle.append(connection)
 
     def _forget(self, connection: _Connection) -> None:
+        self._open.discard(connection)
         with contextlib.suppress(ValueError):
             self._idle.remove(connection)
 
     async def aclose(self) -> None:
+        """Close every connection (see the module) and refuse new ones."""
         self._closed = True
-        while self._idle:
-            self._idle.pop().close()
+        self._idle.clear()
+        connections = list(self._open)
+        for connection in connections:
+            connection.close()
+        lost = [c.lost_future for c in connections if not c.lost_future.done()]
+        if lost:
+            await asyncio.wait(lost, timeout=CLOSE_GRACE)
+        late = [c for c in connections if not c.lost_future.done()]
+        for connection in late:
+            connection.abort()
+        if late:
+            await asyncio.wait([c.lost_future for c in late], timeout=CLOSE_GRACE)
 
 
 class _NotAnswered(Exception):
@@ -238,6 +259,8 @@ class _Connection(asyncio.Protocol):
         self.failure: TransportError | None = None
         self.idle_since = 0.0
         self.lost = False
+        self.lost_future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        """Done once the connection is lost (its socket closed)."""
 
     # ------------------------------------------------------------------ the exchange
 
@@ -316,6 +339,12 @@ class _Connection(asyncio.Protocol):
         if self._transport is not None:
             self._transport.close()
 
+    def abort(self) -> None:
+        """Close at once, without TLS's orderly close."""
+        self._reuse = False
+        if self._transport is not None:
+            self._transport.abort()
+
     def _wake(self) -> None:
         waiter = self._waiter
         if waiter is not None and not waiter.done():
@@ -335,6 +364,7 @@ class _Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # a stream's (uvloop's too)
+        self._pool._open.add(self)
 
     def data_received(self, data: bytes) -> None:
         self._received = True
@@ -351,6 +381,8 @@ class _Connection(asyncio.Protocol):
         self.lost = True
         self._reuse = False
         self._pool._forget(self)
+        if not self.lost_future.done():
+            self.lost_future.set_result(None)
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
         head = self._head

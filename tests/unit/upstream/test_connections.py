@@ -8,8 +8,10 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -368,3 +370,50 @@ async def test_a_tls_handshake_that_never_ends_times_out() -> None:
         silent.close()
         for writer in accepted:
             writer.close()
+
+
+def _stalled_tls_server(files: Any, stop: threading.Event) -> tuple[int, threading.Thread]:
+    """A TLS server in a thread: it answers one request's head (a body of 100 bytes promised,
+    none sent), then reads nothing more — not even TLS's close — until ``stop``."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(files.cert, files.key)
+
+    def serve() -> None:
+        with listener, context.wrap_socket(listener.accept()[0], server_side=True) as conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n")
+            stop.wait(30)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return listener.getsockname()[1], thread
+
+
+async def test_closing_closes_busy_connections_and_returns_once_their_sockets_are(
+    server: Server, tmp_path: Path
+) -> None:
+    # A busy plain connection: its answer's head came, its body was never read nor given up.
+    connections = server.connections_to()
+    answer = await connections.send(b"GET", b"/x", [], b"")
+    busy = answer._connection
+    # A TLS one whose server never answers TLS's orderly close: it is aborted.
+    files = self_signed(tmp_path, ["127.0.0.1"])
+    stop = threading.Event()
+    port, thread = _stalled_tls_server(files, stop)
+    tls = Connections(
+        "127.0.0.1",
+        port,
+        host_header=b"127.0.0.1",
+        ssl_context=ssl.create_default_context(cafile=str(files.ca)),
+    )
+    stalled = (await tls.send(b"GET", b"/y", [], b""))._connection
+    try:
+        await connections.aclose()
+        await tls.aclose()
+        assert busy.lost and stalled.lost  # their sockets closed before aclose returned
+        with pytest.raises(TransportError, match="closed"):
+            await connections.send(b"GET", b"/x", [], b"")
+    finally:
+        stop.set()
+        await asyncio.to_thread(thread.join, 5)
