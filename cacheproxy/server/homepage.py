@@ -40,7 +40,8 @@ th,td{border-bottom:1px solid #ddd;padding:.3rem .4rem;text-align:right;vertical
 th:first-child,td:first-child{text-align:left}
 th{background:#f4f4f4;font-weight:600}
 td{white-space:nowrap}
-td.state{text-align:left;max-width:22rem;white-space:normal}
+td.state{text-align:left}
+tr.failure td{text-align:left;padding-top:0;white-space:normal}
 td.indexes{text-align:left;max-width:13rem;overflow-wrap:break-word;white-space:normal}
 .ok{color:#17702a;font-weight:600}.no{color:#a31515;font-weight:600}
 .busy{color:#9a5b00;font-weight:600}
@@ -135,16 +136,27 @@ def _failing(error: Mapping[str, Any] | None) -> str:
 
 
 def _state(res: Mapping[str, Any]) -> str:
-    """``synced``, ``syncing``/``restored``, or in red with upstream's error and its fix."""
-    error = res.get("lastError")
-    if error:
+    """``synced``, ``syncing``/``restored``, or in red when upstream fails it (the reason and
+    the fix follow on a row of their own: :func:`_error_row`)."""
+    if res.get("lastError"):
         label = "synced, failing" if res["synced"] else f"not synced ({res['phase']})"
-        return f'<span class="no">{escape(label)}</span>{_failing(error)}'
+        return f'<span class="no">{escape(label)}</span>'
     if res["synced"]:
         phase = res["phase"]
         extra = f" ({escape(phase)})" if phase not in ("watching", "syncing") else ""
         return f'<span class="ok">synced</span>{extra}'
     return f'<span class="busy">{escape(res["state"])}</span>'
+
+
+def _error_row(name: str, res: Mapping[str, Any]) -> str:
+    """Why upstream fails the resource and what to do, across the table under its row."""
+    error = res.get("lastError")
+    if not error:
+        return ""
+    return (
+        f'<tr class="failure" id="error-{escape(name)}"><td colspan="{len(HEAD_CELLS)}">'
+        f"{_failing(error)}</td></tr>"
+    )
 
 
 def _breakable(path: str) -> str:
@@ -170,7 +182,7 @@ def _row(name: str, res: Mapping[str, Any]) -> str:
         ("indexes", indexes or "—"),
     ]
     tds = "".join(f'<td class="{cls}">{c}</td>' if cls else f"<td>{c}</td>" for cls, c in cells)
-    return f'<tr id="resource-{escape(name)}">{tds}</tr>'
+    return f'<tr id="resource-{escape(name)}">{tds}</tr>{_error_row(name, res)}'
 
 
 def _polyline(points: Sequence[tuple[float, float]], start: float, span: float) -> str:
@@ -293,11 +305,20 @@ configure the ones read often (or set <code>passthrough.autoCache</code>).</p>
 {cached}"""
 
 
-HEAD = (
-    "<th>Resource</th><th>State</th><th>Objects</th><th>Bytes</th><th>Changes/s</th>"
-    "<th>Watchers</th><th>Requests/s</th><th>Consistent wait p50 / p99</th>"
-    "<th>Last heard from upstream</th><th>Last change</th><th>Indexes (values)</th>"
+HEAD_CELLS = (
+    "Resource",
+    "State",
+    "Objects",
+    "Bytes",
+    "Changes/s",
+    "Watchers",
+    "Requests/s",
+    "Consistent wait p50 / p99",
+    "Last heard from upstream",
+    "Last change",
+    "Indexes (values)",
 )
+HEAD = "".join(f"<th>{cell}</th>" for cell in HEAD_CELLS)
 LINKS = (
     ("/status", "/status (JSON)"),
     ("/metrics", "/metrics (Prometheus)"),

@@ -120,10 +120,13 @@ async def test_a_browser_asking_for_html_gets_the_page(proxy: httpx.AsyncClient)
 def _page(driver: webdriver.Chrome, url: str) -> dict[str, Any]:
     """What a person sees on the page at ``url``: the title, readiness, the table, the links."""
     driver.get(url)
-    rows = {}
+    rows, failures = {}, {}
     for row in driver.find_elements(By.CSS_SELECTOR, "#resources tbody tr"):
         cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]
-        rows[cells[0]] = cells
+        if row.get_attribute("class") == "failure":
+            failures[row.get_attribute("id").removeprefix("error-")] = cells[0]
+        else:
+            rows[cells[0]] = cells
     header = [c.text for c in driver.find_elements(By.CSS_SELECTOR, "#resources thead th")]
     links = {a.text: a.get_attribute("href") for a in driver.find_elements(By.TAG_NAME, "a")}
     charts = {
@@ -145,6 +148,7 @@ def _page(driver: webdriver.Chrome, url: str) -> dict[str, Any]:
         ),
         "header": header,
         "rows": rows,
+        "failures": failures,
         "links": links,
         "text": driver.find_element(By.TAG_NAME, "body").text,
     }
@@ -284,12 +288,13 @@ async def test_a_failing_resource_is_shown_with_its_reason_and_fix_in_a_real_bro
             page = await asyncio.to_thread(_page, browser, daemon.url + "/")
             await asyncio.to_thread(_screenshot, browser, "home-failing")
     assert page["ready"] == "no"
-    state = page["rows"]["pods"][1]
-    assert state.startswith("not synced (backing-off)"), state
-    assert "403" in state and "forbidden" in state
-    assert "cacheproxy rbac --config CONFIG | kubectl apply -f -" in state
+    assert page["rows"]["pods"][1] == "not synced (backing-off)"
+    why = page["failures"]["pods"]
+    assert why.startswith("list: 403 pods is forbidden"), why
+    assert "cacheproxy rbac --config CONFIG | kubectl apply -f -" in why
     assert page["rows"]["configmaps"][1] == "synced"
     # Both failing resources are forbidden; beside the upstream: the newest of the two.
     assert re.search(r"Last error: (pods|apps/v1/deployments) list: 403 ", page["text"])
     assert page["rows"]["apps/v1/deployments"][1].startswith("not synced")
+    assert set(page["failures"]) == {"pods", "apps/v1/deployments"}
     assert page["overflow"] <= 0  # the longest message wraps within the window

@@ -157,8 +157,10 @@ async def test_the_page_draws_the_charts_and_says_why_a_resource_fails(rig: Rig)
     html = render(rig.server.status_page(), version={}, api_server="", history=history).decode()
     row = re.search(r'<tr id="resource-pods">(.*?)</tr>', html, re.S)
     assert row is not None
-    assert "synced, failing" in row[1] and "pods is forbidden" in row[1]
-    assert "cacheproxy rbac" in row[1]  # the fix
+    assert "synced, failing" in row[1]
+    why = re.search(r'<tr class="failure" id="error-pods">(.*?)</tr>', html, re.S)
+    assert why is not None and html.index(row[0]) < html.index(why[0])  # right under it
+    assert "pods is forbidden" in why[1] and "cacheproxy rbac" in why[1]  # the fix
     assert 'id="upstream-error"' in html
     card = re.search(r'<div class="card" id="chart-pods">(.*?)</div></div>\s*$', html, re.M | re.S)
     assert card is not None
