@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cacheproxy.informer import SharedInformer
+from cacheproxy.informer import InformerEvent, Relisted, SharedInformer
 from cacheproxy.kube.fieldpath import compile_field_path
 
 __all__ = ["EmptyIndex", "empty_indexes", "object_paths", "warn_of_empty_indexes"]
@@ -78,13 +78,13 @@ def warn_of_empty_indexes(name: str, informer: SharedInformer, paths: Sequence[s
 
     checked = False
 
-    def check(_: int) -> None:
+    def check(event: InformerEvent) -> None:
         nonlocal checked
-        if checked:
+        if checked or not isinstance(event, Relisted):
             return
         checked = True
         objects = (entry.object() for entry in informer.store.entries())
         for found in empty_indexes(objects, paths):
             log.warning("%s", found.describe(name))
 
-    informer.add_relist_listener(check)
+    informer.subscribe(check)

@@ -55,7 +55,7 @@ class MemoryTrimmer:
         self._timer: asyncio.TimerHandle | None = None
 
     def request(self, *_: object) -> None:
-        """Ask for a trim (a relist listener: any arguments are ignored)."""
+        """Ask for a trim (after a relist: any arguments are ignored)."""
         if _TRIM is None:
             return
         if self._timer is not None:

@@ -41,6 +41,7 @@ from cacheproxy.daemon.wiring import (
     wire_resource,
 )
 from cacheproxy.errors import CacheProxyError
+from cacheproxy.informer.events import InformerEvent, Relisted
 from cacheproxy.informer.factory import Collection, InformerFactory
 from cacheproxy.kube.partial import DROP_MANAGED_FIELDS
 from cacheproxy.kube.resources import BUILTIN_RESOURCES, ResourceType, builtin
@@ -295,6 +296,11 @@ class Daemon:
             self._serve_resource(self.factory, self.crd_factory, spec, options)
         )
 
+    def _trim_after_relists(self, event: InformerEvent) -> None:
+        """A list replaced a store: give the memory the old one held back to the OS."""
+        if isinstance(event, Relisted):
+            self.trimmer.request(event.rv)
+
     async def _fetch_version(self, client: Any, version: dict[str, Any]) -> None:
         """Fill the served ``/version`` once upstream answers (it was down at start)."""
         delay = 1.0
@@ -343,7 +349,7 @@ class Daemon:
                 transform=options.transform,
             )
         if self.manage_gc:
-            informer.add_relist_listener(self.trimmer.request)
+            informer.subscribe(self._trim_after_relists)
         if spec.indexes:  # those the configuration names (not the watch cache's own)
             warn_of_empty_indexes(spec.rtype.config_name, informer, spec.indexes)
         consistency = None

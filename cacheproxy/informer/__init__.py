@@ -7,8 +7,10 @@ client-go's ``tools/cache`` design on asyncio. It talks to the network only thro
 
 Import from here; the submodules may move. Where things are:
 
-- :class:`SharedInformer` (handlers, listeners, tombstones: :class:`DeletedFinalStateUnknown`) and
-  :class:`InformerFactory` (one informer per :class:`Collection`);
+- :class:`SharedInformer` (subscribers of its typed events — :class:`Changed`, :class:`Relisted`,
+  :class:`Progressed`, :class:`Synced` — handlers, tombstones: :class:`DeletedFinalStateUnknown`),
+  :class:`CoalescingInformer` (the latest state per key, batched) and :class:`InformerFactory`
+  (one informer per :class:`Collection`);
 - :class:`Reflector` and its :class:`ReflectorOptions`: list + watch with client-go's rules;
 - :class:`EventQueue`: :class:`InOrderQueue` (every event, in order) or :class:`CoalescingQueue`
   (client-go's ``DeltaFIFO``, for latest-state consumers);
@@ -22,13 +24,14 @@ Import from here; the submodules may move. Where things are:
 from cacheproxy.informer.backoff import Backoff
 from cacheproxy.informer.coalescing import (
     CoalescedDelta,
+    CoalescingInformer,
     CoalescingQueue,
-    DeletedFinalStateUnknown,
     Deltas,
     DeltaType,
     KnownObjects,
 )
-from cacheproxy.informer.eventlog import EventLog, LogEvent, TooOld
+from cacheproxy.informer.eventlog import EventLog, TooOld
+from cacheproxy.informer.events import Changed, InformerEvent, Progressed, Relisted, Synced
 from cacheproxy.informer.factory import Collection, InformerFactory, ListerWatcherFactory
 from cacheproxy.informer.fake import FakeListerWatcher
 from cacheproxy.informer.handlers import (
@@ -38,7 +41,7 @@ from cacheproxy.informer.handlers import (
     ResourceEventHandler,
 )
 from cacheproxy.informer.indexes import IndexFunc
-from cacheproxy.informer.informer import RelistDifference, SharedInformer
+from cacheproxy.informer.informer import SharedInformer
 from cacheproxy.informer.listwatch import (
     Decode,
     ListerWatcher,
@@ -50,7 +53,15 @@ from cacheproxy.informer.listwatch import (
     as_parsed,
 )
 from cacheproxy.informer.metrics import InformerMetrics
-from cacheproxy.informer.queue import Bookmark, Delta, EventQueue, InOrderQueue, QueueItem, Replaced
+from cacheproxy.informer.queue import (
+    Bookmark,
+    DeletedFinalStateUnknown,
+    Delta,
+    EventQueue,
+    InOrderQueue,
+    QueueItem,
+    Replaced,
+)
 from cacheproxy.informer.ratelimit import (
     BucketRateLimiter,
     ItemExponentialFailureRateLimiter,
@@ -72,7 +83,9 @@ __all__ = [
     "Backoff",
     "Bookmark",
     "BucketRateLimiter",
+    "Changed",
     "CoalescedDelta",
+    "CoalescingInformer",
     "CoalescingQueue",
     "Collection",
     "Decode",
@@ -89,6 +102,7 @@ __all__ = [
     "HandlerRegistration",
     "InOrderQueue",
     "IndexFunc",
+    "InformerEvent",
     "InformerFactory",
     "InformerMetrics",
     "ItemExponentialFailureRateLimiter",
@@ -97,21 +111,22 @@ __all__ = [
     "ListRequest",
     "ListerWatcher",
     "ListerWatcherFactory",
-    "LogEvent",
     "MaxOfRateLimiter",
     "Overflow",
     "Phase",
+    "Progressed",
     "QueueItem",
     "RateLimiter",
     "RateLimitingQueue",
     "Reflector",
     "ReflectorOptions",
-    "RelistDifference",
+    "Relisted",
     "Replaced",
     "ResourceEventHandler",
     "SharedInformer",
     "ShutDown",
     "Store",
+    "Synced",
     "TooOld",
     "Transform",
     "WatchEvent",

@@ -56,15 +56,25 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol
 
-from cacheproxy.informer.queue import Bookmark, QueueItem, Replaced
+from cacheproxy.informer.events import Changed
+from cacheproxy.informer.informer import SharedInformer
+from cacheproxy.informer.queue import (
+    Bookmark,
+    DeletedFinalStateUnknown,
+    EventQueue,
+    QueueItem,
+    Replaced,
+)
+from cacheproxy.informer.store import Store
 from cacheproxy.kube.keys import object_key, object_namespace_name
 
 __all__ = [
     "CoalescedDelta",
+    "CoalescingInformer",
     "CoalescingQueue",
     "DeletedFinalStateUnknown",
     "DeltaType",
@@ -80,25 +90,6 @@ _FROM_WATCH_TYPE: dict[str, DeltaType] = {
     "MODIFIED": "Updated",
     "DELETED": "Deleted",
 }
-
-
-ObjT = TypeVar("ObjT")
-
-
-@dataclass(frozen=True, slots=True)
-class DeletedFinalStateUnknown(Generic[ObjT]):
-    """A tombstone (client-go's): ``key`` was deleted while we were not watching — a relist found
-    it gone — so its final state is unknown.
-
-    ``object`` is the last known state, possibly stale. What it is depends on whose store knew it:
-    a :class:`SharedInformer <cacheproxy.informer.informer.SharedInformer>`'s handlers get the
-    store's :class:`~cacheproxy.informer.store.Entry`; the coalescing queue's deltas carry the
-    object as put, or ``None`` when the consumer's store listed the key but no longer had its
-    object.
-    """
-
-    key: str
-    object: ObjT
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,3 +285,111 @@ class CoalescingQueue:
 
 def _tombstone(key: str, last: dict[str, Any] | None, rv: int) -> CoalescedDelta:
     return CoalescedDelta("Deleted", DeletedFinalStateUnknown(key, last), rv)
+
+
+class CoalescingInformer(SharedInformer):
+    """A :class:`~cacheproxy.informer.informer.SharedInformer` whose handlers get the latest
+    state of each object, batched per key (a :class:`CoalescingQueue` between the Reflector and
+    the store, as client-go's informers had before ``RealFIFO``).
+
+    Its handlers' ``on_add`` says whether an object came with the first list; its subscribers
+    get :class:`~.events.Changed` for each change applied (its ``rv`` the store's, which a
+    coalesced change may not have had upstream), the bookmarks and the sync — never a
+    :class:`~.events.Relisted` (a relist reaches it as per-key deltas). It keeps no EventLog:
+    nothing could resume a watch from changes merged across RVs. It cannot be restored from a
+    snapshot."""
+
+    def _make_queue(self, size: int) -> EventQueue[Any]:
+        self._coalescing = CoalescingQueue(_StoreObjects(self.store), maxsize=size)
+        return self._coalescing
+
+    def _decode(self) -> None:
+        # The queue keys and merges parsed objects itself; they become entries as applied.
+        return None
+
+    def _log_events(self) -> None:
+        pass  # see the class: no EventLog
+
+    def restore(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError(f"informer {self.name}: a coalescing informer cannot be restored")
+
+    async def run(self) -> None:
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self._sync_of_an_empty_list(), name=f"{self.name}-sync-watch")
+            tg.create_task(super().run(), name=f"{self.name}-informer")
+
+    async def _sync_of_an_empty_list(self) -> None:
+        """An empty first list queues nothing to pop: notice the sync anyway."""
+        await self.reflector.synced.wait()
+        while not self.has_synced:
+            if self._coalescing.has_synced:
+                await self._synced_now()
+                return
+            await asyncio.sleep(0.01)
+
+    async def _apply(self, item: Any) -> None:
+        if not isinstance(item, Deltas):
+            await super()._apply(item)
+            return
+        await self._apply_deltas(item)
+        if self._coalescing.has_synced:
+            await self._synced_now()
+
+    async def _apply_deltas(self, item: Deltas) -> None:
+        """Each recorded delta of one key, in order (client-go's ``processDeltas``)."""
+        store, handlers = self.store, self._handlers
+        for delta in item.deltas:
+            self.events_processed += 1
+            self.last_event_at = now = self._clock()
+            obj = delta.object
+            if delta.type == "Deleted":
+                if isinstance(obj, DeletedFinalStateUnknown):
+                    prev = store.delete(obj.key)
+                    last = prev or (store.make_entry(_copy(obj.object)) if obj.object else None)
+                    if last is not None:
+                        rv = store.resource_version
+                        self._publish(Changed(rv, "DELETED", last, prev, now))
+                        await handlers.notify(
+                            ("delete", DeletedFinalStateUnknown(obj.key, last), None)
+                        )
+                    continue
+                entry = store.make_entry(_copy(obj))
+                prev = store.delete(entry.key)
+                self._publish(Changed(store.resource_version, "DELETED", entry, prev, now))
+                await handlers.notify(("delete", entry, None))
+                continue
+            assert not isinstance(obj, DeletedFinalStateUnknown)
+            entry = store.make_entry(_copy(obj))
+            rv = max(store.resource_version, delta.rv)
+            prev = store.put(entry, rv=rv)
+            self._publish(Changed(rv, "ADDED" if prev is None else "MODIFIED", entry, prev, now))
+            if prev is None:
+                await handlers.notify(("add", entry, item.in_initial_list))
+            else:
+                await handlers.notify(("update", prev, entry))
+
+    async def _resync(self) -> None:
+        """A Sync delta for every key with nothing pending."""
+        self._coalescing.resync()
+
+
+class _StoreObjects:
+    """The coalescing queue's view of the store: keys and last known objects."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def keys(self) -> Iterator[str]:
+        return self._store.keys()
+
+    def get(self, key: str, /) -> dict[str, Any] | None:
+        entry = self._store.get(key)
+        return entry.object() if entry is not None else None
+
+
+def _copy(obj: dict[str, Any]) -> dict[str, Any]:
+    """A copy the store's transform may modify (the queue may still hold the original)."""
+    out = dict(obj)
+    if isinstance(out.get("metadata"), dict):
+        out["metadata"] = dict(out["metadata"])
+    return out

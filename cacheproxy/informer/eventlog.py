@@ -4,6 +4,10 @@ Like the API server's watch cache history (``watch_cache_history.go``): a ring b
 kept at least ``min_age`` seconds when that fits under the cap. "Events after RV N" is answered
 from it, or refused as too old (the caller turns that into 410 Expired). An upstream relist
 restarts it at the relist RV: nothing before the relist can be resumed across it.
+
+It is one of its informer's subscribers (:meth:`EventLog.record`): it keeps the
+:class:`~.events.Changed` events, restarts at each :class:`~.events.Relisted` and moves with
+each :class:`~.events.Progressed`.
 """
 
 from __future__ import annotations
@@ -13,27 +17,10 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable
 
+from cacheproxy.informer.events import Changed, InformerEvent, Progressed, Relisted
 from cacheproxy.informer.store import Entry
 
-__all__ = ["EventLog", "LogEvent", "TooOld"]
-
-
-class LogEvent:
-    """One change (immutable by contract; a plain slotted class: one is made per event)."""
-
-    __slots__ = ("at", "entry", "prev", "rv", "type")
-
-    def __init__(self, rv: int, type: str, entry: Entry, prev: Entry | None, at: float) -> None:
-        self.rv = rv
-        self.type = type
-        """ADDED, MODIFIED or DELETED."""
-        self.entry = entry
-        """The new state; for DELETED, the last known state."""
-        self.prev = prev
-        self.at = at
-
-    def __repr__(self) -> str:
-        return f"LogEvent({self.type} {self.entry.key} rv={self.rv})"
+__all__ = ["EventLog", "TooOld"]
 
 
 class TooOld(Exception):
@@ -62,7 +49,7 @@ class EventLog:
         self.min_age = min_age
         self.min_events = min(min_events, max_events)
         self._clock = clock
-        self._events: deque[LogEvent] = deque()
+        self._events: deque[Changed] = deque()
         self._start_rv = 0
         """Events after this RV are all here: a resume from RV ≥ start is answerable."""
 
@@ -82,11 +69,21 @@ class EventLog:
         self._events.clear()
         self._start_rv = rv
 
-    def append(self, event_type: str, entry: Entry, prev: Entry | None, rv: int) -> LogEvent:
-        now = self._clock()
-        event = LogEvent(rv, event_type, entry, prev, now)
-        self._events.append(event)
-        self._trim(now)
+    def record(self, event: InformerEvent) -> None:
+        """Its informer's subscriber: keep a change, restart at a relist, move at a bookmark."""
+        match event:
+            case Changed():
+                self._events.append(event)
+                self._trim(event.at)
+            case Relisted(rv=rv):
+                self.reset(rv)
+            case Progressed(rv=rv):
+                self.advance(rv)
+
+    def append(self, event_type: str, entry: Entry, prev: Entry | None, rv: int) -> Changed:
+        """Keep a change made here (a log fed by hand, not by an informer)."""
+        event = Changed(rv, event_type, entry, prev, self._clock())
+        self.record(event)
         return event
 
     def advance(self, rv: int) -> None:
@@ -94,7 +91,7 @@ class EventLog:
         if not self._events and rv > self._start_rv:
             self._start_rv = rv
 
-    def since(self, rv: int) -> list[LogEvent]:
+    def since(self, rv: int) -> list[Changed]:
         """Events with RV > ``rv``, oldest first. ``TooOld`` when some were dropped."""
         if rv < self._start_rv:
             raise TooOld(rv, self._start_rv)

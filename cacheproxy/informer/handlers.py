@@ -26,7 +26,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from cacheproxy.informer.coalescing import DeletedFinalStateUnknown
+from cacheproxy.informer.events import Changed, InformerEvent, Progressed, Relisted, Synced
+from cacheproxy.informer.queue import DeletedFinalStateUnknown
 from cacheproxy.informer.store import Entry
 
 __all__ = [
@@ -227,6 +228,32 @@ class Handlers:
         """The first sync's notifications are all queued: each handler is synced after them."""
         for reg in self._registrations:
             reg.push_unbounded(_SYNCED)
+
+    async def publish(self, event: InformerEvent) -> None:
+        """Tell every handler what ``event`` says, as client-go's handlers hear it: a change as
+        an add, update or delete; a list as an add (``in_initial_list`` for the first) or
+        update for each new or changed object and a delete with a
+        :class:`~.queue.DeletedFinalStateUnknown` for each vanished one; the sync as the end of
+        the initial list."""
+        match event:
+            case Changed(type="DELETED"):
+                await self.notify(("delete", event.entry, None))
+            case Changed(prev=None):
+                await self.notify(("add", event.entry, False))
+            case Changed():
+                await self.notify(("update", event.prev, event.entry))
+            case Relisted():
+                for entry, prev in event.changed:
+                    if prev is None:
+                        await self.notify(("add", entry, event.first))
+                    else:
+                        await self.notify(("update", prev, entry))
+                for key, gone in event.gone.items():
+                    await self.notify(("delete", DeletedFinalStateUnknown(key, gone), None))
+            case Synced():
+                self.mark_synced()
+            case Progressed():
+                pass
 
     async def notify(self, notification: Notification) -> None:
         """Queue ``notification`` for every handler, each under its overflow policy."""

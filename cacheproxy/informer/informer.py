@@ -1,11 +1,12 @@
-"""SharedInformer: one Reflector, one Store, one EventLog, any number of handlers.
+"""SharedInformer: one Reflector, one Store, one EventLog, any number of subscribers and handlers.
 
 The flow is one-way: the Reflector puts what upstream said on the EventQueue (objects already in
 their stored form: the informer gives it ``Store.make_entry`` as its decode, so a large list is
 never held parsed); the processing loop takes the items in order and, for each, synchronously
-applies it to the Store (which moves its RV with it), appends to the EventLog and calls the
-*listeners* (inline, for consumers such as the daemon's watch fan-out that must see every event
-and never block), then hands a notification to every *handler*.
+applies it to the Store (which moves its RV with it), then publishes what happened as one typed
+event (:mod:`.events`: ``Changed``, ``Relisted``, ``Progressed``, ``Synced``) to every
+*subscriber* — inline, in order: the EventLog is the first, then consumers such as the daemon's
+watch fan-out that must see every event and never block — and to the *handlers*.
 
 Handlers (:mod:`.handlers`: ``on_add(entry, in_initial_list)``, ``on_update(old, new)``,
 ``on_delete(entry or tombstone)``) run in their own task with their own bounded buffer, so a slow
@@ -13,19 +14,18 @@ handler delays only itself — unless its overflow policy is ``BLOCK``, which ma
 wait for it (the default for library users: nothing is lost). Handlers receive :class:`Entry`
 objects: the bytes the store keeps, parsed only when the handler calls ``entry.object()``.
 
-Guarantees: per informer, handlers see events in RV order; after a relist they see the
-difference between the old and new state (adds, updates, and deletes carrying the last known
-object as a :class:`DeletedFinalStateUnknown` tombstone). Event listeners get every change the
-EventLog records, in order. After a relist (not the first sync), difference listeners get what
-it changed as one :class:`RelistDifference` — the changed objects and the last known state of
-the vanished ones, as upstream's list told them, with no RVs made up for the deletions (when
-each happened is unknown; a consumer that must replay them as events decides how, as the
-server's watch fan-out does) — and then the relist listeners hear of it.
+Guarantees: per informer, subscribers and handlers see events in RV order; after a relist they
+see the difference between the old and new state (a :class:`~.events.Relisted`; handlers get
+adds, updates, and deletes carrying the last known object as a :class:`DeletedFinalStateUnknown`
+tombstone).
 
 A warm restart (:meth:`SharedInformer.restore`, before :meth:`~SharedInformer.run`) starts from a
 state read from disk: it is applied as the first sync is, and the informer counts as synced only
 once upstream confirmed it (:class:`CacheState`), unless ``serve_stale`` says to serve it at once.
 A relist instead (upstream no longer has its RV) delivers its difference as any relist does.
+
+For handlers that want only the latest state of each object, batched per key, there is
+:class:`~cacheproxy.informer.coalescing.CoalescingInformer` (client-go's classic ``DeltaFIFO``).
 """
 
 from __future__ import annotations
@@ -35,13 +35,11 @@ import contextlib
 import enum
 import gc
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-from cacheproxy.informer import coalescing
-from cacheproxy.informer.coalescing import DeletedFinalStateUnknown
-from cacheproxy.informer.eventlog import EventLog, LogEvent
+from cacheproxy.informer.eventlog import EventLog
+from cacheproxy.informer.events import Changed, InformerEvent, Progressed, Relisted, Synced
 from cacheproxy.informer.handlers import (
     HandlerRegistration,
     Handlers,
@@ -50,7 +48,15 @@ from cacheproxy.informer.handlers import (
 )
 from cacheproxy.informer.listwatch import ListerWatcher
 from cacheproxy.informer.metrics import InformerMetrics
-from cacheproxy.informer.queue import Bookmark, Delta, EventQueue, InOrderQueue, QueueItem, Replaced
+from cacheproxy.informer.queue import (
+    Bookmark,
+    DeletedFinalStateUnknown,
+    Delta,
+    EventQueue,
+    InOrderQueue,
+    QueueItem,
+    Replaced,
+)
 from cacheproxy.informer.reflector import (
     RESUME_CONFIRMATION,
     Confirmed,
@@ -60,9 +66,7 @@ from cacheproxy.informer.reflector import (
 )
 from cacheproxy.informer.store import Entry, Store
 
-__all__ = ["CacheState", "RelistDifference", "SharedInformer"]
-
-_L = TypeVar("_L")
+__all__ = ["CacheState", "DeletedFinalStateUnknown", "SharedInformer"]
 
 
 class CacheState(enum.Enum):
@@ -78,22 +82,9 @@ class CacheState(enum.Enum):
     """From upstream: a list or a watch-list (and the events since)."""
 
 
-@dataclass(frozen=True, slots=True)
-class RelistDifference:
-    """What a relist changed in the store (immutable by contract, like the entries)."""
-
-    rv: int
-    """The relist's RV: the store is at it now, and the EventLog starts there."""
-    before: int
-    """The RV the store was at before: every difference happened after it, by ``rv``."""
-    changed: Sequence[tuple[Entry, Entry | None]]
-    """``(new, previous)`` for each object that is new (previous None) or not the same."""
-    gone: Mapping[str, Entry]
-    """The last known state of each vanished object, by key."""
-
-
 class SharedInformer:
-    """Keeps ``store`` equal to one upstream collection and tells handlers what changed."""
+    """Keeps ``store`` equal to one upstream collection and tells subscribers and handlers what
+    changed."""
 
     def __init__(
         self,
@@ -102,7 +93,6 @@ class SharedInformer:
         name: str,
         store: Store,
         event_log: EventLog | None = None,
-        coalesce: bool = False,
         queue_size: int = 10_000,
         reflector_options: ReflectorOptions | None = None,
         resync_period: float | None = None,
@@ -118,11 +108,7 @@ class SharedInformer:
         so off by default for library users; the daemon turns it on (docs/design.md §3)."""
         self.store = store
         self.event_log = event_log if event_log is not None else EventLog(clock=clock)
-        self.queue: EventQueue[QueueItem | coalescing.Deltas] = (
-            coalescing.CoalescingQueue(_StoreObjects(store), maxsize=queue_size)
-            if coalesce
-            else InOrderQueue(queue_size)
-        )
+        self.queue: EventQueue[Any] = self._make_queue(queue_size)
         self.reflector = Reflector(
             lw,
             self.queue,
@@ -131,21 +117,14 @@ class SharedInformer:
             clock=clock,
             sleep=sleep,
             metrics=metrics,
-            # In order, objects become entries as they are read (parsed dicts die young, and a
-            # large list is never held parsed: docs/design.md §6); the coalescing queue keys and merges
-            # parsed objects itself.
-            decode=None if coalesce else store.make_entry,
+            decode=self._decode(),
         )
         self.resync_period = resync_period
         self._sleep = sleep
         self._handlers = Handlers(name)
-        self._listeners: list[Callable[[LogEvent], None]] = []
-        self._relist_listeners: list[Callable[[int], None]] = []
-        self._difference_listeners: list[Callable[[RelistDifference], None]] = []
-        self._bookmark_listeners: list[Callable[[int], None]] = []
+        self._subscribers: list[Callable[[InformerEvent], None]] = []
         self._synced = asyncio.Event()
         self._running = False
-        self._tasks: set[asyncio.Task[None]] = set()
         self.relists = 0
         self.state = CacheState.SYNCING
         self.serve_stale = False
@@ -154,6 +133,20 @@ class SharedInformer:
         self.events_processed = 0
         self.last_event_at: float | None = None
         self._clock = clock
+        self._log_events()
+
+    def _make_queue(self, size: int) -> EventQueue[Any]:
+        """Every event in order (see the module)."""
+        return InOrderQueue(size)
+
+    def _decode(self) -> Callable[[dict[str, Any]], Any] | None:
+        # In order, objects become entries as they are read (parsed dicts die young, and a large
+        # list is never held parsed: docs/design.md §6).
+        return self.store.make_entry
+
+    def _log_events(self) -> None:
+        """The EventLog is the first subscriber: a later one reading it finds the event there."""
+        self.subscribe(self.event_log.record)
 
     # ------------------------------------------------------------------ state
 
@@ -189,33 +182,18 @@ class SharedInformer:
         (docs/operations.md, "Warm restarts")."""
         if self._running or self.has_synced:
             raise RuntimeError(f"informer {self.name}: restore before it runs")
-        if isinstance(self.queue, coalescing.CoalescingQueue):
-            raise TypeError(f"informer {self.name}: a coalescing informer cannot be restored")
         self.serve_stale = serve_stale
         self._apply_after = apply_after
         self.reflector.resume(Restored(entries, rv))
 
     # ------------------------------------------------------------------ consumers
 
-    def add_listener(self, listener: Callable[[LogEvent], None]) -> Callable[[], None]:
-        """Called inline for every change, in order (must be fast, never block).
-        Returns a function that removes it."""
-        return _subscribe(self._listeners, listener)
-
-    def add_relist_listener(self, listener: Callable[[int], None]) -> Callable[[], None]:
-        """Called inline after the store was replaced by a relist at the given RV."""
-        return _subscribe(self._relist_listeners, listener)
-
-    def add_difference_listener(
-        self, listener: Callable[[RelistDifference], None]
-    ) -> Callable[[], None]:
-        """Called inline with what a relist changed (not for the first sync), before the relist
-        listeners."""
-        return _subscribe(self._difference_listeners, listener)
-
-    def add_bookmark_listener(self, listener: Callable[[int], None]) -> Callable[[], None]:
-        """Called inline when a bookmark moves the store's RV without a change."""
-        return _subscribe(self._bookmark_listeners, listener)
+    def subscribe(self, subscriber: Callable[[InformerEvent], None]) -> Callable[[], None]:
+        """Call ``subscriber`` with every event (:mod:`.events`), in order, inline in the
+        processing loop: it must be fast, never block and never raise. Returns a function that
+        removes it."""
+        self._subscribers.append(subscriber)
+        return lambda: self._subscribers.remove(subscriber)
 
     def add_handler(
         self,
@@ -242,6 +220,15 @@ class SharedInformer:
         """Unregister ``reg``'s handler and stop its task."""
         self._handlers.remove(reg)
 
+    def _publish(self, event: InformerEvent) -> None:
+        for subscriber in self._subscribers:
+            subscriber(event)
+
+    async def _tell(self, event: InformerEvent) -> None:
+        """``event`` to the subscribers, then to the handlers."""
+        self._publish(event)
+        await self._handlers.publish(event)
+
     # ------------------------------------------------------------------ running
 
     async def run(self) -> None:
@@ -256,8 +243,6 @@ class SharedInformer:
                     tg.create_task(
                         self._resync_loop(self.resync_period), name=f"{self.name}-resync"
                     )
-                if isinstance(self.queue, coalescing.CoalescingQueue):
-                    tg.create_task(self._coalesced_sync(), name=f"{self.name}-sync-watch")
         finally:
             self._running = False
             await self._handlers.stop_all()
@@ -273,65 +258,45 @@ class SharedInformer:
                 if item is None:
                     break
                 await self._apply(item)
-            if not self.has_synced and isinstance(queue, coalescing.CoalescingQueue):
-                await self._mark_synced_if(queue.has_synced)
 
-    async def _coalesced_sync(self) -> None:
-        """Coalescing mode: an empty first list pops nothing; notice the sync anyway."""
-        await self.reflector.synced.wait()
-        queue = self.queue
-        while not self.has_synced:
-            if isinstance(queue, coalescing.CoalescingQueue) and queue.has_synced:
-                await self._mark_synced_if(True)
-                return
-            await asyncio.sleep(0.01)
-
-    async def _mark_synced_if(self, condition: bool) -> None:
-        if condition and not self.has_synced:
-            self._handlers.mark_synced()
+    async def _synced_now(self) -> None:
+        if not self.has_synced:
             self._synced.set()
+            await self._tell(Synced(self.store.resource_version))
 
-    async def _apply(self, item: QueueItem | coalescing.Deltas) -> None:
-        if isinstance(item, coalescing.Deltas):
-            await self._apply_coalesced(item)
-        elif isinstance(item, Delta):
-            await self._apply_delta(item)
-        elif isinstance(item, Replaced):
-            await self._apply_replaced(item)
-        elif isinstance(item, Confirmed):
-            if self.state is CacheState.RESTORED:
-                self.state = CacheState.CONFIRMED
-                await self._mark_synced_if(True)
-        elif isinstance(item, Bookmark):
-            self.store.advance(item.rv)
-            self.event_log.advance(item.rv)
-            for listener in self._bookmark_listeners:
-                listener(item.rv)
-        else:  # pragma: no cover - other queue modes deliver their own items
-            raise TypeError(f"unexpected queue item {item!r}")
+    async def _apply(self, item: QueueItem) -> None:
+        match item:
+            case Delta():
+                await self._apply_delta(item)
+            case Replaced():
+                await self._apply_replaced(item)
+            case Confirmed():
+                if self.state is CacheState.RESTORED:
+                    self.state = CacheState.CONFIRMED
+                    await self._synced_now()
+            case Bookmark(rv=rv):
+                self.store.advance(rv)
+                self._publish(Progressed(rv))
+            case _:  # pragma: no cover - the Reflector puts nothing else
+                raise TypeError(f"unexpected queue item {item!r}")
 
     async def _apply_delta(self, delta: Delta) -> None:
         store = self.store
         self.events_processed += 1
-        self.last_event_at = self._clock()
+        self.last_event_at = now = self._clock()
         entry = self._entry(delta.object)
         if delta.type == "DELETED":
             prev = store.delete(entry.key, rv=delta.rv)
-            event = self.event_log.append("DELETED", entry, prev, delta.rv)
-            self._emit(event)
-            await self._handlers.notify(("delete", entry, None))
+            await self._tell(Changed(delta.rv, "DELETED", entry, prev, now))
             return
         prev = store.put(entry, rv=delta.rv)
-        event_type = "ADDED" if prev is None else "MODIFIED"
-        event = self.event_log.append(event_type, entry, prev, delta.rv)
-        self._emit(event)
-        if prev is None:
-            await self._handlers.notify(("add", entry, False))
-        else:
-            await self._handlers.notify(("update", prev, entry))
+        await self._tell(
+            Changed(delta.rv, "ADDED" if prev is None else "MODIFIED", entry, prev, now)
+        )
 
     async def _apply_replaced(self, item: Replaced) -> None:
-        if isinstance(item, Restored) and not self.serve_stale:
+        restored = isinstance(item, Restored)
+        if restored and not self.serve_stale:
             await (self._apply_after or self.watch_answered)()
             # A turn first for what the last answer scheduled: its confirmation's timer starts
             # now, not once the loop is free again.
@@ -341,32 +306,20 @@ class SharedInformer:
         entries = [self._entry(o) for o in item.objects]
         before = store.resource_version
         old = store.replace(entries, item.rv)
-        self.event_log.reset(item.rv)
         self.relists += 1
         changed: list[tuple[Entry, Entry | None]] = []
         for entry in entries:
             prev = old.pop(entry.key, None)
             if prev is None or not prev.same_object(entry):
                 changed.append((entry, prev))
-        if not first and self._difference_listeners:
-            difference = RelistDifference(item.rv, before, changed, old)
-            for on_difference in self._difference_listeners:
-                on_difference(difference)
-        for listener in self._relist_listeners:
-            listener(item.rv)
-        for entry, prev in changed:
-            if prev is None:
-                await self._handlers.notify(("add", entry, first))
-            else:
-                await self._handlers.notify(("update", prev, entry))
-        for key, gone in old.items():
-            await self._handlers.notify(("delete", DeletedFinalStateUnknown(key, gone), None))
-        if isinstance(item, Restored):
+        await self._tell(Relisted(item.rv, before, changed, old, first=first, restored=restored))
+        if restored:
             self.state = CacheState.RESTORED
-            await self._mark_synced_if(self.serve_stale)
+            if self.serve_stale:
+                await self._synced_now()
         else:
             self.state = CacheState.SYNCED
-            await self._mark_synced_if(first)
+            await self._synced_now()
         if first and self.freeze_gc_after_sync:
             gc.collect()
             gc.freeze()
@@ -378,76 +331,16 @@ class SharedInformer:
             async with asyncio.timeout(RESUME_CONFIRMATION):
                 await self.reflector.watch_answered.wait()
 
-    async def _apply_coalesced(self, item: coalescing.Deltas) -> None:
-        """Coalescing mode: apply each recorded delta of one key (client-go's processDeltas)."""
-        store = self.store
-        for delta in item.deltas:
-            self.events_processed += 1
-            obj = delta.object
-            if delta.type == "Deleted":
-                if isinstance(obj, DeletedFinalStateUnknown):
-                    prev = store.delete(obj.key)
-                    last = prev or (store.make_entry(_copy(obj.object)) if obj.object else None)
-                    if last is not None:
-                        await self._handlers.notify(
-                            ("delete", DeletedFinalStateUnknown(obj.key, last), None)
-                        )
-                    continue
-                entry = store.make_entry(_copy(obj))
-                store.delete(entry.key)
-                await self._handlers.notify(("delete", entry, None))
-                continue
-            assert not isinstance(obj, DeletedFinalStateUnknown)
-            entry = store.make_entry(_copy(obj))
-            prev = store.put(entry, rv=max(store.resource_version, delta.rv))
-            if prev is None:
-                await self._handlers.notify(("add", entry, item.in_initial_list))
-            else:
-                await self._handlers.notify(("update", prev, entry))
-
     def _entry(self, obj: Any) -> Entry:
         """An object as the store keeps it (the Reflector's decode made most already)."""
         return obj if isinstance(obj, Entry) else self.store.make_entry(obj)
 
-    def _emit(self, event: LogEvent) -> None:
-        for listener in self._listeners:
-            listener(event)
-
     async def _resync_loop(self, period: float) -> None:
-        """client-go's resync: every period, an update (old = new) for every object (in
-        coalescing mode, a Sync delta for every key with nothing pending)."""
+        """client-go's resync: every period, an update (old = new) for every object."""
         while True:
             await self._sleep(period)
-            if isinstance(self.queue, coalescing.CoalescingQueue):
-                self.queue.resync()
-                continue
-            for entry in list(self.store.entries()):
-                await self._handlers.notify(("update", entry, entry))
+            await self._resync()
 
-
-class _StoreObjects:
-    """The coalescing queue's view of the store: keys and last known objects."""
-
-    def __init__(self, store: Store) -> None:
-        self._store = store
-
-    def keys(self) -> Iterator[str]:
-        return self._store.keys()
-
-    def get(self, key: str, /) -> dict[str, Any] | None:
-        entry = self._store.get(key)
-        return entry.object() if entry is not None else None
-
-
-def _copy(obj: dict[str, Any]) -> dict[str, Any]:
-    """A copy the store's transform may modify (the queue may still hold the original)."""
-    out = dict(obj)
-    if isinstance(out.get("metadata"), dict):
-        out["metadata"] = dict(out["metadata"])
-    return out
-
-
-def _subscribe(listeners: list[_L], listener: _L) -> Callable[[], None]:
-    """Add ``listener`` to ``listeners``; the function returned removes it."""
-    listeners.append(listener)
-    return lambda: listeners.remove(listener)
+    async def _resync(self) -> None:
+        for entry in list(self.store.entries()):
+            await self._handlers.notify(("update", entry, entry))

@@ -7,7 +7,7 @@ EventLog and watchers downstream see every change. A relist arrives as one atomi
 Reflector stops reading its watch stream and TCP pushes back on the upstream — no event is
 dropped and memory stays bounded.
 
-For library users who only want the latest state there is the coalescing mode
+For library users who only want the latest state there is the coalescing informer
 (:mod:`cacheproxy.informer.coalescing`); the proxy never uses it.
 """
 
@@ -15,9 +15,17 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
-__all__ = ["Bookmark", "Delta", "EventQueue", "InOrderQueue", "QueueItem", "Replaced"]
+__all__ = [
+    "Bookmark",
+    "DeletedFinalStateUnknown",
+    "Delta",
+    "EventQueue",
+    "InOrderQueue",
+    "QueueItem",
+    "Replaced",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +54,24 @@ class Bookmark:
 
 
 QueueItem = Delta | Replaced | Bookmark
+
+ObjT = TypeVar("ObjT")
+
+
+@dataclass(frozen=True, slots=True)
+class DeletedFinalStateUnknown(Generic[ObjT]):
+    """A tombstone (client-go's): ``key`` was deleted while we were not watching — a relist found
+    it gone — so its final state is unknown.
+
+    ``object`` is the last known state, possibly stale. What it is depends on whose store knew it:
+    a :class:`SharedInformer <cacheproxy.informer.informer.SharedInformer>`'s handlers get the
+    store's :class:`~cacheproxy.informer.store.Entry`; the coalescing queue's deltas carry the
+    object as put, or ``None`` when the consumer's store listed the key but no longer had its
+    object.
+    """
+
+    key: str
+    object: ObjT
 
 
 OutT_co = TypeVar("OutT_co", covariant=True)

@@ -171,10 +171,7 @@ class CacheServer:
         res.kube_version = lambda: self.kube_version
         self.registry.add(res.rtype)
         hub = WatchHub(res.rtype, res.store)
-        self._unhook[res.rtype] = [
-            res.informer.add_listener(hub.on_event),
-            res.informer.add_difference_listener(hub.on_relist),
-        ]
+        self._unhook[res.rtype] = [res.informer.subscribe(hub.observe)]
         self.hubs[res.rtype] = hub
         self._stats[res.rtype] = self.metrics.track(res, hub).stats
 

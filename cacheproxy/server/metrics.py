@@ -12,7 +12,7 @@ It gathers three sources:
 - the state of each cached resource (objects, bytes, staleness, EventLog length, synced,
   watchers, evicted watchers), read at scrape time by a custom collector from the informer,
   its store and its WatchHub, plus a :class:`ResourceStats` kept incrementally by informer
-  listeners (O(1) per event), so a scrape costs O(resources), never O(objects).
+  subscriber of its informer (O(1) per event), so a scrape costs O(resources), never O(objects).
 
 Names are ``cacheproxy_<subsystem>_<what>_<unit>``. Label values are bounded: ``resource`` is a
 tracked resource's config name (``pods``, ``apps/v1/deployments``), ``verb`` one of
@@ -37,9 +37,8 @@ from prometheus_client.core import (
     Metric,
 )
 
-from cacheproxy.informer.coalescing import CoalescingQueue
-from cacheproxy.informer.eventlog import LogEvent
-from cacheproxy.informer.informer import RelistDifference, SharedInformer
+from cacheproxy.informer.events import Changed, InformerEvent, Progressed, Relisted
+from cacheproxy.informer.informer import SharedInformer
 from cacheproxy.server.consistent import WAIT_BUCKETS
 from cacheproxy.server.failures import UpstreamFailures
 from cacheproxy.server.resource import ServedResource
@@ -78,7 +77,7 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 
 
 class ResourceStats:
-    """What a scrape needs and the informer does not keep, fed inline by its listeners.
+    """What a scrape needs and the informer does not keep, fed inline as its subscriber.
 
     - ``stored_bytes``: the JSON bytes the store holds (entries' ``raw``; not the indexes or the
       Python objects around them), adjusted per event and recounted at each relist;
@@ -87,8 +86,7 @@ class ResourceStats:
     - ``last_heard_at``: when upstream last moved the cache (event, bookmark or relist) — the
       staleness clock (docs/design.md §7). Before the first sync it counts from when tracking began.
 
-    In coalescing mode the informer calls no per-event listener: bytes are then summed at read
-    time (O(objects)) and only bookmarks and relists move the staleness clock.
+    It is one of its informer's subscribers (:mod:`cacheproxy.informer.events`).
     """
 
     def __init__(
@@ -96,20 +94,16 @@ class ResourceStats:
     ) -> None:
         self._store = informer.store
         self._clock = clock
-        self._per_event = not isinstance(informer.queue, CoalescingQueue)
         self._bytes = self._count_bytes()
         self.events: dict[str, int] = dict.fromkeys(EVENT_TYPES, 0)
         self.started_at = clock()
         self.last_change_at: float | None = None
         self.last_heard_at: float | None = None
-        informer.add_listener(self._on_event)
-        informer.add_difference_listener(self._on_difference)
-        informer.add_bookmark_listener(self._on_bookmark)
-        informer.add_relist_listener(self._on_relist)
+        informer.subscribe(self._observe)
 
     @property
     def stored_bytes(self) -> int:
-        return self._bytes if self._per_event else self._count_bytes()
+        return self._bytes
 
     def staleness(self, now: float | None = None) -> float:
         """Seconds since upstream last moved the cache."""
@@ -126,9 +120,20 @@ class ResourceStats:
     def _count_bytes(self) -> int:
         return sum(entry.size for entry in self._store.entries())
 
-    # The listeners run inside the informer's processing loop: they must never raise.
+    # The subscriber runs inside the informer's processing loop: it must never raise.
 
-    def _on_event(self, event: LogEvent) -> None:
+    def _observe(self, event: InformerEvent) -> None:
+        match event:
+            case Changed():
+                self._on_event(event)
+            case Relisted():
+                if not event.first:
+                    self._on_difference(event)
+                self._on_relist(event.rv)
+            case Progressed():
+                self._on_bookmark(event.rv)
+
+    def _on_event(self, event: Changed) -> None:
         try:
             grown = 0 if event.type == "DELETED" else event.entry.size
             if event.prev is not None:
@@ -139,7 +144,7 @@ class ResourceStats:
         except Exception:  # pragma: no cover - defensive: metrics never break the informer
             log.debug("metrics: could not account for an event", exc_info=True)
 
-    def _on_difference(self, difference: RelistDifference) -> None:
+    def _on_difference(self, difference: Relisted) -> None:
         try:
             events = self.events
             for _, prev in difference.changed:

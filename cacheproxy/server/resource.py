@@ -29,6 +29,7 @@ import orjson
 
 from cacheproxy.errors import ApiError
 from cacheproxy.informer.eventlog import TooOld
+from cacheproxy.informer.events import Changed, InformerEvent, Relisted
 from cacheproxy.informer.informer import SharedInformer
 from cacheproxy.informer.store import Entry, Store
 from cacheproxy.kube import status
@@ -140,19 +141,17 @@ class ServedResource:
     object still in the cache: key -> (its uid, None if unknown; until when reads wait)."""
 
     def __post_init__(self) -> None:
-        # Wake readers waiting for an RV whenever the store moves.
-        self.informer.add_listener(self._changed)
-        self.informer.add_bookmark_listener(lambda _rv: self._progress.set())
-        self.informer.add_relist_listener(self._relisted)
+        self.informer.subscribe(self._observe)
 
-    def _changed(self, _event: object) -> None:
-        self._changes += 1
-        self._progress.set()
-
-    def _relisted(self, _rv: int) -> None:
-        # The EventLog restarted: no older state can be rebuilt, so none may be served.
-        self.snapshots.clear()
-        self._changes += 1
+    def _observe(self, event: InformerEvent) -> None:
+        """Count the changes, and wake readers waiting for an RV whenever the store moves."""
+        match event:
+            case Relisted():
+                # The EventLog restarted: no older state can be rebuilt, so none may be served.
+                self.snapshots.clear()
+                self._changes += 1
+            case Changed():
+                self._changes += 1
         self._progress.set()
 
     def table_printer(self) -> TablePrinter:

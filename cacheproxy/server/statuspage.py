@@ -11,7 +11,7 @@ cardinality (the number of distinct values it holds), the last minute's changes 
 per second, and the last 15 minutes' consistent reads with their wait quantiles (the upper
 bound of the histogram bucket holding each; :mod:`.history`). Built from the same sources as
 ``/metrics`` (:class:`~cacheproxy.server.metrics.TrackedResource`), in O(resources + indexes):
-it never walks the objects (except bytes in coalescing mode).
+it never walks the objects.
 
 With pass-through on, ``readUpstream`` lists the resources most read through it — read from the
 API server because they are not cached (reads in all, and in the last minute): what is worth

@@ -23,8 +23,7 @@ from typing import Any
 
 import orjson
 
-from cacheproxy.informer.eventlog import LogEvent
-from cacheproxy.informer.informer import RelistDifference
+from cacheproxy.informer.events import Changed, Relisted
 from cacheproxy.informer.store import Entry, Store
 from cacheproxy.kube.partial import Reform
 from cacheproxy.kube.resources import ResourceType
@@ -55,7 +54,7 @@ _SEEN = {
 and a lookup costs a fraction of a call."""
 
 
-def sight(event: LogEvent, query: Query, new: EntryView, old: EntryView | None) -> Seen | None:
+def sight(event: Changed, query: Query, new: EntryView, old: EntryView | None) -> Seen | None:
     """What a watcher with ``query`` sees of ``event`` (None: nothing). ``new`` and ``old`` are
     views of the event's entry and previous entry, shared between watchers."""
     event_type = event.type
@@ -77,7 +76,7 @@ class EventLines:
 
     __slots__ = ("_cache", "event")
 
-    def __init__(self, event: LogEvent) -> None:
+    def __init__(self, event: Changed) -> None:
         self.event = event
         self._cache: dict[tuple[Seen, Reform | None], bytes] = {}
 
@@ -101,7 +100,7 @@ class EventLines:
 
 
 def replay_lines(
-    events: Iterable[LogEvent],
+    events: Iterable[Changed],
     query: Query,
     rtype: ResourceType,
     store: Store,
@@ -121,12 +120,12 @@ def replay_lines(
 
 
 def relist_events(
-    difference: RelistDifference,
+    difference: Relisted,
     *,
     make_entry: Callable[[dict[str, Any]], Entry],
     now: float,
     name: str,
-) -> list[LogEvent]:
+) -> list[Changed]:
     """What a relist changed, as events: one per resourceVersion, in ascending order, ending at
     most at the relist's RV.
 
@@ -141,7 +140,7 @@ def relist_events(
     """
     rv, before = difference.rv, difference.before
     events = [
-        LogEvent(entry.rv, "ADDED" if prev is None else "MODIFIED", entry, prev, now)
+        Changed(entry.rv, "ADDED" if prev is None else "MODIFIED", entry, prev, now)
         for entry, prev in difference.changed
     ]
     taken = {e.rv for e in events}
@@ -159,6 +158,6 @@ def relist_events(
         taken.add(stamp)
         obj = last.object()
         obj.setdefault("metadata", {})["resourceVersion"] = str(stamp)
-        events.append(LogEvent(stamp, "DELETED", make_entry(obj), last, now))
+        events.append(Changed(stamp, "DELETED", make_entry(obj), last, now))
     events.sort(key=lambda e: e.rv)
     return events

@@ -16,8 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from cacheproxy.informer.eventlog import LogEvent
-from cacheproxy.informer.informer import RelistDifference
+from cacheproxy.informer.events import Changed, InformerEvent, Relisted
 from cacheproxy.informer.store import Store
 from cacheproxy.kube.partial import Reform
 from cacheproxy.kube.resources import ResourceType
@@ -65,7 +64,8 @@ class ServedWatch(Mailbox[bytes]):
 
 
 class WatchHub:
-    """Every open watch of one resource, fed synchronously by the informer's listeners."""
+    """Every open watch of one resource, fed synchronously as its informer's subscriber
+    (:meth:`observe`)."""
 
     def __init__(
         self, rtype: ResourceType, store: Store, *, clock: Callable[[], float] = time.monotonic
@@ -77,7 +77,7 @@ class WatchHub:
         self.delivered = 0
         self._clock = clock
 
-    def on_event(self, event: LogEvent) -> None:
+    def on_event(self, event: Changed) -> None:
         """An event of the informer (or of a relist's difference): to every watcher it
         concerns."""
         if not self.watchers:
@@ -104,7 +104,16 @@ class WatchHub:
                 self.evicted += 1
                 self.watchers.discard(watcher)
 
-    def on_relist(self, difference: RelistDifference) -> None:
+    def observe(self, event: InformerEvent) -> None:
+        """Its informer's subscriber: each change, and what a relist changed (not the first
+        state: no watcher was served before it)."""
+        match event:
+            case Changed():
+                self.on_event(event)
+            case Relisted(first=False):
+                self.on_relist(event)
+
+    def on_relist(self, difference: Relisted) -> None:
         """What an upstream relist changed, as events, then a bookmark at its RV for those who
         asked (their next resume starts there; older RVs are 410 now)."""
         if not self.watchers:

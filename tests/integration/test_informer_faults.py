@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from cacheproxy.informer import Backoff, ReflectorOptions, SharedInformer, Store
+from cacheproxy.informer import Backoff, Changed, ReflectorOptions, SharedInformer, Store
 from cacheproxy.kube.resources import builtin
 from cacheproxy.sim import SimConfig, SimServer, Simulator
 from cacheproxy.upstream import ApiListerWatcher, UpstreamConfig, build_client
@@ -572,7 +572,7 @@ async def test_garbage_and_truncated_streams_are_watched_again_from_the_last_rv(
 
     added: list[str] = []
     async with rig(options(watch_list=False), setup=setup) as r:
-        r.informer.add_listener(lambda event: added.append(event.type))
+        r.informer.subscribe(lambda e: added.append(e.type) if isinstance(e, Changed) else None)
         await r.synced()
         listed = str(r.sim.store.rv)
         await r.watching(2)

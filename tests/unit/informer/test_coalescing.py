@@ -52,9 +52,10 @@ async def never_returns_within(awaitable: Any, seconds: float = 0.05) -> bool:
     return False
 
 
-def test_the_public_surface_is_the_queue_its_items_and_the_store_protocol() -> None:
+def test_the_public_surface_is_the_queue_its_items_its_informer_and_the_store_protocol() -> None:
     assert set(coalescing.__all__) == {
         "CoalescedDelta",
+        "CoalescingInformer",
         "CoalescingQueue",
         "DeletedFinalStateUnknown",
         "DeltaType",

@@ -8,15 +8,18 @@ from typing import Any
 import pytest
 
 from cacheproxy.informer import (
+    Changed,
+    CoalescingInformer,
     DeletedFinalStateUnknown,
     Delta,
     Entry,
     FakeListerWatcher,
     FuncHandler,
-    LogEvent,
     Overflow,
+    Relisted,
     SharedInformer,
     Store,
+    Synced,
     TooOld,
 )
 from cacheproxy.kube import status
@@ -118,7 +121,7 @@ async def test_a_relist_tells_handlers_the_difference_with_tombstones(
     rec = Recorder()
     reg = informer.add_handler(rec)
     relists: list[int] = []
-    informer.add_relist_listener(relists.append)
+    informer.subscribe(lambda e: relists.append(e.rv) if isinstance(e, Relisted) else None)
     async with running_informer(informer):
         await settle(lambda: reg.has_synced)
         # Changes the informer misses, then a 410 forces a relist.
@@ -137,12 +140,12 @@ async def test_a_relist_tells_handlers_the_difference_with_tombstones(
     assert isinstance(tombstone.object, Entry) and tombstone.object.key == tombstone.key
 
 
-async def test_every_change_reaches_the_event_log_and_listeners_with_its_previous_state(
+async def test_every_change_reaches_the_event_log_and_subscribers_with_its_previous_state(
     fake: FakeListerWatcher,
 ) -> None:
     informer = make(fake)
-    seen: list[LogEvent] = []
-    informer.add_listener(seen.append)
+    seen: list[Changed] = []
+    informer.subscribe(lambda e: seen.append(e) if isinstance(e, Changed) else None)
     async with running_informer(informer):
         start = informer.store.resource_version
         fake.emit("MODIFIED", cm("a", v="1"))
@@ -227,7 +230,7 @@ async def test_a_failing_handler_is_logged_and_keeps_receiving(fake: FakeListerW
 async def test_an_upstream_410_relists_and_resets_the_event_log(fake: FakeListerWatcher) -> None:
     informer = make(fake)
     resets: list[int] = []
-    informer.add_relist_listener(resets.append)
+    informer.subscribe(lambda e: resets.append(e.rv) if isinstance(e, Relisted) else None)
     async with running_informer(informer):
         fake.break_watches(status.too_old_resource_version(1, 5))
         await settle(lambda: len(resets) == 2)
@@ -238,11 +241,10 @@ async def test_an_upstream_410_relists_and_resets_the_event_log(fake: FakeLister
 async def test_coalescing_mode_keeps_the_latest_state_and_tells_handlers(
     fake: FakeListerWatcher,
 ) -> None:
-    informer = SharedInformer(
+    informer = CoalescingInformer(
         fake,
         name="cms",
         store=Store(kind="ConfigMap", api_version="v1"),
-        coalesce=True,
         sleep=no_wait,
     )
     rec = Recorder()
@@ -260,12 +262,31 @@ async def test_coalescing_mode_keeps_the_latest_state_and_tells_handlers(
     assert set(informer.store.keys()) == {"default/a", "default/c"}
 
 
+async def test_a_coalescing_informers_subscribers_hear_each_change_applied(
+    fake: FakeListerWatcher,
+) -> None:
+    informer = CoalescingInformer(
+        fake, name="cms", store=Store(kind="ConfigMap", api_version="v1"), sleep=no_wait
+    )
+    heard: list[Any] = []
+    informer.subscribe(heard.append)
+    async with running_informer(informer):
+        fake.emit("MODIFIED", cm("a", n="1"))
+        fake.emit("DELETED", cm("b"))
+        await settle(lambda: "default/b" not in informer.store)
+    changes = [(e.type, e.entry.key) for e in heard if isinstance(e, Changed)]
+    assert changes[:2] == [("ADDED", "default/a"), ("ADDED", "default/b")]  # the first list
+    assert changes[2:] == [("MODIFIED", "default/a"), ("DELETED", "default/b")]
+    assert not any(isinstance(e, Relisted) for e in heard)
+    assert sum(isinstance(e, Synced) for e in heard) == 1
+    assert len(informer.event_log) == 0  # no EventLog: nothing resumes from merged changes
+
+
 async def test_coalescing_mode_syncs_on_an_empty_list() -> None:
-    informer = SharedInformer(
+    informer = CoalescingInformer(
         FakeListerWatcher(),
         name="empty",
         store=Store(kind="ConfigMap", api_version="v1"),
-        coalesce=True,
     )
     async with running_informer(informer):
         assert informer.has_synced

@@ -11,7 +11,9 @@ def test_the_package_exports_exactly_its_public_names() -> None:
         "Backoff",
         "Bookmark",
         "BucketRateLimiter",
+        "Changed",
         "CoalescedDelta",
+        "CoalescingInformer",
         "CoalescingQueue",
         "Collection",
         "Decode",
@@ -28,6 +30,7 @@ def test_the_package_exports_exactly_its_public_names() -> None:
         "HandlerRegistration",
         "InOrderQueue",
         "IndexFunc",
+        "InformerEvent",
         "InformerFactory",
         "InformerMetrics",
         "ItemExponentialFailureRateLimiter",
@@ -36,21 +39,22 @@ def test_the_package_exports_exactly_its_public_names() -> None:
         "ListRequest",
         "ListerWatcher",
         "ListerWatcherFactory",
-        "LogEvent",
         "MaxOfRateLimiter",
         "Overflow",
         "Phase",
+        "Progressed",
         "QueueItem",
         "RateLimiter",
         "RateLimitingQueue",
         "Reflector",
         "ReflectorOptions",
-        "RelistDifference",
+        "Relisted",
         "Replaced",
         "ResourceEventHandler",
         "SharedInformer",
         "ShutDown",
         "Store",
+        "Synced",
         "TooOld",
         "Transform",
         "WatchEvent",
@@ -73,3 +77,27 @@ def test_the_tombstone_is_one_class_for_handlers_and_the_coalescing_queue() -> N
 
     assert shared.DeletedFinalStateUnknown is coalescing.DeletedFinalStateUnknown
     assert informer.DeletedFinalStateUnknown is coalescing.DeletedFinalStateUnknown
+
+
+def test_one_subscription_api_and_no_queue_type_checks_outside_the_queue_modules() -> None:
+    import ast
+    from pathlib import Path
+
+    from cacheproxy.informer import SharedInformer
+
+    listeners = [name for name in dir(SharedInformer) if "listener" in name]
+    assert listeners == [] and callable(SharedInformer.subscribe)
+    package = Path(informer.__file__).resolve().parents[1]
+    queue_types = {"CoalescingQueue", "InOrderQueue", "EventQueue"}
+    found = []
+    for path in package.rglob("*.py"):
+        if path.name in ("queue.py", "coalescing.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "isinstance"):
+                continue
+            names = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
+            names |= {n.attr for n in ast.walk(node.args[1]) if isinstance(n, ast.Attribute)}
+            if queue_types & names:
+                found.append(f"{path.relative_to(package)}:{node.lineno}")
+    assert found == []

@@ -8,12 +8,14 @@ import asyncio
 from typing import Any
 
 from cacheproxy.informer import (
+    Changed,
     Delta,
     Entry,
     FakeListerWatcher,
-    RelistDifference,
+    Relisted,
     SharedInformer,
     Store,
+    Synced,
 )
 from cacheproxy.kube import status
 from tests.support import running_informer, settle
@@ -72,25 +74,27 @@ async def test_objects_queued_as_parsed_are_made_entries_by_the_informer() -> No
         assert isinstance(entry, Entry) and informer.store.resource_version == 10
 
 
-async def test_a_relist_hands_its_difference_over_before_the_relist_listeners() -> None:
+async def test_a_relist_tells_subscribers_its_difference_in_order() -> None:
     lw = FakeListerWatcher()
     for name in ("a", "b", "c"):
         lw.emit("ADDED", cm(name))
     informer = make(lw)
     heard: list[Any] = []
-    informer.add_difference_listener(heard.append)
-    informer.add_relist_listener(heard.append)
+    informer.subscribe(heard.append)
     async with running_informer(informer):
-        assert heard == [4]  # the first sync: a relist, but no difference
+        first, synced = heard
+        assert isinstance(first, Relisted) and first.first and first.rv == 4
+        assert len(first.changed) == 3 and not first.gone
+        assert synced == Synced(4)
         before = informer.store.resource_version
         lw.emit("DELETED", cm("a"), missed=True)
         lw.emit("MODIFIED", cm("b", v="2"), missed=True)
         lw.emit("ADDED", cm("d"), missed=True)
         lw.break_watches(status.too_old_resource_version(before, before + 3))
-        await settle(lambda: len(heard) == 3)
-    difference, relisted = heard[1], heard[2]
-    assert isinstance(difference, RelistDifference)
-    assert relisted == difference.rv == informer.store.resource_version
+        await settle(lambda: any(isinstance(e, Relisted) for e in heard[2:]))
+    [difference] = [e for e in heard[2:] if isinstance(e, Relisted)]
+    assert not difference.first and not difference.restored
+    assert difference.rv == informer.store.resource_version
     assert difference.before == before
     assert sorted((new.key, prev is None) for new, prev in difference.changed) == [
         ("default/b", False),
@@ -100,12 +104,16 @@ async def test_a_relist_hands_its_difference_over_before_the_relist_listeners() 
     assert difference.gone["default/a"].rv == 2  # its last known state, as it was stored
 
 
-async def test_event_listeners_get_the_changes_the_event_log_records_and_no_more() -> None:
+async def test_subscribers_get_the_changes_the_event_log_records_and_no_more() -> None:
     lw = FakeListerWatcher()
     lw.emit("ADDED", cm("a"))
     informer = make(lw)
     seen: list[tuple[str, str]] = []
-    informer.add_listener(lambda event: seen.append((event.type, event.entry.key)))
+    informer.subscribe(
+        lambda event: (
+            seen.append((event.type, event.entry.key)) if isinstance(event, Changed) else None
+        )
+    )
     async with running_informer(informer):
         lw.emit("ADDED", cm("b"), missed=True)
         lw.break_watches(status.too_old_resource_version(1, 2))

@@ -11,10 +11,11 @@ import pytest
 
 from cacheproxy.errors import TransportError
 from cacheproxy.informer import (
+    CoalescingInformer,
     FakeListerWatcher,
     ListRequest,
     ReflectorOptions,
-    RelistDifference,
+    Relisted,
     SharedInformer,
     Store,
     WatchRequest,
@@ -96,8 +97,8 @@ async def test_serve_stale_counts_a_restored_state_as_synced_at_once() -> None:
 async def test_an_expired_rv_relists_once_and_delivers_the_difference() -> None:
     lw = upstream()
     informer = restored_from(lw, serve_stale=True, watch_list=False)
-    differences: list[RelistDifference] = []
-    informer.add_difference_listener(differences.append)
+    differences: list[Relisted] = []
+    informer.subscribe(lambda e: differences.append(e) if isinstance(e, Relisted) else None)
     lw.emit("DELETED", cm("a"))
     lw.emit("MODIFIED", cm("b", x="1"))
     lw.emit("ADDED", cm("e"), missed=True)  # the snapshot's RV fell out of upstream's history
@@ -106,7 +107,8 @@ async def test_an_expired_rv_relists_once_and_delivers_the_difference() -> None:
         assert sorted(informer.store.keys()) == ["default/b", "default/c", "default/e"]
     lists = [r for r in lw.requests if isinstance(r, ListRequest)]
     assert [r.resource_version for r in lists] == ["4"]  # one relist, at the snapshot's RV
-    [difference] = differences
+    restored, difference = differences
+    assert restored.first and restored.restored and not difference.first
     assert difference.before == 4 and difference.rv == 7
     assert sorted(new.key for new, _ in difference.changed) == ["default/b", "default/e"]
     assert list(difference.gone) == ["default/a"]
@@ -124,11 +126,10 @@ async def test_an_expired_rv_without_serve_stale_syncs_from_the_relist() -> None
 
 
 def test_only_an_informer_that_has_not_started_can_be_restored() -> None:
-    informer = SharedInformer(
+    informer = CoalescingInformer(
         FakeListerWatcher(),
         name="x",
         store=Store(kind="ConfigMap", api_version="v1"),
-        coalesce=True,
     )
     with pytest.raises(TypeError, match="coalescing"):
         informer.restore([], 1)

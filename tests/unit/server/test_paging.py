@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from cacheproxy.errors import ApiError
-from cacheproxy.informer import Entry, EventLog, Store, TooOld
+from cacheproxy.informer import Entry, EventLog, InformerEvent, Relisted, Store, TooOld
 from cacheproxy.kube import status
 from cacheproxy.kube.fields import parse_field_selector
 from cacheproxy.kube.labels import parse_label_selector
@@ -51,18 +51,11 @@ class FakeInformer:
         self.store = Store(kind="Pod", api_version="v1", field_indexes=INDEXES)
         self.event_log = EventLog(max_events=history, min_events=history, clock=lambda: 0.0)
         self.has_synced = True
-        self._relist_listeners: list[Callable[[int], None]] = []
-        self._listeners: list[Callable[[Any], None]] = []
+        self._subscribers: list[Callable[[InformerEvent], None]] = []
 
-    def add_listener(self, listener: Callable[[Any], None]) -> Callable[[], None]:
-        self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener)
-
-    add_bookmark_listener = add_listener
-
-    def add_relist_listener(self, listener: Callable[[int], None]) -> Callable[[], None]:
-        self._relist_listeners.append(listener)
-        return lambda: self._relist_listeners.remove(listener)
+    def subscribe(self, subscriber: Callable[[InformerEvent], None]) -> Callable[[], None]:
+        self._subscribers.append(subscriber)
+        return lambda: self._subscribers.remove(subscriber)
 
     @property
     def rv(self) -> int:
@@ -74,8 +67,8 @@ class FakeInformer:
         entry = self.store.make_entry(obj)
         prev = self.store.put(entry, rv=rv)
         event = self.event_log.append("ADDED" if prev is None else "MODIFIED", entry, prev, rv)
-        for listener in self._listeners:
-            listener(event)
+        for subscriber in self._subscribers:
+            subscriber(event)
 
     def delete(self, key: str) -> None:
         if key in self.store:
@@ -83,15 +76,16 @@ class FakeInformer:
             prev = self.store.delete(key, rv=rv)
             assert prev is not None
             event = self.event_log.append("DELETED", prev, prev, rv)
-            for listener in self._listeners:
-                listener(event)
+            for subscriber in self._subscribers:
+                subscriber(event)
 
     def relist(self, objs: list[dict[str, Any]]) -> None:
         rv = self.rv + 1
+        before = self.rv
         self.store.replace([self.store.make_entry(o) for o in objs], rv)
         self.event_log.reset(rv)
-        for listener in self._relist_listeners:
-            listener(rv)
+        for subscriber in self._subscribers:
+            subscriber(Relisted(rv, before, changed=[], gone={}))
 
 
 def pod(

@@ -23,10 +23,8 @@ class _Informer:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def add_listener(self, listener: Any) -> None:
+    def subscribe(self, subscriber: Any) -> None:
         pass
-
-    add_bookmark_listener = add_relist_listener = add_listener
 
 
 pods = st.lists(

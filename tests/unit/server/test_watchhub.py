@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cacheproxy.informer import Entry, LogEvent, RelistDifference, Store
+from cacheproxy.informer import Changed, Entry, Relisted, Store
 from cacheproxy.kube.labels import parse_label_selector
 from cacheproxy.kube.resources import builtin
 from cacheproxy.kube.transitions import Seen, seen
@@ -57,24 +57,24 @@ class Changes:
         self.hub = hub
         self.store = hub.store
         self.rv = 0
-        self.log: list[LogEvent] = []
+        self.log: list[Changed] = []
 
-    def put(self, name: str, color: str | None = None) -> LogEvent:
+    def put(self, name: str, color: str | None = None) -> Changed:
         self.rv += 1
         entry = cm(self.store, name, self.rv, color)
         prev = self.store.put(entry, rv=self.rv)
-        return self._applied(LogEvent(self.rv, "MODIFIED" if prev else "ADDED", entry, prev, 0))
+        return self._applied(Changed(self.rv, "MODIFIED" if prev else "ADDED", entry, prev, 0))
 
-    def delete(self, name: str) -> LogEvent:
+    def delete(self, name: str) -> Changed:
         self.rv += 1
         prev = self.store.get(f"default/{name}")
         assert prev is not None
         obj = prev.object()
         obj["metadata"]["resourceVersion"] = str(self.rv)
         self.store.delete(prev.key, rv=self.rv)
-        return self._applied(LogEvent(self.rv, "DELETED", self.store.make_entry(obj), prev, 0))
+        return self._applied(Changed(self.rv, "DELETED", self.store.make_entry(obj), prev, 0))
 
-    def _applied(self, event: LogEvent) -> LogEvent:
+    def _applied(self, event: Changed) -> Changed:
         self.log.append(event)
         self.hub.on_event(event)
         return event
@@ -215,7 +215,7 @@ def test_a_relist_difference_arrives_in_rv_order_then_a_bookmark_for_those_who_a
     without = ServedWatch(Query(), buffer=100, min_rv=5)
     hub.add(with_bookmarks)
     hub.add(without)
-    difference = RelistDifference(
+    difference = Relisted(
         rv=12,
         before=5,
         changed=[(cm(store, "changed", 9), changed), (cm(store, "new", 7), None)],
@@ -230,7 +230,7 @@ def test_a_relist_difference_arrives_in_rv_order_then_a_bookmark_for_those_who_a
 
 def test_each_vanished_object_gets_a_distinct_free_rv_from_the_top() -> None:
     store = _store()
-    difference = RelistDifference(
+    difference = Relisted(
         rv=10,
         before=4,
         changed=[(cm(store, "changed", 10), cm(store, "changed", 2))],
@@ -250,7 +250,7 @@ def test_more_deletions_than_revisions_are_stamped_at_the_relist_and_said(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     store = _store()
-    difference = RelistDifference(
+    difference = Relisted(
         rv=6,
         before=5,
         changed=[(cm(store, "c", 6), None)],
@@ -264,7 +264,7 @@ def test_more_deletions_than_revisions_are_stamped_at_the_relist_and_said(
 
 def test_without_watchers_a_relist_costs_nothing(hub: WatchHub) -> None:
     gone = cm(hub.store, "gone", 1)
-    hub.on_relist(RelistDifference(rv=9, before=1, changed=[], gone={"default/gone": gone}))
+    hub.on_relist(Relisted(rv=9, before=1, changed=[], gone={"default/gone": gone}))
     assert hub.delivered == 0
 
 
