@@ -319,13 +319,12 @@ class CoalescingInformer(SharedInformer):
             tg.create_task(super().run(), name=f"{self.name}-informer")
 
     async def _sync_of_an_empty_list(self) -> None:
-        """An empty first list queues nothing to pop: notice the sync anyway."""
+        """An empty first list queues nothing to pop: notice the sync anyway (the Reflector puts
+        its list on the queue before it says it synced; a list with objects is noticed as its
+        last key is popped)."""
         await self.reflector.synced.wait()
-        while not self.has_synced:
-            if self._coalescing.has_synced:
-                await self._synced_now()
-                return
-            await asyncio.sleep(0.01)
+        if self._coalescing.has_synced:
+            await self._synced_now()
 
     async def _apply(self, item: Any) -> None:
         if not isinstance(item, Deltas):

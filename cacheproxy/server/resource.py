@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
+import heapq
 import itertools
 import operator
 from collections.abc import Callable, Sequence
@@ -102,6 +104,8 @@ class ServedList:
 _BODY = operator.attrgetter("body")
 _PREFIX = operator.attrgetter("prefix")
 _ITEM_SEPARATOR = b",{"
+_WAITERS = itertools.count()
+"""Orders the reads waiting for one RV (futures do not compare)."""
 
 
 @dataclass
@@ -128,7 +132,10 @@ class ServedResource:
     upstream's, once its ``/version`` is known)."""
     last_read: float = 0.0
     """When a read was last answered from this resource (``time.monotonic``; 0: never)."""
-    _progress: asyncio.Event = field(default_factory=asyncio.Event)
+    _waiting: list[tuple[int, int, asyncio.Future[None]]] = field(default_factory=list)
+    """Reads waiting for the cache to reach an RV: a heap of (rv, sequence, future), each
+    future done as the store reaches its RV (no reader wakes for an RV it does not wait
+    for)."""
     _changes: int = 0
     """Objects changed (events applied, relists) since the start."""
     _quiet_at: int | None = None
@@ -144,7 +151,7 @@ class ServedResource:
         self.informer.subscribe(self._observe)
 
     def _observe(self, event: InformerEvent) -> None:
-        """Count the changes, and wake readers waiting for an RV whenever the store moves."""
+        """Count the changes, and wake the readers waiting for an RV the store reached."""
         match event:
             case Relisted():
                 # The EventLog restarted: no older state can be rebuilt, so none may be served.
@@ -152,7 +159,13 @@ class ServedResource:
                 self._changes += 1
             case Changed():
                 self._changes += 1
-        self._progress.set()
+        waiting = self._waiting
+        if waiting:
+            rv = self.resource_version
+            while waiting and waiting[0][0] <= rv:
+                future = heapq.heappop(waiting)[2]
+                if not future.done():
+                    future.set_result(None)
 
     def table_printer(self) -> TablePrinter:
         """The printer of this resource's Tables, as the upstream's version prints them."""
@@ -223,17 +236,20 @@ class ServedResource:
         large RV."""
         if self.resource_version >= rv:
             return
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + (self.rv_wait if within is None else within)
-        while self.resource_version < rv:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise status.too_large_resource_version(rv, self.resource_version)
-            self._progress.clear()
-            try:
-                await asyncio.wait_for(self._progress.wait(), remaining)
-            except TimeoutError:
-                continue
+        future = asyncio.get_running_loop().create_future()
+        entry = (rv, next(_WAITERS), future)
+        heapq.heappush(self._waiting, entry)
+        try:
+            async with asyncio.timeout(self.rv_wait if within is None else within):
+                await future
+        except TimeoutError:
+            raise status.too_large_resource_version(rv, self.resource_version) from None
+        finally:
+            if not future.done() or future.cancelled():  # timed out or cancelled: given up
+                future.cancel()
+                with contextlib.suppress(ValueError):
+                    self._waiting.remove(entry)
+                    heapq.heapify(self._waiting)
 
     def snapshot(self, rv: int, query: Query, *, keep: bool = False) -> Snapshot:
         """What ``query`` selects of the state at ``rv``: the current entries with later events

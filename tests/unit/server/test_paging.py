@@ -546,3 +546,22 @@ async def test_pages_served_with_kept_states_equal_pages_of_a_full_rebuild(
                 walking[slot] = (query, following, limit)
     event(f"states built: {min(res.snapshots.builds, 3)}{'+' if res.snapshots.builds > 3 else ''}")
     assert res.snapshots.entries <= max_entries
+
+
+async def test_reads_waiting_for_an_rv_wake_as_it_is_reached_and_a_timed_out_one_leaves() -> None:
+    informer = FakeInformer()
+    resource = served(informer)
+    start = informer.rv
+    near = asyncio.create_task(resource.wait_for(start + 1, within=5))
+    far = asyncio.create_task(resource.wait_for(start + 3, within=5))
+    await asyncio.sleep(0)
+    informer.put(pod("ns", "a"))  # reaches start + 1 only
+    await asyncio.wait_for(near, 5)
+    assert not far.done()
+    informer.put(pod("ns", "b"))
+    informer.put(pod("ns", "c"))
+    await asyncio.wait_for(far, 5)
+    with pytest.raises(ApiError) as too_large:
+        await resource.wait_for(informer.rv + 100, within=0.01)
+    assert too_large.value.code == 504
+    assert resource._waiting == []  # nothing left behind by the one that timed out
