@@ -12,6 +12,7 @@ Import from here; the submodules may move. Where things are:
   :class:`CoalescingInformer` (the latest state per key, batched) and :class:`InformerFactory`
   (one informer per :class:`Collection`);
 - :class:`Reflector` and its :class:`ReflectorOptions`: list + watch with client-go's rules;
+  :func:`list_pages`, client-go's pager;
 - :class:`EventQueue`: :class:`InOrderQueue` (every event, in order) or :class:`CoalescingQueue`
   (client-go's ``DeltaFIFO``, for latest-state consumers);
 - :class:`Store` of :class:`Entry` objects (with its :class:`Transform` and indexes) and the
@@ -71,6 +72,7 @@ from cacheproxy.informer.ratelimit import (
 )
 from cacheproxy.informer.reflector import Phase, Reflector, ReflectorOptions
 from cacheproxy.informer.store import Entry, Store, Transform
+from cacheproxy.informer.syncing import list_pages
 from cacheproxy.informer.workqueue import (
     DelayingQueue,
     RateLimitingQueue,
@@ -136,4 +138,5 @@ __all__ = [
     "WorkQueueMetrics",
     "as_parsed",
     "default_controller_rate_limiter",
+    "list_pages",
 ]

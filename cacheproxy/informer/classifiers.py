@@ -13,6 +13,7 @@ from cacheproxy.errors import ApiError, TransportError
 __all__ = [
     "is_connection_refused",
     "is_expired",
+    "is_resource_expired",
     "is_retryable",
     "is_too_large_resource_version",
     "is_too_many_requests",
@@ -22,6 +23,12 @@ __all__ = [
 def is_expired(err: BaseException) -> bool:
     """410 Expired or Gone: the RV (or continue token) is older than the server's history."""
     return isinstance(err, ApiError) and err.code == 410
+
+
+def is_resource_expired(err: BaseException) -> bool:
+    """``apierrors.IsResourceExpired``: reason Expired (what client-go's pager falls back on; a
+    410 Gone is not one)."""
+    return isinstance(err, ApiError) and err.reason == "Expired"
 
 
 def is_too_large_resource_version(err: BaseException) -> bool:

@@ -1,8 +1,8 @@
 """The Reflector's sync phase: reading one whole state of a collection, and saying how it goes.
 
-:class:`SyncReader` reads it either by paged list (client-go's pager, ``tools/pager``: following
-``continue``; an expired continue token → one full list at the same RV, rather than pages of
-different snapshots) or from a watch-list's stream (its initial events up to the
+:class:`SyncReader` reads it either by paged list (:func:`list_pages`, the one pager: client-go's
+``tools/pager``, following ``continue``; an expired continue token → one full list at the same
+RV, rather than pages of different snapshots) or from a watch-list's stream (its initial events up to the
 ``k8s.io/initial-events-end`` bookmark; :class:`WatchListHung` if they stop without it), decoding
 each object as it is read and logging the progress (:class:`SyncProgress`). Which RV to read at,
 what to do when reading fails and what becomes of the state are the Reflector's rules
@@ -12,17 +12,24 @@ what to do when reading fails and what becomes of the state are the Reflector's 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from cacheproxy.errors import ApiError, TransportError
-from cacheproxy.informer.classifiers import is_expired
-from cacheproxy.informer.listwatch import Decode, ListerWatcher, ListRequest, WatchEvent
+from cacheproxy.informer.classifiers import is_resource_expired
+from cacheproxy.informer.listwatch import Decode, ListerWatcher, ListRequest, WatchEvent, as_parsed
 from cacheproxy.informer.metrics import InformerMetrics
 
-__all__ = ["ContinuedStream", "SyncProgress", "SyncReader", "WatchListHung"]
+__all__ = [
+    "ContinuedStream",
+    "SyncProgress",
+    "SyncReader",
+    "WatchListHung",
+    "list_pages",
+]
 
 # The Reflector's log: a sync's lines are its lines.
 log = logging.getLogger("cacheproxy.informer.reflector")
@@ -66,29 +73,18 @@ class SyncReader:
         return items, list_rv, paged
 
     async def _list_pages(self, rv: str, limit: int) -> tuple[list[Any], str, bool]:
-        decode = self.decode
-        items: list[Any] = []
-        request = ListRequest(resource_version=rv, limit=limit)
-        paged = False
         self.progress.start()
-        while True:
+
+        def on_request() -> None:
             self.metrics.request(self.name, "list")
-            try:
-                page = await self.lw.list(request, decode=decode)
-            except ApiError as err:
-                if not (is_expired(err) and request.continue_token):
-                    raise
-                # The continue token expired mid-list: one full list at the same RV (the pager's
-                # FullListIfExpired), rather than stitching pages of different snapshots.
-                self.metrics.request(self.name, "list")
-                page = await self.lw.list(ListRequest(resource_version=rv), decode=decode)
-                return page.items, page.resource_version, paged
-            items.extend(page.items)
-            self.progress.tick(len(items))
-            if not page.continue_token:
-                return items, page.resource_version, paged
-            paged = True
-            request = ListRequest(limit=limit, continue_token=page.continue_token)
+
+        return await list_pages(
+            self.lw,
+            ListRequest(resource_version=rv, limit=limit),
+            decode=self.decode,
+            on_request=on_request,
+            on_items=self.progress.tick,
+        )
 
     async def read_initial_events(
         self, stream: AsyncIterator[WatchEvent], *, quiet: float
@@ -160,3 +156,46 @@ class SyncProgress:
             count / max(took, 1e-9),
             rv,
         )
+
+
+async def list_pages(
+    lw: ListerWatcher,
+    request: ListRequest,
+    *,
+    decode: Decode = as_parsed,
+    on_request: Callable[[], None] = lambda: None,
+    on_items: Callable[[int], None] = lambda count: None,
+) -> tuple[list[Any], str, bool]:
+    """client-go's pager (``tools/pager``): every item of the collection ``request`` asks for,
+    in pages of its ``limit`` (0: one request), as (items, the list's RV, whether it came in
+    pages). Pages after the first send only ``limit`` and ``continue`` (an RV with a continue
+    token is a 400); when a continue token has expired (410 Expired: history compacted mid-way), one
+    full list at the first request's RV replaces the pages so far (``FullListIfExpired``)
+    rather than stitching pages of different states; a 410 on the first page is raised.
+    ``on_request`` is called before each request, ``on_items`` with the items read so far."""
+    items: list[Any] = []
+    paged = False
+    page_request = request
+    while True:
+        on_request()
+        try:
+            page = await lw.list(page_request, decode=decode)
+        except ApiError as err:
+            if not (is_resource_expired(err) and page_request.continue_token):
+                raise
+            log.info(
+                "%r: continue token expired after %d items; listing again in full at RV %r",
+                lw,
+                len(items),
+                request.resource_version,
+            )
+            on_request()
+            full = dataclasses.replace(request, limit=0, continue_token="")
+            page = await lw.list(full, decode=decode)
+            return page.items, page.resource_version, paged
+        items.extend(page.items)
+        on_items(len(items))
+        if not page.continue_token:
+            return items, page.resource_version, paged
+        paged = True
+        page_request = ListRequest(limit=request.limit, continue_token=page.continue_token)

@@ -27,7 +27,7 @@ from typing import Any, TypedDict, cast
 import httpx
 import orjson
 
-from cacheproxy.errors import ApiError, TransportError
+from cacheproxy.errors import TransportError
 from cacheproxy.informer import (
     Decode,
     ListerWatcher,
@@ -38,6 +38,7 @@ from cacheproxy.informer import (
     WatchRequest,
     WatchStream,
     as_parsed,
+    list_pages,
 )
 from cacheproxy.kube.liststream import ListSplitter, NotAList
 from cacheproxy.kube.resources import ResourceType
@@ -307,50 +308,16 @@ async def list_all(
     page_size: int = ReflectorOptions.page_size,
 ) -> ListPage:
     """Every item of the collection and the list's RV, in pages of ``page_size`` (0: one
-    unpaginated request), as client-go's ``ListPager``:
-
-    - pages after the first send only ``limit`` and ``continue`` (an RV with a continue token is
-      a 400);
-    - if a *continue* token has expired (410 Expired: history compacted mid-way), one full list
-      without a limit at the original ``resource_version``/``resource_version_match`` replaces
-      the pages so far (``FullListIfExpired``); a 410 on the first page is raised.
-
-    The result has no continue token; its items are in the server's order.
-    """
+    unpaginated request), by the informer's pager (:func:`cacheproxy.informer.syncing.list_pages`:
+    client-go's ``ListPager``, an expired continue token → one full list at the same RV). The
+    result has no continue token; its items are in the server's order."""
     request = ListRequest(
         resource_version=resource_version,
         resource_version_match=resource_version_match,
         limit=max(page_size, 0),
     )
-    items: list[dict[str, Any]] = []
-    while True:
-        try:
-            page = await lw.list(request)
-        except ApiError as err:
-            if not (request.continue_token and _is_resource_expired(err)):
-                raise
-            log.info(
-                "%r: continue token expired after %d items; listing again in full at RV %r",
-                lw,
-                len(items),
-                resource_version,
-            )
-            full = await lw.list(
-                ListRequest(
-                    resource_version=resource_version,
-                    resource_version_match=resource_version_match,
-                )
-            )
-            return ListPage(full.items, full.resource_version)
-        items.extend(page.items)
-        if not page.continue_token:
-            return ListPage(items, page.resource_version)
-        request = ListRequest(limit=request.limit, continue_token=page.continue_token)
-
-
-def _is_resource_expired(err: ApiError) -> bool:
-    """``apierrors.IsResourceExpired``: reason Expired (what the pager checks; not ``Gone``)."""
-    return err.reason == "Expired"
+    items, rv, _ = await list_pages(lw, request)
+    return ListPage(items, rv)
 
 
 # ---------------------------------------------------------------------------- /version

@@ -64,6 +64,7 @@ def test_the_package_exports_exactly_its_public_names() -> None:
         "WorkQueueMetrics",
         "as_parsed",
         "default_controller_rate_limiter",
+        "list_pages",
     ]
 
 
