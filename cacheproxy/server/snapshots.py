@@ -11,7 +11,7 @@ the walk is a bisect and a slice: O(page + log n).
 Bounds (docs/design.md §7: every buffer bounded): what is kept is dropped once unused for ``ttl``
 seconds — the continue token TTL: a token is good for that long after the page that carried it —
 and together it references at most ``max_entries`` entries, the least recently used dropped
-first. A snapshot holds references to the store's immutable entries, not copies: it costs a list.
+first (``cachetools.TTLCache``). A snapshot holds references to the store's immutable entries, not copies: it costs a list.
 
 Consistency: a snapshot at N is what a rebuild at N gives for as long as the EventLog still
 reaches N and no relist replaced the store (between relists the store changes only by logged
@@ -23,11 +23,11 @@ relist: a kept snapshot never answers what a rebuild would refuse or answer diff
 from __future__ import annotations
 
 import bisect
-import heapq
 import operator
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
+
+from cachetools import TTLCache
 
 from cacheproxy.informer.eventlog import EventLog
 from cacheproxy.informer.store import Entry, Store
@@ -80,19 +80,11 @@ def build_snapshot(store: Store, log: EventLog, rv: int) -> Snapshot:
     return Snapshot(rv, entries)
 
 
-class _Kept:
-    __slots__ = ("cost", "rv", "snapshot", "used")
-
-    def __init__(self, snapshot: Snapshot, used: float) -> None:
-        self.snapshot = snapshot
-        self.rv = snapshot.rv
-        self.cost = len(snapshot) + 1
-        self.used = used
-
-
 class SnapshotCache:
     """Snapshots by RV and their parts by (RV, query), bounded by age since last use and by the
-    entries they reference (least recently used dropped first).
+    entries they reference (least recently used dropped first): a ``cachetools.TTLCache``
+    weighted by entries, each use putting its item back (a new time to live, the most recent
+    place).
 
     Not thread-safe: one owner on the event loop. ``builds`` counts the snapshots built."""
 
@@ -105,18 +97,23 @@ class SnapshotCache:
     ) -> None:
         self.ttl = ttl
         self.max_entries = max_entries
-        self._clock = clock
-        self._kept: OrderedDict[tuple[int, Hashable], _Kept] = OrderedDict()
-        """Least recently used first."""
-        self._by_rv: dict[int, set[tuple[int, Hashable]]] = {}
-        self._rvs: list[int] = []
-        """A heap of the RVs in ``_by_rv`` (and of some already gone: skipped when popped)."""
-        self.entries = 0
-        """Entries referenced by what is kept (a snapshot's and its parts' entries count apart)."""
+        self._kept: TTLCache[tuple[int, Hashable], Snapshot] = TTLCache(
+            maxsize=max_entries, ttl=ttl, timer=clock, getsizeof=_cost
+        )
         self.builds = 0
+        self._oldest = _NONE_KEPT
+        """No RV older than this is kept (a bound, exact after each :meth:`forget_older`)."""
 
     def __len__(self) -> int:
+        self._kept.expire()
         return len(self._kept)
+
+    @property
+    def entries(self) -> int:
+        """Entries referenced by what is kept (a snapshot's and its parts' entries count apart;
+        one more for each item)."""
+        self._kept.expire()
+        return int(self._kept.currsize)
 
     def view(
         self,
@@ -132,81 +129,54 @@ class SnapshotCache:
         made: ``build`` makes the state (raising when it cannot), ``select`` the part. ``oldest``
         is the oldest RV still buildable: anything kept older is dropped first. What is made is
         kept only when ``keep``."""
-        now = self._clock()
-        self._drop_expired(now)
-        self._drop_older(oldest)
-        if query is not None and (part := self._get((rv, query), now)) is not None:
+        self.forget_older(oldest)
+        if query is not None and (part := self._get((rv, query))) is not None:
             return part
-        whole = self._get((rv, None), now)
+        whole = self._get((rv, None))
         if whole is None:
             whole = build()
             self.builds += 1
             if keep:
-                self._put((rv, None), whole, now)
+                self._put((rv, None), whole)
         if query is None:
             return whole
         part = select(whole)
         if keep:
-            self._put((rv, query), part, now)
+            self._put((rv, query), part)
         return part
 
     def clear(self) -> None:
         """Forget everything (the store was replaced: a relist)."""
         self._kept.clear()
-        self._by_rv.clear()
-        self._rvs.clear()
-        self.entries = 0
-
-    def _get(self, key: tuple[int, Hashable], now: float) -> Snapshot | None:
-        kept = self._kept.get(key)
-        if kept is None:
-            return None
-        kept.used = now
-        self._kept.move_to_end(key)
-        return kept.snapshot
-
-    def _put(self, key: tuple[int, Hashable], snapshot: Snapshot, now: float) -> None:
-        if key in self._kept:
-            self._drop(key)
-        kept = _Kept(snapshot, now)
-        if kept.cost > self.max_entries:
-            return  # larger than the whole budget: served once, not kept
-        while self._kept and self.entries + kept.cost > self.max_entries:
-            self._drop(next(iter(self._kept)))
-        self._kept[key] = kept
-        self.entries += kept.cost
-        keys = self._by_rv.get(kept.rv)
-        if keys is None:
-            keys = self._by_rv[kept.rv] = set()
-            heapq.heappush(self._rvs, kept.rv)
-        keys.add(key)
-
-    def _drop(self, key: tuple[int, Hashable]) -> None:
-        kept = self._kept.pop(key)
-        self.entries -= kept.cost
-        keys = self._by_rv[kept.rv]
-        keys.discard(key)
-        if not keys:
-            del self._by_rv[kept.rv]
-            if len(self._rvs) > 2 * len(self._by_rv) + 64:
-                self._rvs = list(self._by_rv)  # only RVs still kept (a dict's keys: no repeats)
-                heapq.heapify(self._rvs)
-
-    def _drop_expired(self, now: float) -> None:
-        kept = self._kept
-        while kept:
-            key = next(iter(kept))
-            if now - kept[key].used <= self.ttl:
-                return
-            self._drop(key)
+        self._oldest = _NONE_KEPT
 
     def forget_older(self, oldest: int) -> None:
         """Drop every state kept at an RV older than ``oldest`` (the log no longer reaches it:
-        a read at it is refused)."""
-        self._drop_older(oldest)
+        a read at it is refused). O(1) while nothing kept is that old."""
+        if oldest <= self._oldest:
+            return
+        kept = self._kept
+        for key in [key for key in kept if key[0] < oldest]:
+            kept.pop(key, None)
+        self._oldest = min((key[0] for key in kept), default=_NONE_KEPT)
 
-    def _drop_older(self, oldest: int) -> None:
-        while self._rvs and self._rvs[0] < oldest:
-            rv = heapq.heappop(self._rvs)
-            for key in list(self._by_rv.get(rv, ())):
-                self._drop(key)
+    def _get(self, key: tuple[int, Hashable]) -> Snapshot | None:
+        snapshot = self._kept.pop(key, None)
+        if snapshot is not None:
+            self._kept[key] = snapshot  # used: its time to live starts again
+        return snapshot
+
+    def _put(self, key: tuple[int, Hashable], snapshot: Snapshot) -> None:
+        self._kept.pop(key, None)
+        if _cost(snapshot) > self.max_entries:
+            return  # larger than the whole budget: served once, not kept
+        self._kept[key] = snapshot
+        self._oldest = min(self._oldest, key[0])
+
+
+_NONE_KEPT = 1 << 62
+""":attr:`SnapshotCache._oldest` while nothing is kept."""
+
+
+def _cost(snapshot: Snapshot) -> int:
+    return len(snapshot) + 1

@@ -300,7 +300,7 @@ async def test_a_kept_state_unused_for_the_ttl_is_dropped_and_rebuilt_alike() ->
     clock = Clock()
     res = served(informer, SnapshotCache(ttl=300.0, clock=clock))
     first = await serve(res, Query(), ListOptions(resource_version=str(earlier), limit=10))
-    clock.now += 300.0  # not past it: kept
+    clock.now += 299.5  # within it: kept
     opts = next_options(first, 10)
     assert opts is not None
     second = await serve(res, Query(), opts)
