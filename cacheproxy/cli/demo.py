@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import threading
 import time
 from typing import Any
 
@@ -68,14 +69,10 @@ async def demo_main(args: argparse.Namespace) -> int:
     sim = Simulator()
     began = time.monotonic()
     print(f"making a demo cluster of {spec.pods} pods…", file=sys.stderr, flush=True)
-    objects = demo_objects(spec)
-    print(
-        f"loading {len(objects)} objects into the simulator "
-        f"({time.monotonic() - began:.1f} s so far)…",
-        file=sys.stderr,
-        flush=True,
-    )
-    sim.load(objects)
+    with _Progress(began) as progress:
+        objects = demo_objects(spec)
+        progress.loading(len(objects))
+        sim.load(objects, progress=progress.loaded)
     print(
         f"loaded in {time.monotonic() - began:.1f} s; starting cacheproxy in front of it",
         file=sys.stderr,
@@ -145,3 +142,46 @@ def _print_banner(proxy: str, upstream: str) -> None:
         "Press Ctrl-C to stop.",
     ]
     print("\n".join(lines), flush=True)
+
+
+class _Progress:
+    """A line every :attr:`EVERY` seconds while the demo cluster is made and loaded (both hold
+    the thread: the lines come from one of their own)."""
+
+    EVERY = 5.0
+
+    def __init__(self, began: float) -> None:
+        self._began = began
+        self._total = 0
+        self._done = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._tell, name="demo-progress", daemon=True)
+
+    def __enter__(self) -> _Progress:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def loading(self, total: int) -> None:
+        self._total = total
+        print(
+            f"loading {total} objects into the simulator "
+            f"({time.monotonic() - self._began:.1f} s so far)…",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def loaded(self, done: int) -> None:
+        self._done = done
+
+    def _tell(self) -> None:
+        while not self._stop.wait(self.EVERY):
+            elapsed = time.monotonic() - self._began
+            if self._total:
+                what = f"loaded {self._done} of {self._total} objects"
+            else:
+                what = "still making the demo cluster"
+            print(f"  … {what} ({elapsed:.0f} s)", file=sys.stderr, flush=True)

@@ -116,20 +116,27 @@ class Simulator:
         return found
 
     def load(
-        self, objects: Iterable[tuple[str, dict[str, Any]]], *, as_captured: bool = False
+        self,
+        objects: Iterable[tuple[str, dict[str, Any]]],
+        *,
+        as_captured: bool = False,
+        progress: Callable[[int], None] | None = None,
     ) -> int:
         """Create ``(resource name, object)`` pairs; returns how many were created.
 
         ``as_captured`` keeps each object's ``creationTimestamp`` (objects captured from a real
         cluster keep their ages); otherwise, as the API server, creation time is now. An object
         that names its uid keeps it (unlike a create through the API: so that what refers to it
-        — owner references, Events' ``involvedObject`` — finds it)."""
+        — owner references, Events' ``involvedObject`` — finds it). ``progress`` is told how
+        many were created so far, every 1 000."""
         n = 0
         for name, obj in objects:
             meta = obj.get("metadata") or {}
             created = meta.get("creationTimestamp") if as_captured else None
             self.store.create(self.resource(name), obj, created=created, uid=meta.get("uid"))
             n += 1
+            if progress is not None and n % 1000 == 0:
+                progress(n)
         return n
 
     def end_watches(self) -> int:
