@@ -416,6 +416,26 @@ def test_demo_names_are_unique_at_any_size() -> None:
     assert len(names) == len(set(names)) == 20_000
 
 
+@settings(max_examples=6, deadline=None)
+@given(
+    pods=st.integers(min_value=1, max_value=4000),
+    namespaces=st.integers(min_value=1, max_value=3),
+    apps=st.integers(min_value=1, max_value=2),
+    seed=st.integers(min_value=0, max_value=2**16),
+)
+def test_every_object_of_any_demo_has_a_name_of_its_own(
+    pods: int, namespaces: int, apps: int, seed: int
+) -> None:
+    # Up to 4 000 pods in as few as one ReplicaSet: past where five-character suffixes collide.
+    spec = DemoSpec(pods=pods, namespaces=namespaces, apps=apps, seed=seed)
+    keys = [
+        (kind, o["metadata"].get("namespace", ""), o["metadata"]["name"])
+        for kind, o in demo_objects(spec)
+    ]
+    assert len(keys) == len(set(keys))
+    assert sum(kind == "pods" for kind, _, _ in keys) == pods
+
+
 def test_demo_names_are_valid_and_unique() -> None:
     seen: set[tuple[str, str, str]] = set()
     for name, obj in demo_objects(DemoSpec(namespaces=4, nodes=7, apps=5, pods=140, seed=9)):
