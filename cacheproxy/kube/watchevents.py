@@ -15,6 +15,8 @@ from cacheproxy.kube.partial import partial_object_metadata
 from cacheproxy.kube.resources import BUILTIN_RESOURCES, ResourceType
 
 __all__ = [
+    "EVENT_HEADS",
+    "EVENT_TAIL",
     "INITIAL_EVENTS_END",
     "INITIAL_EVENTS_LIST_BLUEPRINT",
     "bookmark_line",
@@ -26,9 +28,18 @@ INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 INITIAL_EVENTS_LIST_BLUEPRINT = "kubernetes.io/initial-events-list-blueprint"
 
 
+EVENT_HEADS: dict[str, bytes] = {
+    event_type: b'{"type":"%s","object":' % event_type.encode()
+    for event_type in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR")
+}
+"""An event line up to its object, by type: a line is the head, the object's bytes (written
+apart, never copied into the line: a stored entry's ``prefix`` and ``body``), :data:`EVENT_TAIL`."""
+EVENT_TAIL = b"}\n"
+
+
 def event_line(event_type: str, obj: bytes) -> bytes:
     """One event line (newline-terminated) around an already encoded object."""
-    return b'{"type":"%s","object":%s}\n' % (event_type.encode(), obj)
+    return b"".join((EVENT_HEADS[event_type], obj, EVENT_TAIL))
 
 
 _TEMPLATE = {"metadata": {"creationTimestamp": None}, "spec": {"containers": None}}

@@ -174,7 +174,8 @@ async def serve_list(
 async def _reformed_parts(page: ServedList, form: Form, query: Query) -> list[bytes]:
     """A page's body with what the stored list does not say: its items re-encoded (a
     ``PartialObjectMetadataList``, managedFields dropped; in batches, yielding to the loop
-    between them), and the ``shardInfo`` of a sharded list (KEP-5866) in its metadata."""
+    between them), and the ``shardInfo`` of a sharded list (KEP-5866) in its metadata (the head
+    built with it: the items' bytes are written as stored)."""
     meta = list_meta(
         page.resource_version,
         continue_token=page.continue_token,
@@ -183,16 +184,7 @@ async def _reformed_parts(page: ServedList, form: Form, query: Query) -> list[by
     )
     reform = form.reform
     if reform is None:
-        parts = page.parts()
-        # The stored list's own head, with this metadata in place of its plain one.
-        plain = b'"metadata":%s,' % list_meta(
-            page.resource_version, continue_token=page.continue_token, remaining=page.remaining
-        )
-        head = parts[0].replace(plain, b'"metadata":%s,' % meta, 1)
-        if head == parts[0]:
-            raise AssertionError("a list's head without its metadata")
-        parts[0] = head
-        return parts
+        return page.parts(meta)
     if reform.metadata is not None:
         parts = [partial_list_head(reform.metadata, meta)]
         item_of = _whole

@@ -78,10 +78,11 @@ class ServedList:
             meta,
         )
 
-    def parts(self) -> list[bytes]:
-        """The body as the bytes to write one after the other: the head, the stored bytes of
-        every item with the separators between them, the tail. Nothing is copied."""
-        head = self.head()
+    def parts(self, meta: bytes | None = None) -> list[bytes]:
+        """The body as the bytes to write one after the other: the head (with ``meta``, its own
+        by default), the stored bytes of every item with the separators between them, the tail.
+        Nothing is copied."""
+        head = self.head(meta)
         items = self.items
         if not items:
             return [head, b"]}"]

@@ -28,18 +28,14 @@ from cacheproxy.informer.store import Entry, Store
 from cacheproxy.kube.partial import Reform
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.transitions import Seen, seen
-from cacheproxy.kube.watchevents import event_line
+from cacheproxy.kube.watchevents import EVENT_HEADS, EVENT_TAIL, event_line
 from cacheproxy.server.query import EntryView, Query, matches_view
 
 __all__ = ["EventLines", "relist_events", "replay_lines", "sight"]
 
 log = logging.getLogger(__name__)
 
-_EVENT_HEADS = {
-    kind: b'{"type":"%s","object":' % kind.value.encode()
-    for kind in (Seen.ADDED, Seen.MODIFIED, Seen.DELETED)
-}
-_EVENT_TAIL = b"}\n"
+_EVENT_HEADS = {kind: EVENT_HEADS[kind.value] for kind in (Seen.ADDED, Seen.MODIFIED, Seen.DELETED)}
 
 
 _SEEN = {
@@ -94,7 +90,7 @@ class EventLines:
                 line = event_line(kind.value, reform.encode(event.entry.raw))
             else:
                 entry = event.entry
-                line = b"".join((_EVENT_HEADS[kind], entry.prefix, entry.body, _EVENT_TAIL))
+                line = b"".join((_EVENT_HEADS[kind], entry.prefix, entry.body, EVENT_TAIL))
             self._cache[kind, reform] = line
         return line
 

@@ -30,7 +30,7 @@ from cacheproxy.kube.listoptions import ListOptions
 from cacheproxy.kube.partial import Reform
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.table import WatchTables
-from cacheproxy.kube.watchevents import bookmark_line, event_line
+from cacheproxy.kube.watchevents import EVENT_HEADS, EVENT_TAIL, bookmark_line, event_line
 from cacheproxy.server.admission import ServedRequest
 from cacheproxy.server.options import ServerOptions
 from cacheproxy.server.query import Query
@@ -43,8 +43,7 @@ from cacheproxy.serving import Send, WatchWriter, closed_on_disconnect, error_li
 __all__ = ["INITIAL_BATCH_BYTES", "WatchPlan", "serve_watch", "watch_lines"]
 
 INITIAL_BATCH_BYTES = 128 << 10
-_ADDED_HEAD = b'{"type":"ADDED","object":'
-_EVENT_TAIL = b"}\n"
+_ADDED_HEAD = EVENT_HEADS["ADDED"]
 _jitter = random.Random()
 """Watch-length jitter; its own generator, so serving never disturbs the global ``random``."""
 
@@ -84,7 +83,7 @@ def _initial_batches(
     for entry in entries:
         body = entry.body
         if reform is None:
-            batch += (_ADDED_HEAD, entry.prefix, body, _EVENT_TAIL)
+            batch += (_ADDED_HEAD, entry.prefix, body, EVENT_TAIL)
         else:
             batch.append(event_line("ADDED", reform.encode(entry.raw)))
         size += len(body)
