@@ -67,43 +67,45 @@ e2e: $(TEST_STAMP)
 BENCH_OUT = loadtest/results/$$(date +%Y-%m-%d)
 bench: $(TEST_STAMP)
 	$(BIN)/python -c 'import matplotlib' 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[test,bench]'
-	$(BIN)/python -m loadtest.ingest --pods 10000 --out $(BENCH_OUT)
-	$(BIN)/python -m loadtest.serve --out $(BENCH_OUT)
-	$(BIN)/python -m loadtest.authbench --out $(BENCH_OUT)
-	$(BIN)/python -m loadtest.overload --seconds 15 --out $(BENCH_OUT)
-	$(BIN)/python -m loadtest.realserver --skip-without-assets --out $(BENCH_OUT)-real
-	$(BIN)/python -m loadtest.realserver --kube 1.32 --skip-without-assets --no-queries --relists 0 --out $(BENCH_OUT)-real-1.32
-	$(BIN)/python -m loadtest.tiers --skip-without-assets --out $(BENCH_OUT)-tiers
-	$(BIN)/python -m loadtest.consistentbench --pods 10000 --skip-without-assets --out $(BENCH_OUT)-consistent
-	$(BIN)/python -m loadtest.passthroughbench --skip-without-assets --out $(BENCH_OUT)-passthrough
-	$(BIN)/python -m loadtest.defaultreads --skip-without-assets --out $(BENCH_OUT)-defaultreads
-	$(BIN)/python -m loadtest.syncmodes --kube 1.32 --pods 10000 --skip-without-assets --out $(BENCH_OUT)-syncmodes
+	$(BIN)/python -m loadtest ingest --pods 10000 --out $(BENCH_OUT)
+	$(BIN)/python -m loadtest serve --out $(BENCH_OUT)
+	$(BIN)/python -m loadtest authbench --out $(BENCH_OUT)
+	$(BIN)/python -m loadtest overload --seconds 15 --out $(BENCH_OUT)
+	$(BIN)/python -m loadtest realserver --skip-without-assets --out $(BENCH_OUT)-real
+	$(BIN)/python -m loadtest realserver --kube 1.32 --skip-without-assets --no-queries --relists 0 --out $(BENCH_OUT)-real-1.32
+	$(BIN)/python -m loadtest tiers --skip-without-assets --out $(BENCH_OUT)-tiers
+	$(BIN)/python -m loadtest consistentbench --pods 10000 --skip-without-assets --out $(BENCH_OUT)-consistent
+	$(BIN)/python -m loadtest passthroughbench --skip-without-assets --out $(BENCH_OUT)-passthrough
+	$(BIN)/python -m loadtest defaultreads --skip-without-assets --out $(BENCH_OUT)-defaultreads
+	$(BIN)/python -m loadtest syncmodes --kube 1.32 --pods 10000 --skip-without-assets --out $(BENCH_OUT)-syncmodes
 
 .PHONY: bench-full
 bench-full: $(TEST_STAMP)
 	$(BIN)/python -c 'import matplotlib' 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[test,bench]'
-	$(BIN)/python -m loadtest.ingest --pods 10000 100000 --out $(BENCH_OUT)
-	$(BIN)/python -m loadtest.serve --full --out $(BENCH_OUT)
-	$(BIN)/python -m loadtest.authbench --pods 10000 --out $(BENCH_OUT)
-	$(BIN)/python -m loadtest.overload --out $(BENCH_OUT)
-	$(BIN)/python -m loadtest.realserver --skip-without-assets --pods 50000 --out $(BENCH_OUT)-real
-	$(BIN)/python -m loadtest.realserver --kube 1.32 --skip-without-assets --pods 50000 --out $(BENCH_OUT)-real-1.32
-	$(BIN)/python -m loadtest.syncmodes --kube 1.32 --pods 10000 50000 --skip-without-assets --out $(BENCH_OUT)-syncmodes
+	$(BIN)/python -m loadtest ingest --pods 10000 100000 --out $(BENCH_OUT)
+	$(BIN)/python -m loadtest serve --full --out $(BENCH_OUT)
+	$(BIN)/python -m loadtest authbench --pods 10000 --out $(BENCH_OUT)
+	$(BIN)/python -m loadtest overload --out $(BENCH_OUT)
+	$(BIN)/python -m loadtest realserver --skip-without-assets --pods 50000 --out $(BENCH_OUT)-real
+	$(BIN)/python -m loadtest realserver --kube 1.32 --skip-without-assets --pods 50000 --out $(BENCH_OUT)-real-1.32
+	$(BIN)/python -m loadtest syncmodes --kube 1.32 --pods 10000 50000 --skip-without-assets --out $(BENCH_OUT)-syncmodes
+	$(BIN)/python -m loadtest pagewalk --pods 50000
+	$(BIN)/python -m loadtest warmrestart --skip-without-assets --out $(BENCH_OUT)-warmrestart
 
-# Chaos soak (loadtest/soak.py): 10 minutes of churn, every simulator fault and daemon restarts,
+# Chaos soak (loadtest/scenarios/soak.py): 10 minutes of churn, every simulator fault and daemon restarts,
 # 16 clients checked against upstream's history; fails on any invariant violation.
 SOAK_ARGS ?= --seconds 600 --daemon-restarts
 .PHONY: soak
 soak: $(TEST_STAMP)
-	$(BIN)/python -m loadtest.soak $(SOAK_ARGS)
+	$(BIN)/python -m loadtest soak $(SOAK_ARGS)
 
-# The same against a real kube-apiserver 1.28 and etcd (loadtest/soakreal.py, the envtest assets):
+# The same against a real kube-apiserver 1.28 and etcd (loadtest/scenarios/soakreal.py, the envtest assets):
 # 10 minutes of kube-apiserver/etcd/daemon faults and a slow link, 16 clients (kubectl among
 # them) checked against the recorded history; report in loadtest/results/<date>-soak-real/.
 SOAK_REAL_ARGS ?= --seconds 600
 .PHONY: soak-real
 soak-real: $(TEST_STAMP)
-	$(BIN)/python -m loadtest.soakreal $(SOAK_REAL_ARGS) --out $(BENCH_OUT)-soak-real
+	$(BIN)/python -m loadtest soakreal $(SOAK_REAL_ARGS) --out $(BENCH_OUT)-soak-real
 
 # The container image (Dockerfile) with the engine found: docker, else podman. Without one (as on
 # machines without a container runtime), a line saying so and exit 2. `make image IMAGE=repo/name:tag`;

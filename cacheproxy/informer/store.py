@@ -184,7 +184,7 @@ class Store:
 
     @resource_version.setter
     def resource_version(self, rv: int) -> None:
-        # Only for stores filled by hand (loadtest.pagewalk); goes once nothing sets it.
+        # Only for stores filled by hand (loadtest.scenarios.pagewalk); goes once nothing sets it.
         self._rv = rv
 
     # ------------------------------------------------------------------ reads

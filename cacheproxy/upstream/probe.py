@@ -13,7 +13,7 @@ probe is ``GET <collection>?limit=1`` with RV unset:
 - as plain JSON: asked as a ``PartialObjectMetadataList`` the one item is smaller (4 KB rather
   than 7 KB for a pod with its managedFields), but on loopback the two took the same time
   (p50 1.5-1.9 ms each, four runs) and every upstream answers a plain list;
-- measured against a real kube-apiserver 1.28 by ``python -m loadtest.consistentbench``.
+- measured against a real kube-apiserver 1.28 by ``python -m loadtest consistentbench``.
 
 :class:`CollectionKeys` is the other question a consistent read may ask (a cache that a quiet
 resource's events never bring to the probed RV): what the cached collection holds now. It lists

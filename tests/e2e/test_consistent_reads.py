@@ -25,7 +25,7 @@ import yaml
 
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.envtest import Cluster
-from loadtest.relay import Relay
+from loadtest.harness.relay import Relay
 from tests.e2e.support import create, daemon_over, fresh_namespace, merge_patch, rv_of
 
 pytestmark = pytest.mark.every_server

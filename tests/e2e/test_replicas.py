@@ -45,7 +45,7 @@ import yaml
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.envtest import Cluster
 from cacheproxy.kube.rv import decode_continue
-from loadtest.relay import Relay
+from loadtest.harness.relay import Relay
 from tests.e2e.support import create, daemon_over, fresh_namespace, rv_of
 
 pytestmark = [pytest.mark.envtest, pytest.mark.slow, pytest.mark.timeout(300)]

@@ -25,8 +25,8 @@ import yaml
 from cacheproxy.daemon.config import load_config, resolve_upstream
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.envtest import Cluster
-from loadtest.relay import Relay
-from loadtest.tiers import write_kubeconfig
+from loadtest.harness.relay import Relay
+from loadtest.scenarios.tiers import write_kubeconfig
 from tests.e2e.support import create, daemon_over, fresh_namespace, keyed, merge_patch, rv_of
 from tests.support import CONFIGMAP_LIST_BLUEPRINT, end_annotations
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loadtest.soak_model import SoakReport
+from loadtest.harness.soak_model import SoakReport
 
 
 def assert_clean(report: SoakReport) -> None:

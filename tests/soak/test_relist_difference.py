@@ -8,7 +8,7 @@ holds, up to the relist's), so such a resume is below the log's start and gets 4
 
 The soak also sees the difference's intermediate states (after some of its events, a client's
 view equals upstream at no RV at all) and counts them as tolerated ("view-mismatch resolved at a
-later checkpoint", "rv-repeated"); ``python -m loadtest.soak --strict`` counts them as violations.
+later checkpoint", "rv-repeated"); ``python -m loadtest soak --strict`` counts them as violations.
 """
 
 from __future__ import annotations

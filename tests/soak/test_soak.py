@@ -1,14 +1,14 @@
-"""A 60 s chaos soak (``loadtest.soak``): the daemon in front of a churning simulator that
+"""A 60 s chaos soak (``loadtest.scenarios.soak``): the daemon in front of a churning simulator that
 suffers every kind of fault, 16 clients checking every view against upstream's history.
 
-Part of the regular suite (about 65 s). ``python -m loadtest.soak --seconds 600`` runs it long.
+Part of the regular suite (about 65 s). ``python -m loadtest soak --seconds 600`` runs it long.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from loadtest.soak import FAULT_KINDS, SoakConfig, run_soak
+from loadtest.scenarios.soak import FAULT_KINDS, SoakConfig, run_soak
 from tests.soak.support import assert_clean
 
 pytestmark = pytest.mark.slow

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadtest.soak import SoakConfig, run_soak
+from loadtest.scenarios.soak import SoakConfig, run_soak
 
 
 @pytest.mark.parametrize(

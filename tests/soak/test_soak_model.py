@@ -8,7 +8,7 @@ import random
 from cacheproxy.kube.resources import builtin
 from cacheproxy.sim import Simulator
 from cacheproxy.sim.churn import ChurnDriver
-from loadtest.soak_model import FILTERS, UpstreamModel, View, describe_diff
+from loadtest.harness.soak_model import FILTERS, UpstreamModel, View, describe_diff
 
 PODS = builtin("pods")
 

@@ -1,4 +1,4 @@
-"""Chaos against the real API server (``loadtest.soakreal``), about 80 s: every fault once
+"""Chaos against the real API server (``loadtest.scenarios.soakreal``), about 80 s: every fault once
 (kube-apiserver and the daemon SIGKILLed and restarted, etcd compacted and paused, latency,
 bandwidth limits and a stall on the link), 16 clients (one of them ``kubectl get -w``) checked
 against upstream's recorded history. ``make soak-real`` runs it for 10 minutes.
@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from cacheproxy.envtest import ASSETS_HINT, Assets
-from loadtest.soakreal import RealSoakConfig, run_real_soak
-from loadtest.soakreal_faults import FAULT_KINDS, FaultTimes
+from loadtest.harness.soakreal_faults import FAULT_KINDS, FaultTimes
+from loadtest.scenarios.soakreal import RealSoakConfig, run_real_soak
 from tests.conftest import ENVTEST_ASSETS
 
 pytestmark = [pytest.mark.envtest, pytest.mark.slow]

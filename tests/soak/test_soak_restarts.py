@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadtest.soak import SoakConfig, run_soak
+from loadtest.scenarios.soak import SoakConfig, run_soak
 from tests.soak.support import assert_clean
 
 pytestmark = pytest.mark.slow

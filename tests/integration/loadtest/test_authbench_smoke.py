@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loadtest import authbench
+from loadtest.scenarios import authbench
 
 
 async def test_the_auth_benchmark_measures_every_mode_with_warm_caches(tmp_path: Path) -> None:

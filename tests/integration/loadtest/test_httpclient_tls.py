@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from cacheproxy.sim.tls import generate_pki, ssl_server_context
-from loadtest.httpclient import fetch, open_connection
+from loadtest.clients.httpclient import fetch, open_connection
 
 BODY = b'{"kind":"PodList","metadata":{"continue":"abc"},"items":[' + b"x" * 50_000 + b"]}"
 

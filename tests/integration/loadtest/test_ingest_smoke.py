@@ -15,10 +15,10 @@ from typing import Any
 import orjson
 import pytest
 
-from loadtest.ingest import main, measure_ingest
-from loadtest.records import IngestResult, Phase
-from loadtest.report import MachineInfo, render_report, render_tables
-from loadtest.workload import SHAPES, Shape, build_workload, load_sample
+from loadtest.harness.records import IngestResult, Phase
+from loadtest.harness.workload import SHAPES, Shape, build_workload, load_sample
+from loadtest.reports.report import MachineInfo, render_report, render_tables
+from loadtest.scenarios.ingest import main, measure_ingest
 
 PODS = 200
 
@@ -50,7 +50,7 @@ PATH_ROWS = (
 
 def _machine() -> MachineInfo:
     return MachineInfo(
-        command="python -m loadtest.ingest --pods 200",
+        command="python -m loadtest ingest --pods 200",
         date="2026-01-01 00:00:00 UTC",
         python="CPython 3.11",
         loop="asyncio",
@@ -301,7 +301,7 @@ async def test_ingest_benchmark_measures_every_path_over_every_event(
     header = report.split("## Budgets")[0]
     assert f"- workload shape `{shape}`" in header
     assert f"N = 200: {round(result.line_bytes):,}".replace(",", " ") in header
-    assert "`python -m loadtest.ingest --pods 200`" in report
+    assert "`python -m loadtest ingest --pods 200`" in report
     budgets = _row(report, "200")
     assert len(budgets) == 5
     assert all(cell.endswith(("PASS", "FAIL")) for cell in budgets[1:])

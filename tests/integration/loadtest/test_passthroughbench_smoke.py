@@ -1,6 +1,6 @@
 """The pass-through benchmark runs end to end at a tiny size against a real kube-apiserver.
 
-One short run of ``python -m loadtest.passthroughbench`` (2 clients, one round of 0.05 s per side,
+One short run of ``python -m loadtest passthroughbench`` (2 clients, one round of 0.05 s per side,
 6 watched writes) is shared by the tests below. Nothing is about speed: every figure is there,
 every request was answered, the forwarded answers are the API server's and the watch through
 cacheproxy delivered every write. Without the envtest assets they are skipped with the hint.
@@ -16,10 +16,10 @@ from typing import Any
 import orjson
 import pytest
 
-import loadtest.realcluster
+import loadtest.harness.realcluster
 from cacheproxy.envtest import ASSETS_HINT
-from loadtest.passthroughbench import OPERATIONS, main
-from loadtest.realcluster import envtest_assets
+from loadtest.harness.realcluster import envtest_assets
+from loadtest.scenarios.passthroughbench import OPERATIONS, main
 
 ARGS = ("--seconds", "0.05", "--rounds", "1", "--warmup", "0.05", "--clients", "2")
 WRITES = 6
@@ -78,9 +78,9 @@ def test_the_watch_through_cacheproxy_delivers_every_write(run: Run) -> None:
 def test_without_a_kube_apiserver_it_says_why_and_skips_only_when_asked(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(loadtest.realcluster, "envtest_assets", lambda *_: None)
+    monkeypatch.setattr(loadtest.harness.realcluster, "envtest_assets", lambda *_: None)
     assert main(["--out", str(tmp_path), "--skip-without-assets"]) == 0
-    assert f"loadtest.passthroughbench skipped: {ASSETS_HINT}" in capsys.readouterr().out
+    assert f"python -m loadtest passthroughbench skipped: {ASSETS_HINT}" in capsys.readouterr().out
     assert main(["--out", str(tmp_path)]) == 2
     assert ASSETS_HINT in capsys.readouterr().err
     assert not list(tmp_path.iterdir())

@@ -1,6 +1,6 @@
 """The real API server benchmark runs end to end on 50 pods and reports sane figures.
 
-One run of ``python -m loadtest.realserver`` at a tiny size (a real kube-apiserver, 50 pods, 20
+One run of ``python -m loadtest realserver`` at a tiny size (a real kube-apiserver, 50 pods, 20
 writes per upstream transport, 2 first-sync runs, the queries briefly) is shared by the tests
 below. No assertion is
 about speed — the budgets are judged in the report, on the machine and size they are for: they
@@ -18,14 +18,14 @@ from typing import Any
 import orjson
 import pytest
 
-import loadtest.realcluster
-import loadtest.realqueries
-import loadtest.realserver
+import loadtest.clients.realqueries
+import loadtest.harness.realcluster
+import loadtest.scenarios.realserver
 from cacheproxy.envtest import ASSETS_HINT
-from loadtest.lagprobe import lag_stats
-from loadtest.realcluster import RESOURCES, envtest_assets
-from loadtest.realqueries import WHOLE_COLLECTION
-from loadtest.realserver import main
+from loadtest.clients.lagprobe import lag_stats
+from loadtest.clients.realqueries import WHOLE_COLLECTION
+from loadtest.harness.realcluster import RESOURCES, envtest_assets
+from loadtest.scenarios.realserver import main
 
 PODS = 50
 WRITES = 20
@@ -37,7 +37,7 @@ ARGS = (
 TRANSPORTS = ("HTTP/1.1", "HTTP/2")
 QUERIES = ("full", "namespace", "label", "field", "get", "pages")
 ITEMS = {"full": PODS, "namespace": 5, "label": 10, "field": 1, "get": 1, "pages": PODS}
-"""Request 0's items: ns-0, app-0 and node-0 of 50 pods spread as loadtest.realcluster does."""
+"""Request 0's items: ns-0, app-0 and node-0 of 50 pods spread as loadtest.harness.realcluster does."""
 
 Run = tuple[Path, dict[str, Any], str]
 
@@ -51,7 +51,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     out = tmp_path_factory.mktemp("realserver")
     with pytest.MonkeyPatch.context() as patch:
         # As above 20 000 pods: the API server is not asked whole-collection lists at 16 clients.
-        patch.setattr(loadtest.realqueries, "BIG_LIST_PODS", PODS - 1)
+        patch.setattr(loadtest.clients.realqueries, "BIG_LIST_PODS", PODS - 1)
         assert main([*ARGS, "--out", str(out)]) == 0
     doc = orjson.loads((out / "realserver.json").read_bytes())
     return out, doc, (out / "realserver.md").read_text()
@@ -159,9 +159,9 @@ def test_the_report_judges_every_budget(run: Run) -> None:
 def test_without_a_kube_apiserver_it_says_why_and_skips_only_when_asked(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(loadtest.realcluster, "envtest_assets", lambda *_: None)
+    monkeypatch.setattr(loadtest.harness.realcluster, "envtest_assets", lambda *_: None)
     assert main(["--out", str(tmp_path), "--skip-without-assets"]) == 0
-    assert f"loadtest.realserver skipped: {ASSETS_HINT}" in capsys.readouterr().out
+    assert f"python -m loadtest realserver skipped: {ASSETS_HINT}" in capsys.readouterr().out
     assert main(["--out", str(tmp_path)]) == 2
     assert ASSETS_HINT in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
@@ -242,5 +242,5 @@ def test_every_query_figure_is_present_and_sane(run: Run) -> None:
 
 
 def test_the_queries_are_on_unless_switched_off() -> None:
-    assert loadtest.realserver._parse_args([]).queries
-    assert not loadtest.realserver._parse_args(["--no-queries"]).queries
+    assert loadtest.scenarios.realserver._parse_args([]).queries
+    assert not loadtest.scenarios.realserver._parse_args(["--no-queries"]).queries

@@ -1,4 +1,4 @@
-"""The soak's slow link (``loadtest.relay``) forwards bytes unchanged, TLS included, and its
+"""The soak's slow link (``loadtest.harness.relay``) forwards bytes unchanged, TLS included, and its
 latency, bandwidth, stall and cut do what they say."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cacheproxy.sim.tls import generate_pki
-from loadtest.relay import Relay, RelayProcess
+from loadtest.harness.relay import Relay, RelayProcess
 
 
 async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -1,6 +1,6 @@
 """The serving benchmark runs end to end on 50 pods and reports sane, consistent numbers.
 
-One run of ``python -m loadtest.serve`` at the smallest useful size (every server a real process
+One run of ``python -m loadtest serve`` at the smallest useful size (every server a real process
 on 127.0.0.1, 5 watchers, a second of writes) is shared by the tests below. No assertion is
 about speed: they check that every server answered every scenario with the same items, that
 every measurement has finite latencies, that the daemon made no upstream request for client
@@ -19,9 +19,9 @@ import orjson
 import pytest
 
 from cacheproxy.sim.workload.demo import DemoSpec, demo_objects
-from loadtest.fanout import FanoutPoint, percentile
-from loadtest.httpclient import ChunkedDecoder, LineSplitter, continue_token
-from loadtest.serve import main
+from loadtest.clients.fanout import FanoutPoint, percentile
+from loadtest.clients.httpclient import ChunkedDecoder, LineSplitter, continue_token
+from loadtest.scenarios.serve import main
 
 PODS = 50
 ARGS = (

@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.consistentbench import QUIET, BenchResult, ProbeCost, Throughput, _report, main
+from loadtest.scenarios.consistentbench import (
+    QUIET,
+    BenchResult,
+    ProbeCost,
+    Throughput,
+    _report,
+    main,
+)
 
 
 def result(*, apiserver: float, consistent: float, probes: float) -> BenchResult:
@@ -24,7 +31,7 @@ def result(*, apiserver: float, consistent: float, probes: float) -> BenchResult
         QUIET: run(90.0, probes=20.0, listings=3.0, confirmed=40.0),
     }
     return BenchResult(
-        command="python -m loadtest.consistentbench",
+        command="python -m loadtest consistentbench",
         pods=10,
         clients=16,
         writes_per_second=20.0,

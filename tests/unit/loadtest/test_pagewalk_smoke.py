@@ -1,10 +1,10 @@
-"""loadtest.pagewalk at a small scale: a walk at an older RV gives every item of the full list."""
+"""loadtest.scenarios.pagewalk at a small scale: a walk at an older RV gives every item of the full list."""
 
 from __future__ import annotations
 
 import math
 
-from loadtest.pagewalk import build, measure
+from loadtest.scenarios.pagewalk import build, measure
 
 
 async def test_a_walk_at_an_older_rv_covers_the_full_list_in_pages() -> None:

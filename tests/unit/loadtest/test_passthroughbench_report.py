@@ -9,9 +9,8 @@ from pathlib import Path
 
 import orjson
 
-from loadtest.figures import X
-from loadtest.passthroughbench import main
-from loadtest.passthroughbench_report import (
+from loadtest.reports.figures import X
+from loadtest.reports.passthroughbench_report import (
     AnswerCheck,
     OperationRun,
     PassthroughResult,
@@ -20,7 +19,8 @@ from loadtest.passthroughbench_report import (
     load_result,
     render_report,
 )
-from loadtest.report import collect_machine_info
+from loadtest.reports.report import collect_machine_info
+from loadtest.scenarios.passthroughbench import main
 
 
 def timing(p50_ms: float, rate: float) -> Timing:
@@ -50,7 +50,7 @@ def result(*, delivered: int) -> PassthroughResult:
         latency={"cacheproxy": timing(3.4, 300.0), "direct": timing(2.0, 400.0)},
     )
     return PassthroughResult(
-        command="python -m loadtest.passthroughbench",
+        command="python -m loadtest passthroughbench",
         kube="v1.28.7",
         clients=16,
         rounds=3,

@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from cacheproxy.kube.resources import builtin
-from loadtest.soak_model import FILTERS, UpstreamModel
-from loadtest.soakreal_writes import EtcdProbe, Recorder, Writer, WriterSpec, _Owned
+from loadtest.clients.soakreal_writes import EtcdProbe, Recorder, Writer, WriterSpec, _Owned
+from loadtest.harness.soak_model import FILTERS, UpstreamModel
 
 POD = {"metadata": {"name": "p", "namespace": "ns-0"}}
 

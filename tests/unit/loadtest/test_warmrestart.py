@@ -1,4 +1,4 @@
-"""loadtest.warmrestart's pure parts: the daemon's metrics read by resource, and the report's
+"""loadtest.scenarios.warmrestart's pure parts: the daemon's metrics read by resource, and the report's
 verdicts (the run itself needs a real API server: loadtest/results/*-warm-restart/)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from loadtest.warmrestart import _RELISTS, _REQUESTS, _by_resource, render
+from loadtest.scenarios.warmrestart import _RELISTS, _REQUESTS, _by_resource, render
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -32,7 +32,7 @@ def test_the_committed_report_renders_with_its_verdicts() -> None:
         (ROOT / "loadtest/results/2026-12-01-warm-restart/warmrestart.json").read_text()
     )
     machine = SimpleNamespace(
-        command="python -m loadtest.warmrestart", date="d", python="CPython", nproc=2, cpu_model="x"
+        command="python -m loadtest warmrestart", date="d", python="CPython", nproc=2, cpu_model="x"
     )
     report = render(result, machine=machine, pods=10_000)
     assert report.count("| met |") == 4

@@ -1,4 +1,4 @@
-"""loadtest.warmrestart's process starts: the log read into the start's phases, and which
+"""loadtest.scenarios.warmrestart's process starts: the log read into the start's phases, and which
 installed packages a start "as installed" hides (those cacheproxy does not depend on), and the
 committed report's verdicts."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from loadtest.warmrestart import log_marks, modules_not_needed, render, runtime_packages
+from loadtest.scenarios.warmrestart import log_marks, modules_not_needed, render, runtime_packages
 
 LOG = """\
 2026-12-01 21:46:02,901 WARNING cacheproxy: Secrets are cached: every client of this proxy can read them
@@ -49,7 +49,7 @@ def test_the_committed_process_report_renders_with_its_verdicts() -> None:
         (root / "loadtest/results/2026-12-01-warm-restart-process/warmrestart.json").read_text()
     )
     machine = SimpleNamespace(
-        command="python -m loadtest.warmrestart", date="d", python="CPython", nproc=2, cpu_model="x"
+        command="python -m loadtest warmrestart", date="d", python="CPython", nproc=2, cpu_model="x"
     )
     report = render(result, machine=machine, pods=10_000)
     assert report.count("| met |") == 5

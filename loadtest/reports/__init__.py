@@ -1,0 +1,1 @@
+"""The Markdown reports and charts written from the scenarios' records."""
