@@ -18,16 +18,29 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from cacheproxy.kube.fieldpath import compile_field_path
 
-if TYPE_CHECKING:
-    from cacheproxy.informer.store import Entry
-
-__all__ = ["IndexFunc", "Indexes"]
+__all__ = ["IndexFunc", "Indexed", "Indexes"]
 
 IndexFunc = Callable[[Mapping[str, Any]], Iterable[str]]
+
+
+class Indexed(Protocol):
+    """What the indexes read of a stored entry (:class:`~cacheproxy.informer.store.Entry` is
+    one): its key, its flattened labels and its values per index."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def labels(self) -> tuple[str, ...]: ...
+
+    @property
+    def values(self) -> tuple[tuple[str, ...], ...]: ...
+
+
 """A library user's index: the values an object is indexed under."""
 
 _intern = sys.intern
@@ -61,8 +74,8 @@ class Indexes:
     def record(
         self, obj: Mapping[str, Any], meta: Mapping[str, Any]
     ) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
-        """``(labels, values)`` of an object for its :class:`Entry`: its labels flattened, and per
-        index (in this order) the values it is indexed under; equal tuples shared."""
+        """``(labels, values)`` of an object for its stored entry: its labels flattened, and
+        per index (in this order) the values it is indexed under; equal tuples shared."""
         shared = self._shared
         values: tuple[Any, ...] = ()
         if self._indexes:
@@ -107,7 +120,7 @@ class Indexes:
         for ix in self._indexes:
             ix.by_value = {}
 
-    def index(self, entry: Entry, prev: Entry | None) -> None:
+    def index(self, entry: Indexed, prev: Indexed | None) -> None:
         """Add ``entry`` where ``prev`` (same key, or None), already unindexed, was not."""
         key = entry.key
         labels = entry.labels
@@ -130,7 +143,7 @@ class Indexes:
                 if ordered:
                     ordered.pop((1, ix.name, value), None)
 
-    def unindex(self, prev: Entry, new: Entry | None) -> None:
+    def unindex(self, prev: Indexed, new: Indexed | None) -> None:
         """Remove ``prev`` from the indexes where ``new`` (same key, or None) differs."""
         key = prev.key
         ordered = self._ordered
