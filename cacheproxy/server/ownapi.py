@@ -23,7 +23,7 @@ No ``from __future__ import annotations`` here: FastAPI reads the endpoints' ann
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -31,6 +31,8 @@ from cacheproxy import __version__
 from cacheproxy.errors import ApiError
 from cacheproxy.kube import status
 from cacheproxy.kube.access import ResourceAttributes, UserInfo
+from cacheproxy.kube.resources import ResourceType
+from cacheproxy.server.access import AccessControl
 from cacheproxy.server.indexquery import (
     IndexSummary,
     ObjectRef,
@@ -45,13 +47,25 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
     from fastapi.responses import JSONResponse
 
-    from cacheproxy.server.app import CacheServer
-
-__all__ = ["PREFIX", "USER", "LazyApi", "build_api"]
+__all__ = ["PREFIX", "USER", "CacheView", "LazyApi", "build_api"]
 
 PREFIX = "/cacheproxy"
 USER = "cacheproxy.user"
 """The scope key under which the server hands the request's authenticated user to the API."""
+
+
+class CacheView(Protocol):
+    """What the API reads of the cache (the :class:`~cacheproxy.server.app.CacheServer` is
+    one): the served resources, who may read them, and the status document."""
+
+    @property
+    def resources(self) -> Mapping[ResourceType, ServedResource]: ...
+
+    @property
+    def access(self) -> AccessControl | None: ...
+
+    def status_page(self) -> dict[str, Any]: ...
+
 
 DESCRIPTION = """\
 cacheproxy's own API, beside the Kubernetes API paths it serves from its cache: the cache's
@@ -142,7 +156,7 @@ def _serve_docs(api: "FastAPI") -> None:
 
 
 def build_api(
-    server: "CacheServer", *, configuration: Callable[[], Mapping[str, Any]] | None = None
+    server: CacheView, *, configuration: Callable[[], Mapping[str, Any]] | None = None
 ) -> "FastAPI":
     """The API of ``server``; ``configuration`` gives the configuration in effect (already
     without secrets), or None when the server has none to show."""
@@ -332,7 +346,7 @@ class LazyApi:
     arriving meanwhile wait for the same build."""
 
     def __init__(
-        self, server: "CacheServer", *, configuration: Callable[[], Mapping[str, Any]] | None
+        self, server: CacheView, *, configuration: Callable[[], Mapping[str, Any]] | None
     ) -> None:
         self._server = server
         self._configuration = configuration
