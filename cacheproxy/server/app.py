@@ -38,7 +38,7 @@ from cacheproxy.server.history import History
 from cacheproxy.server.homepage import wants_html
 from cacheproxy.server.metrics import ResourceStats, ServerMetrics
 from cacheproxy.server.openapi import OpenApiDocuments, OpenApiSource
-from cacheproxy.server.options import ANSWERS, READ_VERBS, ServerOptions, read_verbs
+from cacheproxy.server.options import JSON_ANSWERS, READ_VERBS, ServerOptions, read_verbs
 from cacheproxy.server.ownapi import LazyApi
 from cacheproxy.server.passthrough import (
     LONG_RUNNING_SUBRESOURCES,
@@ -113,7 +113,7 @@ class CacheServer:
             group_versions=self.registry.group_versions,
             types_in=self.registry.in_group_version,
             verbs_for=read_verbs,
-            answers=ANSWERS,
+            answers=JSON_ANSWERS,
         )
         self._stats: dict[ResourceType, ResourceStats] = {}
         self._unhook: dict[ResourceType, list[Callable[[], None]]] = {}

@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.serving import JsonAnswers
 
-__all__ = ["ANSWERS", "READ_VERBS", "ServerOptions", "read_verbs"]
+__all__ = ["JSON_ANSWERS", "READ_VERBS", "ServerOptions", "read_verbs"]
 
 READ_VERBS = ("get", "list", "watch")
 """What the server does with every resource it serves (and all discovery lists)."""
 
-ANSWERS = JsonAnswers(pretty_newline=True)
+JSON_ANSWERS = JsonAnswers(pretty_newline=True)
 """JSON answers: negotiated where a handler checks, indented for people with a final newline."""
 
 

@@ -32,19 +32,19 @@ from cacheproxy.kube.request import REPRESENTATIONS, check_accepts_json
 from cacheproxy.kube.sharding import parse_shard_selector
 from cacheproxy.kube.table import include_object, table
 from cacheproxy.server.admission import ServedRequest
-from cacheproxy.server.options import ANSWERS
+from cacheproxy.server.options import JSON_ANSWERS
 from cacheproxy.server.query import Query, parse_index_selector, validate_fields
 from cacheproxy.server.resource import ServedList, ServedResource
 from cacheproxy.serving import Send, send_parts
 
-__all__ = ["Form", "build_query", "negotiate", "serve_get", "serve_list"]
+__all__ = ["ResponseForm", "build_query", "negotiate", "serve_get", "serve_list"]
 
 METADATA_BATCH = 500
 """PartialObjectMetadata items encoded between two yields to the event loop (each is parsed)."""
 
 
 @dataclass(frozen=True, slots=True)
-class Form:
+class ResponseForm:
     """How to answer a read: as stored, as a Table of version ``table``, or each object
     re-encoded (``reform``: as ``PartialObjectMetadata``, without managedFields)."""
 
@@ -54,12 +54,12 @@ class Form:
     reform: Reform | None = None
 
 
-_AS_STORED = Form()
+_AS_STORED = ResponseForm()
 
 
 def negotiate(
     req: ServedRequest, *, verb: str | None = None, keeps_managed_fields: bool = False
-) -> Form:
+) -> ResponseForm:
     """The answer's form from ``Accept`` for a ``verb`` (get, list, watch; the request's own when
     None); 406 when neither JSON, a Table nor metadata is acceptable. ``drop`` of managedFields
     costs a re-encoding only where they are kept (``keeps_managed_fields``): elsewhere the
@@ -76,11 +76,11 @@ def negotiate(
         check_accepts_json(accept)  # the 406 of a client that takes no JSON at all
         raise status.not_acceptable(REPRESENTATIONS)
     if answer.kind == "table":
-        return Form(answer.version, include_object(req.query))
+        return ResponseForm(answer.version, include_object(req.query))
     drop = answer.drop_managed_fields and keeps_managed_fields
     if answer.kind == "metadata":
-        return Form(reform=Reform(answer.api_version, drop))
-    return Form(reform=Reform(drop_managed_fields=True)) if drop else _AS_STORED
+        return ResponseForm(reform=Reform(answer.api_version, drop))
+    return ResponseForm(reform=Reform(drop_managed_fields=True)) if drop else _AS_STORED
 
 
 def build_query(
@@ -111,7 +111,7 @@ async def serve_get(
     *,
     namespace: str | None,
     name: str,
-    form: Form,
+    form: ResponseForm,
 ) -> None:
     """A get, from the cache's current state (:meth:`.ServedResource.decide` chose it)."""
     entry = res.get(namespace, name)
@@ -124,12 +124,12 @@ async def serve_get(
             include=form.include,
             resource_version=str(obj.get("metadata", {}).get("resourceVersion", "")),
         )
-        await ANSWERS.send(send, req, orjson.dumps(doc))
+        await JSON_ANSWERS.send(send, req, orjson.dumps(doc))
         return
     if form.reform is not None:
-        await ANSWERS.send(send, req, form.reform.encode(entry.raw))
+        await JSON_ANSWERS.send(send, req, form.reform.encode(entry.raw))
         return
-    await ANSWERS.send(send, req, entry.raw)
+    await JSON_ANSWERS.send(send, req, entry.raw)
 
 
 async def serve_list(
@@ -139,7 +139,7 @@ async def serve_list(
     *,
     query: Query,
     opts: ListOptions,
-    form: Form,
+    form: ResponseForm,
     max_page_size: int,
     at: int | None = None,
 ) -> None:
@@ -158,20 +158,20 @@ async def serve_list(
             continue_token=page.continue_token,
             remaining=page.remaining,
         )
-        await ANSWERS.send(send, req, orjson.dumps(doc))
+        await JSON_ANSWERS.send(send, req, orjson.dumps(doc))
         return
     if form.reform is not None or query.shard is not None:
         parts = await _reformed_parts(page, form, query)
     else:
         parts = page.parts()
     if req.pretty:
-        await ANSWERS.send(send, req, b"".join(parts))
+        await JSON_ANSWERS.send(send, req, b"".join(parts))
         return
     req.started = True  # past here a failure can only end the response
     await send_parts(send, parts, writer=req.writer)
 
 
-async def _reformed_parts(page: ServedList, form: Form, query: Query) -> list[bytes]:
+async def _reformed_parts(page: ServedList, form: ResponseForm, query: Query) -> list[bytes]:
     """A page's body with what the stored list does not say: its items re-encoded (a
     ``PartialObjectMetadataList``, managedFields dropped; in batches, yielding to the loop
     between them), and the ``shardInfo`` of a sharded list (KEP-5866) in its metadata (the head

@@ -28,11 +28,11 @@ from cacheproxy.server.failures import fix_for
 from cacheproxy.server.homepage import HTML, wants_html
 from cacheproxy.server.homepage import render as render_home
 from cacheproxy.server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from cacheproxy.server.options import ANSWERS
+from cacheproxy.server.options import JSON_ANSWERS
 from cacheproxy.server.ownapi import PREFIX, USER
 from cacheproxy.server.query import Query
 from cacheproxy.server.readplan import ForwardRead, ReadRequest, Serve
-from cacheproxy.server.reads import Form, build_query, negotiate, serve_get, serve_list
+from cacheproxy.server.reads import ResponseForm, build_query, negotiate, serve_get, serve_list
 from cacheproxy.server.refusals import not_cached, not_served_here
 from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.watching import serve_watch
@@ -101,7 +101,7 @@ async def route(
         return
     if parts == ["status"]:
         page = server.status_page()
-        await ANSWERS.send(send, req, orjson.dumps(page))
+        await JSON_ANSWERS.send(send, req, orjson.dumps(page))
         return
     if not parts and wants_html(req.header("accept")):
         state = server.status_page()
@@ -114,7 +114,7 @@ async def route(
         await server.openapi.serve(req, send, parts)
         return
     if parts == ["version"]:
-        await ANSWERS.send(send, req, orjson.dumps(server.version))
+        await JSON_ANSWERS.send(send, req, orjson.dumps(server.version))
         return
     discovery = server.discovery
     if await discovery.serve_groups(req, send, parts, server_address=server.server_address):
@@ -200,7 +200,7 @@ async def _watch(
     res: ServedResource,
     query: Query,
     opts: ListOptions,
-    form: Form,
+    form: ResponseForm,
 ) -> None:
     """A watch, counted against its resource's and its user's limits while it lasts."""
     tables = (
@@ -238,7 +238,7 @@ def _not_found(server: CacheServer, path: ApiPath) -> ApiError:
 
 def _served(
     server: CacheServer, req: ServedRequest, path: ApiPath, verb: str | None
-) -> tuple[ServedResource, Form]:
+) -> tuple[ServedResource, ResponseForm]:
     """The cached resource a read of ``path`` is answered from, and the answer's form; 404 for
     what is not served, 406 for an answer nobody accepts, 429 before the resource's first sync.
     (Writes were refused before: :mod:`.refusals`.)"""

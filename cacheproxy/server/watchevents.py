@@ -1,7 +1,7 @@
 """The cache's events as the server's watchers see them: one decision per watcher and event, one
 line per event and form, and RVs for what a relist changed.
 
-- :func:`sight` decides what a watcher sees of one event: the API server's transition rule
+- :func:`watcher_sees` decides what a watcher sees of one event: the API server's transition rule
   (:func:`cacheproxy.kube.transitions.seen`) over whether the watcher's query matched the previous
   state and matches the new one. The live fan-out (:class:`~.watchhub.WatchHub`) and history
   replay (:func:`replay_lines`) both decide with it, so a resumed watch sees the past exactly as a
@@ -31,7 +31,7 @@ from cacheproxy.kube.transitions import Seen, seen
 from cacheproxy.kube.watchevents import EVENT_HEADS, EVENT_TAIL, event_line
 from cacheproxy.server.query import EntryView, Query, matches_view
 
-__all__ = ["EventLines", "relist_events", "replay_lines", "sight"]
+__all__ = ["EventLines", "relist_events", "replay_lines", "watcher_sees"]
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,9 @@ _SEEN = {
 and a lookup costs a fraction of a call."""
 
 
-def sight(event: Changed, query: Query, new: EntryView, old: EntryView | None) -> Seen | None:
+def watcher_sees(
+    event: Changed, query: Query, new: EntryView, old: EntryView | None
+) -> Seen | None:
     """What a watcher with ``query`` sees of ``event`` (None: nothing). ``new`` and ``old`` are
     views of the event's entry and previous entry, shared between watchers."""
     event_type = event.type
@@ -68,7 +70,7 @@ def _restamped(entry: Entry, rv: int) -> bytes:
 
 class EventLines:
     """The line bytes of one event, built on first use and shared by all watchers: per kind of
-    sight, and per form (as stored, or re-encoded by a :class:`~cacheproxy.kube.partial.Reform`)."""
+    watcher_sees, and per form (as stored, or re-encoded by a :class:`~cacheproxy.kube.partial.Reform`)."""
 
     __slots__ = ("_cache", "event")
 
@@ -109,7 +111,7 @@ def replay_lines(
     for event in events:
         new = EntryView(event.entry, rtype, store)
         old = EntryView(event.prev, rtype, store) if event.prev is not None else None
-        kind = sight(event, query, new, old)
+        kind = watcher_sees(event, query, new, old)
         if kind is not None:
             lines.append(EventLines(event).line(kind, reform))
     return lines

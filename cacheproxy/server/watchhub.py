@@ -1,7 +1,7 @@
 """The WatchHub: every open watch of one resource, fed synchronously by its informer.
 
 - Each event's line bytes are built once and shared by every watcher that gets it (docs/design.md §3);
-  what each watcher gets is :func:`~.watchevents.sight`'s decision (the transition rule).
+  what each watcher gets is :func:`~.watchevents.watcher_sees`'s decision (the transition rule).
 - Every watcher has a bounded buffer; one that falls behind is closed (and counted), so the
   informer and the other watchers never wait for it (docs/design.md §7).
 - Only events newer than a watcher's starting point reach it.
@@ -22,7 +22,7 @@ from cacheproxy.kube.partial import Reform
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.watchevents import bookmark_line
 from cacheproxy.server.query import EntryView, Query
-from cacheproxy.server.watchevents import EventLines, relist_events, sight
+from cacheproxy.server.watchevents import EventLines, relist_events, watcher_sees
 from cacheproxy.serving import Mailbox
 
 __all__ = ["ServedWatch", "WatchHub"]
@@ -95,7 +95,7 @@ class WatchHub:
                 continue
             if rv <= watcher.min_rv:
                 continue
-            kind = sight(event, watcher.query, new, old)
+            kind = watcher_sees(event, watcher.query, new, old)
             if kind is None:
                 continue
             if watcher.offer(lines.line(kind, watcher.reform), rv):

@@ -50,7 +50,7 @@ from cacheproxy.sim.config import SimConfig
 from cacheproxy.sim.control import control
 from cacheproxy.sim.faults import Faults
 from cacheproxy.sim.openapi import SimOpenApi
-from cacheproxy.sim.render import ANSWERS
+from cacheproxy.sim.render import JSON_ANSWERS
 from cacheproxy.sim.resources import RequestRecord, serve_resource
 from cacheproxy.sim.routing import discovery_verbs, with_subresources
 from cacheproxy.sim.store import SimStore
@@ -95,7 +95,7 @@ class Simulator:
             types_in=self._types_in,
             verbs_for=self._verbs_for,
             decorate=with_subresources,
-            answers=ANSWERS,
+            answers=JSON_ANSWERS,
             etag=True,
         )
         self.openapi = SimOpenApi(self.config.git_version)
@@ -222,7 +222,7 @@ class Simulator:
         if not _is_resource_path(parts):
             self.access.authorize_path(user, req.path)
         if parts == ["version"]:
-            await ANSWERS.send(send, req, orjson.dumps(self.version_info()))
+            await JSON_ANSWERS.send(send, req, orjson.dumps(self.version_info()))
             return
         if parts[:1] == ["openapi"]:
             await self.openapi.serve(req, send, parts, self._all_gvs())

@@ -9,7 +9,7 @@ is usable the answer is the API server's 406. Tables use the API server's printe
 (:mod:`cacheproxy.kube.table`; the default Table for custom resources), ages relative to now.
 
 Every JSON answer is negotiated (406 naming kube-apiserver's list of what it serves), indented
-for people, and gzip-compressed above 128 KiB when the client accepts it (:data:`ANSWERS`).
+for people, and gzip-compressed above 128 KiB when the client accepts it (:data:`JSON_ANSWERS`).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from cacheproxy.sim import statuses
 from cacheproxy.sim.api import ListResult
 
 __all__ = [
-    "ANSWERS",
     "GZIP_THRESHOLD",
+    "JSON_ANSWERS",
     "PLAIN",
     "AnswerForm",
     "list_body",
@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 GZIP_THRESHOLD = 128 * 1024  # the API server compresses responses above 128 KiB
-ANSWERS = JsonAnswers(
+JSON_ANSWERS = JsonAnswers(
     representations=statuses.REPRESENTATIONS, negotiate=True, compress_above=GZIP_THRESHOLD
 )
 """How the simulator answers in JSON."""

@@ -25,7 +25,7 @@ from cacheproxy.kube.request import ApiPath
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.serving import Request, Send
 from cacheproxy.sim import render, statuses
-from cacheproxy.sim.render import ANSWERS
+from cacheproxy.sim.render import JSON_ANSWERS
 from cacheproxy.sim.routing import resource_verb
 from cacheproxy.sim.watching import serve_watch
 from cacheproxy.sim.writes import PATCH_TYPES
@@ -59,7 +59,9 @@ async def serve_resource(
     if rtype is None:
         review = sim.review_registry.get_gvr(gv.group, gv.version, path.resource or "")
         if review is not None and req.method == "POST" and name is None and sub is None:
-            await sim.access.review(req, send, review, user, faults=sim.faults, answers=ANSWERS)
+            await sim.access.review(
+                req, send, review, user, faults=sim.faults, answers=JSON_ANSWERS
+            )
             return
         raise status.resource_not_found()
     if namespace is not None and not rtype.namespaced:
@@ -95,23 +97,23 @@ async def serve_resource(
         opts = list_options(sim, rtype, req, watch=False)
         result = await api.list(rtype, namespace, opts)
         form = render.negotiate(req.header("accept"), req.query, verb="list", kube=sim.kube_version)
-        await ANSWERS.send(send, req, render.list_body(result, form))
+        await JSON_ANSWERS.send(send, req, render.list_body(result, form))
     elif verb == "get":
         assert name is not None
         body = await api.get(rtype, namespace, name, req.param("resourceVersion"))
         form = render.negotiate(req.header("accept"), req.query, verb="get", kube=sim.kube_version)
-        await ANSWERS.send(send, req, render.object_body(rtype, body, form))
+        await JSON_ANSWERS.send(send, req, render.object_body(rtype, body, form))
     elif verb == "create" and sub == "binding":
         assert name is not None
         answer = api.bind(rtype, namespace, name, await _object(req))
-        await ANSWERS.send(send, req, orjson.dumps(answer), code=201)
+        await JSON_ANSWERS.send(send, req, orjson.dumps(answer), code=201)
     elif verb == "create":
         obj = api.create(rtype, namespace, await _object(req))
-        await ANSWERS.send(send, req, orjson.dumps(obj), code=201)
+        await JSON_ANSWERS.send(send, req, orjson.dumps(obj), code=201)
     elif verb == "update":
         assert name is not None
         obj = api.update(rtype, namespace, name, await _object(req), subresource=sub)
-        await ANSWERS.send(send, req, orjson.dumps(obj))
+        await JSON_ANSWERS.send(send, req, orjson.dumps(obj))
     elif verb == "patch":
         assert name is not None
         ctype = req.header("content-type").split(";")[0].strip()
@@ -119,14 +121,14 @@ async def serve_resource(
             raise statuses.unsupported_media_type()
         body = await req.json()
         obj = api.patch(rtype, namespace, name, ctype, body, subresource=sub)
-        await ANSWERS.send(send, req, orjson.dumps(obj))
+        await JSON_ANSWERS.send(send, req, orjson.dumps(obj))
     elif verb == "delete":
         assert name is not None
         obj = api.delete(rtype, namespace, name)
-        await ANSWERS.send(send, req, orjson.dumps(obj))
+        await JSON_ANSWERS.send(send, req, orjson.dumps(obj))
     else:  # deletecollection
         opts = list_options(sim, rtype, req, watch=False)
-        await ANSWERS.send(send, req, api.delete_collection(rtype, namespace, opts))
+        await JSON_ANSWERS.send(send, req, api.delete_collection(rtype, namespace, opts))
 
 
 async def _object(req: Request) -> Any:
