@@ -91,8 +91,8 @@ checks each against the installed uvicorn)."""
 # ---------------------------------------------------------------------- serving
 
 
-async def _serve(server: uvicorn.Server, sock: socket.socket) -> None:
-    """``uvicorn.Server.serve`` without its signal capture."""
+async def _serve(server: uvicorn.Server, sock: socket.socket, started: asyncio.Event) -> None:
+    """``uvicorn.Server.serve`` without its signal capture; ``started`` is set once it serves."""
     config = server.config
     if not config.loaded:
         config.load()
@@ -100,6 +100,8 @@ async def _serve(server: uvicorn.Server, sock: socket.socket) -> None:
     await server.startup(sockets=[sock])
     if server.should_exit:
         return
+    if server.started:
+        started.set()
     await server.main_loop()
     await server.shutdown(sockets=[sock])
 
@@ -125,12 +127,18 @@ class UvicornRunner:
         self.port = sock.getsockname()[1]
         server = uvicorn.Server(self.config)
         self._server = server
-        self._task = asyncio.create_task(_serve(server, sock), name=f"{self.name}-{self.port}")
-        while not server.started:
-            if self._task.done():
-                self._task.result()  # raise the startup error
-                raise RuntimeError(f"{self.name} exited during startup")
-            await asyncio.sleep(0.01)
+        started = asyncio.Event()
+        task = self._task = asyncio.create_task(
+            _serve(server, sock, started), name=f"{self.name}-{self.port}"
+        )
+        waiting = asyncio.ensure_future(started.wait())
+        try:
+            await asyncio.wait((task, waiting), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiting.cancel()
+        if not started.is_set():
+            task.result()  # raise the startup error
+            raise RuntimeError(f"{self.name} exited during startup")
 
     def stop_listening(self) -> None:
         if self._server is not None:
