@@ -33,6 +33,7 @@ from cacheproxy.kube.resources import ResourceRegistry, ResourceType
 from cacheproxy.kube.versions import NEWEST, KubeVersion
 from cacheproxy.server.access import AccessControl
 from cacheproxy.server.admission import Admission, ServedRequest
+from cacheproxy.server.failures import fix_for
 from cacheproxy.server.forwarded import UpstreamRead
 from cacheproxy.server.history import History
 from cacheproxy.server.homepage import wants_html
@@ -49,7 +50,22 @@ from cacheproxy.server.passthrough import (
 from cacheproxy.server.proxying import tunnelled_upgrade
 from cacheproxy.server.refusals import refusal, websocket_refusal
 from cacheproxy.server.resource import ServedResource
-from cacheproxy.server.routing import HEALTH_CHECKS, OWN_PATHS, health, route
+from cacheproxy.server.routing import (
+    HEALTH_CHECKS,
+    OWN_PATHS,
+    Call,
+    ResourceReads,
+    Route,
+    RouteTable,
+    api_paths,
+    health,
+    home_page,
+    metrics,
+    openapi,
+    own_api,
+    status_document,
+    upstream_version,
+)
 from cacheproxy.server.statuspage import cache_status
 from cacheproxy.server.watchhub import WatchHub
 from cacheproxy.serving import (
@@ -140,6 +156,41 @@ class CacheServer:
         self.local_tokens = local_tokens
         """Bearer tokens are checked against a static token file of the daemon's (``auth.mode:
         token``): they are not the API server's, so a forwarded request cannot carry them."""
+        self.routes = self._route_table()
+        """Which handler answers an admitted request (:mod:`.routing`)."""
+
+    def _route_table(self) -> RouteTable:
+        reads = ResourceReads(
+            registry=self.registry,
+            resources=self.resources,
+            hubs=self.hubs,
+            options=self.options,
+            admission=self.admission,
+            failures=self.metrics.failures,
+            forwarding=self,
+            staleness=self.staleness,
+            refusing_watches=lambda: self.watches_closed,
+            passthrough=self.passthrough is not None,
+            api_server=self.api_server,
+        )
+        routes: list[Route] = [
+            health(lambda: self.ready, self.readiness_report),
+            own_api(lambda scope, receive, send: self.api(scope, receive, send)),
+            metrics(self.metrics.exposition),
+            status_document(self.status_page),
+            home_page(
+                self.status_page,
+                version=self.version,
+                api_server=self.api_server,
+                history=self.history,
+            ),
+        ]
+        if self.openapi is not None:
+            routes.append(openapi(self.openapi))
+        routes.append(upstream_version(self.version))
+        return RouteTable(
+            routes, last=api_paths(self.discovery, self.registry, reads, served_at=self)
+        )
 
     @property
     def kube_version(self) -> KubeVersion:
@@ -204,6 +255,31 @@ class CacheServer:
             return False
         limit = self.options.ready_max_staleness
         return not limit or all(s.staleness() <= limit for s in self._stats.values())
+
+    def readiness_report(self, ok: bool) -> str:
+        """``/readyz?verbose``: a line per check, as the API server's: ``[+]cache:pods ok``,
+        ``[-]cache:pods not synced: list failed: 403 … (fix)``."""
+        failures = self.metrics.failures
+        lines = ["[+]ping ok"] if not self.draining else ["[-]shutting down"]
+        for name, why in self.pending.items():
+            lines.append(f"[-]cache:{name} not served: {why}")
+        for rtype, res in self.resources.items():
+            name = rtype.config_name
+            failure = failures.of(name)
+            if res.synced and failure is None:
+                lines.append(f"[+]cache:{name} ok")
+                continue
+            state = "synced, but failing" if res.synced else "not synced"
+            if name in self.auto_cached and not res.synced:
+                state = "not synced (cached because read: not needed for readiness)"
+            reason = (
+                f": {failure.summary}. {fix_for(failure.code, failure.verb, name)}"
+                if failure
+                else ""
+            )
+            lines.append(f"[{'+' if res.synced else '-'}]cache:{name} {state}{reason}")
+        lines.append(f"readyz check {'passed' if ok else 'failed'}")
+        return "\n".join(lines) + "\n"
 
     def status_page(self) -> dict[str, Any]:
         """The status document of ``/status``, the home page and the own API."""
@@ -299,7 +375,7 @@ class CacheServer:
         admission.check_bounds(req)
         parts = split_path(req.path)
         if parts in HEALTH_CHECKS:
-            await health(self, send, parts[0], verbose="verbose" in req.query)
+            await self.routes.dispatch(Call(req, send, parts, None, None))
             return
         path = parse_api_path(parts)
         verb = verb_of(req.method, path, req.query) if path and path.resource else None
@@ -322,11 +398,11 @@ class CacheServer:
             await admission.authorize(req, path, verb, served_namespaces=self.served_namespaces)
         if verb == "watch" or parts in (["metrics"], ["status"]):
             # Watches are bounded by their own limits; monitoring must work under overload.
-            await route(self, req, send, parts, path, verb)
+            await self.routes.dispatch(Call(req, send, parts, path, verb))
             return
         admission.admit()
         try:
-            await route(self, req, send, parts, path, verb)
+            await self.routes.dispatch(Call(req, send, parts, path, verb))
         finally:
             admission.release()
 
@@ -372,14 +448,14 @@ class CacheServer:
         if discovery and as_user is not None and not passthrough.impersonates:
             # A caller whose identity cannot be forwarded still reads the cache: it is told
             # what the cache serves (its own discovery, as without pass-through).
-            await route(self, req, send, parts, path, verb)
+            await self.routes.dispatch(Call(req, send, parts, path, verb))
             return
         if discovery:
             # The cache's own also when upstream cannot be reached, or refuses a caller that
             # sent no credentials.
             what = dataclasses.replace(
                 what,
-                fallback=lambda: route(self, req, send, parts, path, verb),
+                fallback=lambda: self.routes.dispatch(Call(req, send, parts, path, verb)),
                 fallback_when_refused=as_user is None and not req.header("authorization"),
             )
         await passthrough.forward(req, send, what, as_user=as_user)
