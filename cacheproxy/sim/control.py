@@ -7,17 +7,35 @@ action takes arguments (README: "Faults"; ``docs/simulator.md``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections import Counter
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from cacheproxy.kube import status
+from cacheproxy.sim.faults import Faults
+from cacheproxy.sim.store import SimStore
 
-if TYPE_CHECKING:
-    from cacheproxy.sim.app import Simulator
-
-__all__ = ["control"]
+__all__ = ["Controlled", "control"]
 
 
-def control(sim: Simulator, method: str, action: str, body: dict[str, Any]) -> dict[str, Any]:
+class Controlled(Protocol):
+    """What the control path acts on (the :class:`~cacheproxy.sim.app.Simulator` is one)."""
+
+    store: SimStore
+    faults: Faults
+    requests: Counter[str]
+    on_restart: Callable[[], None] | None
+
+    def compact(self) -> None: ...
+
+    def compact_storage(self, rv: int | None = None) -> None: ...
+
+    def progress_notify(self) -> None: ...
+
+    def end_watches(self) -> int: ...
+
+
+def control(sim: Controlled, method: str, action: str, body: dict[str, Any]) -> dict[str, Any]:
     """Carry out one control request; its JSON answer. Bad arguments are a 400 naming them."""
     result: dict[str, Any] = {"ok": True}
     try:

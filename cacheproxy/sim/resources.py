@@ -9,8 +9,9 @@ are :class:`~cacheproxy.sim.api.SimApi`'s; the form of an answer, :mod:`cachepro
 
 from __future__ import annotations
 
+from collections import Counter, deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -22,18 +23,21 @@ from cacheproxy.kube.listoptions import ListOptions, parse_list_options
 from cacheproxy.kube.protobuf import PROTOBUF
 from cacheproxy.kube.protoobjects import DECODED_KINDS, decode_object
 from cacheproxy.kube.request import ApiPath
-from cacheproxy.kube.resources import ResourceType
+from cacheproxy.kube.resources import ResourceRegistry, ResourceType
+from cacheproxy.kube.versions import KubeVersion
 from cacheproxy.serving import Request, Send
 from cacheproxy.sim import render, statuses
+from cacheproxy.sim.admission import SimAccess
+from cacheproxy.sim.api import SimApi
+from cacheproxy.sim.config import SimConfig
+from cacheproxy.sim.faults import Faults
 from cacheproxy.sim.render import JSON_ANSWERS
 from cacheproxy.sim.routing import resource_verb
+from cacheproxy.sim.store import SimStore
 from cacheproxy.sim.watching import serve_watch
 from cacheproxy.sim.writes import PATCH_TYPES
 
-if TYPE_CHECKING:
-    from cacheproxy.sim.app import Simulator
-
-__all__ = ["RequestRecord", "list_options", "serve_resource"]
+__all__ = ["RequestRecord", "Served", "list_options", "serve_resource"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +53,28 @@ class RequestRecord:
     """Who the simulator authenticated (None without a policy): its audit log's username."""
 
 
+class Served(Protocol):
+    """What a resource request is answered from (the :class:`~cacheproxy.sim.app.Simulator`
+    is one): its resources, who may do what, its API over the store, the faults to inject, the
+    request counts and log."""
+
+    config: SimConfig
+    registry: ResourceRegistry
+    review_registry: ResourceRegistry
+    access: SimAccess
+    api: SimApi
+    store: SimStore
+    faults: Faults
+    stopping: bool
+    requests: Counter[str]
+    request_log: deque[RequestRecord]
+
+    @property
+    def kube_version(self) -> KubeVersion: ...
+
+
 async def serve_resource(
-    sim: Simulator, req: Request, send: Send, path: ApiPath, user: UserInfo | None
+    sim: Served, req: Request, send: Send, path: ApiPath, user: UserInfo | None
 ) -> None:
     """Answer a request on a resource path (``user``: who sent it, None without a policy)."""
     gv = path.group_version
@@ -149,7 +173,7 @@ async def _object(req: Request) -> Any:
 
 
 def list_options(
-    sim: Simulator,
+    sim: Served,
     rtype: ResourceType,
     req: Request,
     *,

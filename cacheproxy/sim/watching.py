@@ -12,25 +12,37 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from cacheproxy.errors import ApiError
 from cacheproxy.kube import status
 from cacheproxy.kube.listoptions import ListOptions
 from cacheproxy.kube.resources import ResourceType
+from cacheproxy.kube.versions import KubeVersion
 from cacheproxy.serving import Request, Send, WatchWriter, closed_on_disconnect, error_line
 from cacheproxy.sim import render
-from cacheproxy.sim.faults import StreamFault
+from cacheproxy.sim.api import SimApi
+from cacheproxy.sim.faults import Faults, StreamFault
+from cacheproxy.sim.store import SimStore
 from cacheproxy.sim.watch import SimWatcher, SimWatchPlan, stream_watch
 
-if TYPE_CHECKING:
-    from cacheproxy.sim.app import Simulator
+__all__ = ["Watched", "serve_watch"]
 
-__all__ = ["serve_watch"]
+
+class Watched(Protocol):
+    """What a watch is served from (the :class:`~cacheproxy.sim.app.Simulator` is one)."""
+
+    api: SimApi
+    store: SimStore
+    faults: Faults
+    stopping: bool
+
+    @property
+    def kube_version(self) -> KubeVersion: ...
 
 
 async def serve_watch(
-    sim: Simulator,
+    sim: Watched,
     req: Request,
     send: Send,
     rtype: ResourceType,
