@@ -7,8 +7,8 @@
 - :mod:`~cacheproxy.upstream.forwarding`: where requests forwarded as their callers sent them go
   (:class:`ForwardingTarget`, on keep-alive connections of :mod:`~.connections`);
 - :mod:`~cacheproxy.upstream.listwatch`: :class:`ApiListerWatcher`, the informer's
-  ``ListerWatcher`` protocol over HTTP, plus client-go's pager (:func:`list_all`) and
-  :func:`get_version`;
+  ``ListerWatcher`` protocol over HTTP (:func:`lister_watchers`: an ``InformerFactory``'s
+  factory of them), plus client-go's pager (:func:`list_all`) and :func:`get_version`;
 - :mod:`~cacheproxy.upstream.probe`: :class:`ResourceVersionProbe`, upstream's current
   resourceVersion of a resource, :class:`CollectionKeys`, what a collection holds now, and
   :class:`ObjectVersions`, one object's resourceVersion (for consistent reads from the cache);
@@ -37,7 +37,13 @@ from cacheproxy.upstream.forwarding import (
     ImpersonatingTarget,
     build_forwarding_target,
 )
-from cacheproxy.upstream.listwatch import ApiListerWatcher, VersionInfo, get_version, list_all
+from cacheproxy.upstream.listwatch import (
+    ApiListerWatcher,
+    VersionInfo,
+    get_version,
+    list_all,
+    lister_watchers,
+)
 from cacheproxy.upstream.probe import (
     CollectionKeys,
     KeysListed,
@@ -63,6 +69,7 @@ __all__ = [
     "build_forwarding_target",
     "get_version",
     "list_all",
+    "lister_watchers",
     "load_incluster",
     "load_kubeconfig",
     "load_upstream",

@@ -29,8 +29,10 @@ import orjson
 
 from cacheproxy.errors import TransportError
 from cacheproxy.informer import (
+    Collection,
     Decode,
     ListerWatcher,
+    ListerWatcherFactory,
     ListPage,
     ListRequest,
     ReflectorOptions,
@@ -55,6 +57,7 @@ __all__ = [
     "VersionInfo",
     "get_version",
     "list_all",
+    "lister_watchers",
     "send_for_json",
 ]
 
@@ -295,6 +298,23 @@ async def _read_list(response: httpx.Response, decode: Decode) -> ListPage:
         resource_version=str(metadata.get("resourceVersion") or ""),
         continue_token=str(metadata.get("continue") or ""),
     )
+
+
+def lister_watchers(client: httpx.AsyncClient) -> ListerWatcherFactory:
+    """What an :class:`~cacheproxy.informer.InformerFactory` makes its informers' ListerWatchers
+    with, over ``client``: each :class:`~cacheproxy.informer.Collection`'s namespace, label
+    selector and field selector sent upstream as given (nothing to pass again by hand)."""
+
+    def make(collection: Collection) -> ApiListerWatcher:
+        return ApiListerWatcher(
+            client,
+            collection.rtype,
+            namespace=collection.namespace,
+            label_selector=collection.label_selector,
+            field_selector=collection.field_selector,
+        )
+
+    return make
 
 
 # ---------------------------------------------------------------------------- pager

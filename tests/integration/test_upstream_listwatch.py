@@ -10,7 +10,14 @@ import pytest
 
 from cacheproxy import __version__
 from cacheproxy.errors import ApiError, TransportError
-from cacheproxy.informer import ListerWatcher, ListRequest, WatchEvent, WatchRequest
+from cacheproxy.informer import (
+    Collection,
+    InformerFactory,
+    ListerWatcher,
+    ListRequest,
+    WatchEvent,
+    WatchRequest,
+)
 from cacheproxy.kube.resources import builtin
 from cacheproxy.sim import SimConfig, SimServer, Simulator
 from cacheproxy.upstream import (
@@ -19,7 +26,9 @@ from cacheproxy.upstream import (
     build_client,
     get_version,
     list_all,
+    lister_watchers,
 )
+from tests.support import until
 
 CONFIGMAPS = builtin("configmaps")
 PODS = builtin("pods")
@@ -378,3 +387,35 @@ async def test_a_demo_watch_and_list_share_the_client_concurrently(
     ):
         nodes = await lws[2].list(ListRequest())
     assert len(nodes.items) == 5
+
+
+async def test_a_factorys_informers_list_and_watch_each_collection_as_it_is_named(
+    upstream: httpx.AsyncClient, recorder: Recorder, demo_server: SimServer
+) -> None:
+    # The namespace and both selectors of each Collection reach upstream, list and watch alike,
+    # with nothing passed again by hand.
+    collection = Collection(
+        PODS,
+        namespace="ns-1",
+        label_selector="app=app-2",
+        field_selector="status.phase=Running",
+    )
+    factory = InformerFactory(lister_watchers(upstream))
+    pods = factory.informer(collection)
+    async with factory:
+        assert await factory.wait_for_cache_sync()
+        await until(lambda: any(p.get("watch") for p in recorder.params()), "the watch starts")
+    sent = recorder.params()  # the informer's requests (the check below sends one more)
+    expected = {
+        f"ns-1/{p['metadata']['name']}"
+        for p in (await upstream.get("/api/v1/namespaces/ns-1/pods")).json()["items"]
+        if p["metadata"]["labels"].get("app") == "app-2" and p["status"]["phase"] == "Running"
+    }
+    assert expected and set(pods.store.keys()) == expected
+    asked = [p for p in sent if p.get("labelSelector")]
+    assert asked and all(
+        (p["labelSelector"], p["fieldSelector"]) == ("app=app-2", "status.phase=Running")
+        for p in asked
+    )
+    assert any(p.get("watch") for p in asked)
+    assert len(asked) == len(sent)  # every request carried them
