@@ -24,6 +24,7 @@ def test_the_package_exports_exactly_its_public_names() -> None:
         "build_forwarding_target",
         "get_version",
         "list_all",
+        "lister_watchers",
         "load_incluster",
         "load_kubeconfig",
         "load_upstream",
