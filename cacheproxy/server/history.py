@@ -47,14 +47,14 @@ class Sample:
     (all zeros for a resource that does not read consistently)."""
 
 
-def _sample(tracked: TrackedResource, served: Mapping[str, int], at: float) -> Sample:
+def _sample(tracked: TrackedResource, served: Mapping[str, float], at: float) -> Sample:
     consistency = tracked.resource.consistency
     waits = tuple(consistency.stats.wait_buckets) if consistency else (0,) * (len(WAIT_BUCKETS) + 1)
     return Sample(
         at=at,
         objects=len(tracked.resource.store),
         changes=sum(tracked.stats.events.get(kind, 0) for kind in CHANGES),
-        requests=served.get(tracked.name, 0),
+        requests=int(served.get(tracked.name, 0)),
         watchers=len(tracked.hub.watchers),
         waits=waits,
     )
@@ -95,12 +95,12 @@ class History:
         tracked = self._metrics.tracked_named(name)
         if tracked is None:
             return None
-        return _sample(tracked, self._metrics.served, self._metrics.clock())
+        return _sample(tracked, self._metrics.requests_served(), self._metrics.clock())
 
     def sample(self) -> None:
         """Take one sample of every tracked resource (and forget those no longer tracked)."""
         now = self._metrics.clock()
-        served = self._metrics.served
+        served = self._metrics.requests_served()
         names = set()
         for tracked in self._metrics.tracked:
             names.add(tracked.name)

@@ -22,7 +22,6 @@ Recording never raises into a request or into the informer's processing loop.
 
 from __future__ import annotations
 
-import collections
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -196,8 +195,6 @@ class ServerMetrics:
         """Each resource's failing lists and watches (told by the daemon's ListerWatchers)."""
         self._tracked: dict[str, TrackedResource] = {}
         self._resource_of_informer: dict[str, str] = {}
-        self.served: collections.Counter[str] = collections.Counter()
-        """Requests served per tracked resource since the start (the home page's rates)."""
         registry = self.registry
         self.upstream_requests = Counter(
             "cacheproxy_upstream_requests_total",
@@ -348,8 +345,6 @@ class ServerMetrics:
                     self._request_children[verb, resource, code] = children
             count, duration = children
             count.inc()
-            if resource in self._tracked:
-                self.served[resource] += 1
             if duration is not None:
                 duration.observe(seconds)
         except Exception:  # pragma: no cover - defensive: metrics never break a request
@@ -368,6 +363,17 @@ class ServerMetrics:
             return count, None
         code_class = f"{code_label[0]}xx" if code_label.isdigit() else code_label
         return count, self.http_duration.labels(verb, resource, code_class)
+
+    def requests_served(self) -> dict[str, float]:
+        """Requests served so far per tracked resource (the sum of its request counters: read
+        when the home page's history samples, never counted apart per request)."""
+        served: dict[str, float] = {}
+        for family in self.http_requests.collect():
+            for sample in family.samples:
+                if sample.name.endswith("_total") and sample.labels["resource"] in self._tracked:
+                    resource = sample.labels["resource"]
+                    served[resource] = served.get(resource, 0.0) + sample.value
+        return served
 
     def exposition(self) -> bytes:
         """The ``/metrics`` body (Prometheus text format, :data:`CONTENT_TYPE`)."""
