@@ -83,7 +83,7 @@ class Entry:
     typed list item of a built-in kind (which carries no type) is ``{`` + ``body``. Lists and
     watch lines are assembled from these parts without slicing or copying any entry."""
 
-    __slots__ = ("body", "key", "labels", "prefix", "values")
+    __slots__ = ("_parsed", "body", "key", "labels", "prefix", "values")
 
     def __init__(
         self,
@@ -100,6 +100,7 @@ class Entry:
         """Per configured index (in the store's order), the values this object is indexed under."""
         self.body = body
         self.prefix = prefix
+        self._parsed: dict[str, Any] | None = None
 
     @property
     def raw(self) -> bytes:
@@ -138,6 +139,19 @@ class Entry:
     def object(self) -> dict[str, Any]:
         """A fresh parsed copy of the object (callers may modify it)."""
         parsed: dict[str, Any] = orjson.loads(self.raw)
+        return parsed
+
+    @property
+    def parsed(self) -> dict[str, Any]:
+        """The object, parsed on first use and kept while this entry lives (a later version of
+        the object is a new entry). Shared by every reader: read it, never modify it — as with
+        client-go's cache, a change belongs in a copy (:meth:`object`).
+
+        Kept by the entry, so only objects someone read cost their parsed size (about ten times
+        their JSON); the daemon never asks."""
+        parsed = self._parsed
+        if parsed is None:
+            parsed = self._parsed = orjson.loads(self.raw)
         return parsed
 
     def __repr__(self) -> str:
