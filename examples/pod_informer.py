@@ -16,15 +16,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from cacheproxy.informer import (
-    Collection,
-    FuncHandler,
-    InformerFactory,
-    RateLimitingQueue,
-    ShutDown,
-)
-from cacheproxy.kube import builtin
-from cacheproxy.upstream import ApiListerWatcher, UpstreamConfig, build_client, load_upstream
+from cacheproxy.controller import InformerFactory
+from cacheproxy.informer import FuncHandler, RateLimitingQueue, ShutDown
 
 
 def images(pod: dict[str, Any]) -> list[str]:
@@ -33,20 +26,10 @@ def images(pod: dict[str, Any]) -> list[str]:
 
 
 async def main(server: str | None, kubeconfig: Path | None, seconds: float) -> Counter[str]:
-    config = UpstreamConfig(server=server) if server else load_upstream(kubeconfig)
-    client = build_client(config)
-    factory = InformerFactory(
-        lambda c: ApiListerWatcher(
-            client,
-            c.rtype,
-            namespace=c.namespace,
-            label_selector=c.label_selector,
-            field_selector=c.field_selector,
-        )
+    factory = (
+        InformerFactory.from_url(server) if server else InformerFactory.from_kubeconfig(kubeconfig)
     )
-    pods = factory.informer(
-        Collection(builtin("pods")), field_indexes=["spec.nodeName"], indexers={"image": images}
-    )
+    pods = factory.informer("pods", field_indexes=["spec.nodeName"], indexers={"image": images})
     queue: RateLimitingQueue[str] = RateLimitingQueue(name="pods")
     pods.add_handler(
         FuncHandler(
@@ -86,7 +69,6 @@ async def main(server: str | None, kubeconfig: Path | None, seconds: float) -> C
         for task in workers:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-    await client.aclose()
     print(f"worker results: {dict(seen)}")
     return seen
 

@@ -42,7 +42,7 @@ from cacheproxy.daemon.wiring import (
 )
 from cacheproxy.errors import CacheProxyError
 from cacheproxy.informer.events import InformerEvent, Relisted
-from cacheproxy.informer.factory import Collection, InformerFactory
+from cacheproxy.informer.factory import Collection, SharedInformerFactory
 from cacheproxy.kube.partial import DROP_MANAGED_FIELDS
 from cacheproxy.kube.resources import BUILTIN_RESOURCES, ResourceType, builtin
 from cacheproxy.server.access import AccessControl, TokenAuthenticator
@@ -92,8 +92,8 @@ class Daemon:
         self._client: Any = None
         self._forwarding: ForwardingTarget | None = None
         """Pass-through's transport: the upstream without the daemon's credentials."""
-        self.factory: InformerFactory | None = None
-        self.crd_factory: InformerFactory | None = None
+        self.factory: SharedInformerFactory | None = None
+        self.crd_factory: SharedInformerFactory | None = None
         self.server: CacheServer | None = None
         self.metrics: ServerMetrics | None = None
         self._runner: UvicornRunner | None = None
@@ -165,14 +165,14 @@ class Daemon:
         reflector_options = dataclasses.replace(
             wiring.reflector, pause_gc_during_sync=self.manage_gc
         )
-        self.factory = factory = InformerFactory(
+        self.factory = factory = SharedInformerFactory(
             lister_watcher, reflector_options=reflector_options, metrics=metrics
         )
         # Custom resources' Table columns come from their CRDs, kept by informers of their own
         # (one object each) that readiness does not wait for: a CRD the proxy may not read
         # leaves the default columns, not an unready daemon. They are the daemon's internals:
         # not resources of its informer metrics, /status or /readyz.
-        self.crd_factory = crd_factory = InformerFactory(
+        self.crd_factory = crd_factory = SharedInformerFactory(
             crd_lister_watcher, reflector_options=reflector_options
         )
         if wiring.persistence.directory is not None:
@@ -325,8 +325,8 @@ class Daemon:
 
     def _serve_resource(
         self,
-        factory: InformerFactory,
-        crd_factory: InformerFactory,
+        factory: SharedInformerFactory,
+        crd_factory: SharedInformerFactory,
         spec: ResourceConfig,
         options: ResourceWiring,
     ) -> ServedResource:

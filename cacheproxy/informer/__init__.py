@@ -9,7 +9,7 @@ Import from here; the submodules may move. Where things are:
 
 - :class:`SharedInformer` (subscribers of its typed events — :class:`Changed`, :class:`Relisted`,
   :class:`Progressed`, :class:`Synced` — handlers, tombstones: :class:`DeletedFinalStateUnknown`),
-  :class:`CoalescingInformer` (the latest state per key, batched) and :class:`InformerFactory`
+  :class:`CoalescingInformer` (the latest state per key, batched) and :class:`SharedInformerFactory`
   (one informer per :class:`Collection`);
 - :class:`Reflector` and its :class:`ReflectorOptions`: list + watch with client-go's rules;
   :func:`list_pages`, client-go's pager;
@@ -33,7 +33,7 @@ from cacheproxy.informer.coalescing import (
 )
 from cacheproxy.informer.eventlog import EventLog, TooOld
 from cacheproxy.informer.events import Changed, InformerEvent, Progressed, Relisted, Synced
-from cacheproxy.informer.factory import Collection, InformerFactory, ListerWatcherFactory
+from cacheproxy.informer.factory import Collection, ListerWatcherFactory, SharedInformerFactory
 from cacheproxy.informer.fake import FakeListerWatcher
 from cacheproxy.informer.handlers import (
     FuncHandler,
@@ -105,7 +105,6 @@ __all__ = [
     "InOrderQueue",
     "IndexFunc",
     "InformerEvent",
-    "InformerFactory",
     "InformerMetrics",
     "ItemExponentialFailureRateLimiter",
     "KnownObjects",
@@ -126,6 +125,7 @@ __all__ = [
     "Replaced",
     "ResourceEventHandler",
     "SharedInformer",
+    "SharedInformerFactory",
     "ShutDown",
     "Store",
     "Synced",

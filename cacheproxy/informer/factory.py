@@ -1,4 +1,4 @@
-"""InformerFactory: one SharedInformer per collection, shared by everyone who asks for it.
+"""SharedInformerFactory: one SharedInformer per collection, shared by everyone who asks for it.
 
 A collection is resource + namespace + label selector + field selector (client-go's
 ``SharedInformerFactory`` keyed by type, with tweaks). The factory does not know how to reach an
@@ -22,7 +22,7 @@ from cacheproxy.informer.store import Store, Transform
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.tasks import cancel_and_wait
 
-__all__ = ["Collection", "InformerFactory", "ListerWatcherFactory"]
+__all__ = ["Collection", "ListerWatcherFactory", "SharedInformerFactory"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +59,7 @@ class _Options:
     resync_period: float | None = None
 
 
-class InformerFactory:
+class SharedInformerFactory:
     """Makes, starts and stops shared informers. Use ``async with factory:`` or start()/stop()."""
 
     def __init__(
@@ -159,7 +159,7 @@ class InformerFactory:
         self._tasks.clear()
         await cancel_and_wait(*tasks)
 
-    async def __aenter__(self) -> InformerFactory:
+    async def __aenter__(self) -> SharedInformerFactory:
         self.start()
         return self
 

@@ -7,7 +7,7 @@
 - :mod:`~cacheproxy.upstream.forwarding`: where requests forwarded as their callers sent them go
   (:class:`ForwardingTarget`, on keep-alive connections of :mod:`~.connections`);
 - :mod:`~cacheproxy.upstream.listwatch`: :class:`ApiListerWatcher`, the informer's
-  ``ListerWatcher`` protocol over HTTP (:func:`lister_watchers`: an ``InformerFactory``'s
+  ``ListerWatcher`` protocol over HTTP (:func:`lister_watchers`: an ``SharedInformerFactory``'s
   factory of them), plus client-go's pager (:func:`list_all`) and :func:`get_version`;
 - :mod:`~cacheproxy.upstream.probe`: :class:`ResourceVersionProbe`, upstream's current
   resourceVersion of a resource, :class:`CollectionKeys`, what a collection holds now, and

@@ -301,7 +301,7 @@ async def _read_list(response: httpx.Response, decode: Decode) -> ListPage:
 
 
 def lister_watchers(client: httpx.AsyncClient) -> ListerWatcherFactory:
-    """What an :class:`~cacheproxy.informer.InformerFactory` makes its informers' ListerWatchers
+    """What an :class:`~cacheproxy.informer.SharedInformerFactory` makes its informers' ListerWatchers
     with, over ``client``: each :class:`~cacheproxy.informer.Collection`'s namespace, label
     selector and field selector sent upstream as given (nothing to pass again by hand)."""
 

@@ -12,9 +12,9 @@ from cacheproxy import __version__
 from cacheproxy.errors import ApiError, TransportError
 from cacheproxy.informer import (
     Collection,
-    InformerFactory,
     ListerWatcher,
     ListRequest,
+    SharedInformerFactory,
     WatchEvent,
     WatchRequest,
 )
@@ -400,7 +400,7 @@ async def test_a_factorys_informers_list_and_watch_each_collection_as_it_is_name
         label_selector="app=app-2",
         field_selector="status.phase=Running",
     )
-    factory = InformerFactory(lister_watchers(upstream))
+    factory = SharedInformerFactory(lister_watchers(upstream))
     pods = factory.informer(collection)
     async with factory:
         assert await factory.wait_for_cache_sync()

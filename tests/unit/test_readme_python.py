@@ -21,6 +21,19 @@ def test_every_cacheproxy_name_the_readme_imports_exists() -> None:
         for node in ast.walk(ast.parse(block)):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("cacheproxy"):
                 imported += [(node.module or "", alias.name) for alias in node.names]
-    assert ("cacheproxy.informer", "InformerFactory") in imported  # the informer snippet is seen
+    assert ("cacheproxy.controller", "InformerFactory") in imported  # the library's snippet is seen
     missing = [f"{m}.{n}" for m, n in imported if not hasattr(importlib.import_module(m), n)]
     assert missing == []
+
+
+def test_the_readme_controller_is_the_example_that_the_tests_run() -> None:
+    """Every line of the README's controller snippet is in ``examples/controller.py``, in the same
+    order (``tests/e2e/test_controller_example.py`` runs that file against real API servers)."""
+    example = (README.parent / "examples" / "controller.py").read_text().splitlines()
+    (snippet,) = [b for b in python_blocks(README.read_text()) if "Controller(" in b]
+    lines = [line for line in snippet.splitlines() if line.strip()]
+    assert len(lines) >= 10
+    position = 0
+    for line in lines:
+        assert line in example[position:], f"README line not in the example (in order): {line!r}"
+        position = example.index(line, position) + 1

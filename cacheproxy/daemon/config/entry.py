@@ -15,7 +15,7 @@ from typing import Annotated, Final, Literal
 from pydantic import AfterValidator, Field
 
 from cacheproxy.daemon.config.settings import Shown, library_default, settings_of
-from cacheproxy.informer import Collection, InformerFactory, Transform
+from cacheproxy.informer import Collection, SharedInformerFactory, Transform
 from cacheproxy.kube.resources import ResourceType
 
 __all__ = [
@@ -73,7 +73,7 @@ class ResourceConfig:
     indexes: tuple[str, ...] = ()
     """Field paths indexed in the store (``spec.nodeName``, ``metadata.ownerReferences[*].uid``)."""
     transform: Transform = dataclasses.field(default_factory=Transform)
-    history: int = library_default(InformerFactory.informer, "history")
+    history: int = library_default(SharedInformerFactory.informer, "history")
     """EventLog size: events kept for watch resume."""
     consistent_reads: ConsistentReadsPolicy = DEFAULT_CONSISTENT_READS
     """How lists and gets with resourceVersion unset are answered (:class:`ResourceEntry`)."""

@@ -1,8 +1,8 @@
-"""InformerFactory: one informer per collection, started and stopped together."""
+"""SharedInformerFactory: one informer per collection, started and stopped together."""
 
 from __future__ import annotations
 
-from cacheproxy.informer import Collection, FakeListerWatcher, InformerFactory
+from cacheproxy.informer import Collection, FakeListerWatcher, SharedInformerFactory
 from cacheproxy.kube import status
 from cacheproxy.kube.resources import builtin
 
@@ -16,7 +16,7 @@ async def test_one_informer_per_collection_shared_by_every_asker() -> None:
         lw.emit("ADDED", {"metadata": {"name": f"x-{len(made)}", "namespace": "default"}})
         return lw
 
-    factory = InformerFactory(lw_for)
+    factory = SharedInformerFactory(lw_for)
     pods = Collection(builtin("pods"))
     first = factory.informer(pods, field_indexes=["spec.nodeName"])
     assert factory.informer(Collection(builtin("pods"))) is first
@@ -42,7 +42,7 @@ async def test_wait_for_cache_sync_gives_up_after_the_deadline() -> None:
     lw.supports_watch_list = False
     for _ in range(50):
         lw.fail_next_list(status.internal_error("down"))
-    factory = InformerFactory(lambda c: lw)
+    factory = SharedInformerFactory(lambda c: lw)
     factory.informer(Collection(builtin("configmaps")))
     async with factory:
         assert not await factory.wait_for_cache_sync(within=0.2)
