@@ -172,7 +172,7 @@ class Unproven(Exception):
 
 class ConsistentReads:
     """What one resource's "Most Recent" reads may ask upstream (see the module), for
-    :meth:`.ServedResource.decide` to carry out the read planner's steps
+    :func:`.readexec.decide` to carry out the read planner's steps
     (:mod:`.readplan`): upstream's current RV by a shared probe, a listing of the collection
     (shared too), a get's object version; and the newest write through the daemon."""
 

@@ -5,17 +5,19 @@ asks upstream through :class:`~.consistent.ConsistentReads` (a shared probe, a l
 object) — records what it learnt in a :class:`~.readplan.ReadProgress`, and asks again, until the
 planner says to serve, forward or refuse. The whole read is bounded: by the consistent reads'
 ``timeout`` for a read with RV unset, by ``rv_wait`` for one at an RV; a step never outlasts it.
-:meth:`.ServedResource.decide` calls it with the resource's state; tests call it with a fake
-cache and a fake clock.
+:func:`decide` calls it with a served resource's state (the read path's planner hop, between the
+route and the answer); tests call it with a fake cache and a fake clock.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Callable
 from typing import Final, Protocol
 
 from cacheproxy.errors import ApiError
+from cacheproxy.kube.listoptions import ListOptions
 from cacheproxy.server.consistent import ConsistentReads, FreshCache, ObjectKey, Unproven
 from cacheproxy.server.readplan import (
     Confirm,
@@ -31,7 +33,7 @@ from cacheproxy.server.readplan import (
     plan,
 )
 
-__all__ = ["ReadCache", "carry_out"]
+__all__ = ["ReadCache", "ServedCache", "carry_out", "decide"]
 
 Answer = Serve | ForwardRead | Refuse
 """What a read is answered with once its steps are done."""
@@ -48,6 +50,45 @@ class ReadCache(FreshCache, Protocol):
         """A read found the cache behind upstream after waiting for its events (or confirmed
         it by a listing): remember its RV (:attr:`.ReadState.quiet` while it stays there)."""
         ...
+
+
+class ServedCache(ReadCache, Protocol):
+    """A served resource, as :func:`decide` sees it: its read state and settings, and how it
+    words a refusal."""
+
+    consistency: ConsistentReads | None
+    rv_wait: float
+
+    def refusal(self, refuse: Refuse, opts: ListOptions | None) -> ApiError:
+        """The API server's error for the planner's ``refuse``."""
+        ...
+
+
+async def decide(
+    cache: ServedCache,
+    read: ReadRequest,
+    *,
+    get: ObjectKey | None = None,
+    can_forward: bool = False,
+    opts: ListOptions | None = None,
+) -> Serve | ForwardRead:
+    """What ``read`` (a ``get`` of that object, or a list or watch with ``opts``) is answered
+    from, once the planner's steps are done: the cache (``Serve``: its current state or ``at`` an
+    older RV, maybe with a warning) or upstream (``ForwardRead``). Raises the planner's refusals
+    as the API server's errors."""
+    reads = cache.consistency
+    answer = await carry_out(
+        read,
+        cache,
+        reads,
+        clock=reads.clock if reads is not None else asyncio.get_running_loop().time,
+        rv_wait=cache.rv_wait,
+        get=get,
+        can_forward=can_forward,
+    )
+    if isinstance(answer, Refuse):
+        raise cache.refusal(answer, opts)
+    return answer
 
 
 async def carry_out(

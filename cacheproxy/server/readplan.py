@@ -6,7 +6,7 @@ resource (:class:`ReadState`) and what was done for this read so far (:class:`Re
 says the next step: serve from the cache (its current state, or the state at an older RV), wait
 until the cache reaches an RV, ask upstream's current RV (a probe), confirm the cache against
 upstream (a listing, or a get's object), forward the read upstream as its caller, or refuse it.
-It does no I/O; :meth:`.ServedResource.decide` carries the steps out and asks again until the
+It does no I/O; :func:`.readexec.decide` carries the steps out and asks again until the
 answer is to serve, forward or refuse.
 
 The rows, in the order they are decided:
@@ -145,7 +145,7 @@ class ReadState:
 
 @dataclass(frozen=True, slots=True)
 class ReadProgress:
-    """What was done for the read so far (:meth:`.ServedResource.decide` fills it in)."""
+    """What was done for the read so far (:func:`.readexec.decide` fills it in)."""
 
     probed: int | None = None
     """Upstream's RV, from a probe that started after the read came."""

@@ -113,7 +113,7 @@ async def serve_get(
     name: str,
     form: ResponseForm,
 ) -> None:
-    """A get, from the cache's current state (:meth:`.ServedResource.decide` chose it)."""
+    """A get, from the cache's current state (:func:`.readexec.decide` chose it)."""
     entry = res.get(namespace, name)
     if form.table:
         obj = entry.object()
@@ -144,7 +144,7 @@ async def serve_list(
     at: int | None = None,
 ) -> None:
     """A list (one page), from the cache's current state or ``at`` an older RV's (as
-    :meth:`.ServedResource.decide` chose)."""
+    :func:`.readexec.decide` chose)."""
     if opts.limit > max_page_size:
         opts = dataclasses.replace(opts, limit=max_page_size)
     page = res.list(query, opts, at=at)

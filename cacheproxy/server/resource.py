@@ -1,10 +1,10 @@
 """One cached resource as the server sees it: its informer's Store and EventLog, answering
 list and get at the state the read planner chose, and paging from one snapshot.
 
-:meth:`ServedResource.decide` is the one executor of the read planner (:mod:`.readplan`): it
-gives the planner the resource's state, carries out its steps (waits, probes, confirmations
-through :mod:`.consistent`) and returns what to answer from — the current state, the state at
-an older RV, or upstream (forward) — or raises the refusal. :meth:`ServedResource.list` and
+The read planner (:mod:`.readplan`, carried out by :func:`.readexec.decide`) is given the
+resource's state (:meth:`ServedResource.state`) and says what to answer from — the current
+state, the state at an older RV, or upstream (forward) — or refuses
+(:meth:`ServedResource.refusal` words it). :meth:`ServedResource.list` and
 :meth:`ServedResource.get` then cut the answer from that state:
 
 - the current state, stamped with the cache's RV;
@@ -43,10 +43,10 @@ from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.rv import decode_continue, encode_continue
 from cacheproxy.kube.table import TablePrinter, printer_for
 from cacheproxy.kube.versions import NEWEST, KubeVersion
-from cacheproxy.server.consistent import ConsistentReads, ObjectKey
+from cacheproxy.server.consistent import ConsistentReads
 from cacheproxy.server.query import Query, matches, select_keys
-from cacheproxy.server.readexec import carry_out
-from cacheproxy.server.readplan import ForwardRead, ReadRequest, ReadState, Refuse, Serve
+from cacheproxy.server.readexec import decide
+from cacheproxy.server.readplan import ReadRequest, ReadState, Refuse, Serve
 from cacheproxy.server.snapshots import KEY, Snapshot, SnapshotCache, build_snapshot
 
 __all__ = ["ServedList", "ServedResource"]
@@ -411,45 +411,21 @@ class ServedResource:
     def quiet(self) -> None:
         self._quiet_at = self._changes
 
-    async def decide(
-        self,
-        read: ReadRequest,
-        *,
-        get: ObjectKey | None = None,
-        can_forward: bool = False,
-        opts: ListOptions | None = None,
-    ) -> Serve | ForwardRead:
-        """What ``read`` (a ``get`` of that object, or a list or watch with ``opts``) is answered
-        from, by the read planner (:mod:`.readexec` carries out its steps): the cache
-        (``Serve``: its current state or ``at`` an older RV, maybe with a warning) or upstream
-        (``ForwardRead``). Raises the planner's refusals as the API server's errors."""
-        reads = self.consistency
-        answer = await carry_out(
-            read,
-            self,
-            reads,
-            clock=reads.clock if reads is not None else asyncio.get_running_loop().time,
-            rv_wait=self.rv_wait,
-            get=get,
-            can_forward=can_forward,
-        )
-        if isinstance(answer, Refuse):
-            limit = reads.options.timeout if reads is not None else self.rv_wait
-            raise self._refusal(answer, opts, limit)
-        return answer
-
     async def read_list(self, query: Query, opts: ListOptions) -> ServedList:
         """A list (one page) of ``query`` as ``opts`` say, answered from the cache alone: the
-        state :meth:`decide` chose, never upstream's."""
+        state the read planner chose (:func:`.readexec.decide`), never upstream's."""
         read = ReadRequest.of("list", opts, kube=self.kube_version())
-        answer = await self.decide(read, opts=opts)
+        answer = await decide(self, read, opts=opts)
         assert isinstance(answer, Serve)  # nothing is forwarded when nothing may be
         return self.list(query, opts, at=answer.at)
 
-    def _refusal(self, refuse: Refuse, opts: ListOptions | None, limit: float) -> ApiError:
+    def refusal(self, refuse: Refuse, opts: ListOptions | None) -> ApiError:
+        """The API server's error for the read planner's ``refuse`` (:func:`.readexec.decide`)."""
         if refuse.reason == "too_large":
             return status.too_large_resource_version(refuse.rv, self.resource_version)
         if refuse.reason == "timeout":
+            reads = self.consistency
+            limit = reads.options.timeout if reads is not None else self.rv_wait
             return ApiError(
                 status.status_body(
                     code=504,

@@ -14,7 +14,7 @@ server); writes were refused or passed through before (:mod:`.refusals`, :mod:`.
 — and then answered by get, list (:mod:`.reads`) or watch (:mod:`.watching`), before the first
 sync with a 429 and ``Retry-After``. What a read is answered from — the cache now, an older
 state, or upstream — is the read planner's (:mod:`.readplan`), carried out by
-:meth:`.ServedResource.decide`; the route only dispatches on the answer. A path outside the API
+:func:`.readexec.decide`; the route only dispatches on the answer. A path outside the API
 is a 404 naming what is served.
 """
 
@@ -44,6 +44,7 @@ from cacheproxy.server.openapi import OpenApiDocuments
 from cacheproxy.server.options import JSON_ANSWERS, ServerOptions
 from cacheproxy.server.ownapi import PREFIX, USER
 from cacheproxy.server.query import Query
+from cacheproxy.server.readexec import decide
 from cacheproxy.server.readplan import ForwardRead, ReadRequest, Serve
 from cacheproxy.server.reads import ResponseForm, build_query, negotiate, serve_get, serve_list
 from cacheproxy.server.refusals import not_cached, not_served_here
@@ -284,7 +285,7 @@ class ResourceReads:
             if given and given != "0":
                 parse_list_options({"resourceVersion": [given]})  # a bad RV: the API server's 400
             get = ObjectKey(path.namespace, path.name, res.key_of(path.namespace, path.name))
-            answer = await res.decide(ReadRequest("get", given), get=get, can_forward=can_forward)
+            answer = await decide(res, ReadRequest("get", given), get=get, can_forward=can_forward)
             if isinstance(answer, ForwardRead):
                 await self.forwarding.forward_read(
                     req, send, parts, path, verb, most_recent=answer.most_recent
@@ -299,7 +300,7 @@ class ResourceReads:
         )
         query = build_query(req, res, path.namespace, opts)
         read = ReadRequest.of("watch" if verb == "watch" else "list", opts, kube=res.kube_version())
-        answer = await res.decide(read, can_forward=can_forward, opts=opts)
+        answer = await decide(res, read, can_forward=can_forward, opts=opts)
         if isinstance(answer, ForwardRead):
             await self.forwarding.forward_read(
                 req, send, parts, path, verb, most_recent=answer.most_recent
