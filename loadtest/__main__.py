@@ -19,6 +19,7 @@ SCENARIOS = {
     "consistentbench": "consistent reads against a real kube-apiserver, quiet and under writes",
     "defaultreads": "reads with resourceVersion unset: default and strict beside the API server",
     "passthroughbench": "what pass-through costs beside the same requests sent straight upstream",
+    "informerbench": "cacheproxy's informer beside the official Python client's: memory, sync",
     "warmrestart": "a restart from snapshots against a cold start, on a real kube-apiserver",
     "soak": "the chaos soak against the simulator (make soak)",
     "soakreal": "the chaos soak against a real kube-apiserver (make soak-real)",
