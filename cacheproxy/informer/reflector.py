@@ -56,7 +56,6 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from cacheproxy.errors import ApiError, CacheProxyError, TransportError
 from cacheproxy.informer.backoff import Backoff
@@ -356,23 +355,17 @@ class Reflector:
             send_initial_events=True,
         )
         self.metrics.request(self.name, "watch-list")
-        stream_cm = self.lw.watch(request)
-        stream = await stream_cm.__aenter__()
-        try:
+        async with contextlib.AsyncExitStack() as stack:
+            stream = await stack.enter_async_context(self.lw.watch(request))
             items, end_rv = await self._reader.read_initial_events(
                 stream, quiet=self.options.watch_list_timeout
             )
             await self.queue.put(Replaced(items, _rv_int(end_rv)))
-        except WatchListHung:
-            await stream_cm.__aexit__(None, None, None)
-            raise
-        except BaseException as err:
-            await stream_cm.__aexit__(type(err), err, err.__traceback__)
-            raise
-        self._rv_unavailable = False
-        self.last_sync_resource_version = end_rv
-        self.synced.set()
-        return ContinuedStream(stream_cm, stream, request.timeout_seconds)
+            self._rv_unavailable = False
+            self.last_sync_resource_version = end_rv
+            self.synced.set()
+            # The stream goes on as the watch: its closing goes with it.
+            return ContinuedStream(stack.pop_all(), stream, request.timeout_seconds)
 
     # ------------------------------------------------------------------ watching
 
@@ -386,9 +379,8 @@ class Reflector:
                     await self._watch_once()
                 else:
                     stream, current = current, None
-                    await self._consume(
-                        stream.cm, stream.stream, stream.timeout, started=self._clock()
-                    )
+                    async with stream.exit:
+                        await self._consume(stream.events, stream.timeout, started=self._clock())
             except _WatchAgain as again:
                 if again.delay:
                     self.phase = Phase.BACKING_OFF
@@ -402,21 +394,20 @@ class Reflector:
             allow_watch_bookmarks=True,
         )
         self.metrics.request(self.name, "watch")
-        cm = self.lw.watch(request)
         started = self._clock()
-        try:
-            stream = await cm.__aenter__()
-        except ApiError as err:
-            raise self._on_watch_error(err, events=0, started=started) from None
-        except TransportError as err:
-            raise self._on_watch_error(err, events=0, started=started) from None
-        finally:
-            self.watch_answered.set()
-        await self._consume(cm, stream, timeout, started=started)
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                stream = await stack.enter_async_context(self.lw.watch(request))
+            except ApiError as err:
+                raise self._on_watch_error(err, events=0, started=started) from None
+            except TransportError as err:
+                raise self._on_watch_error(err, events=0, started=started) from None
+            finally:
+                self.watch_answered.set()
+            await self._consume(stream, timeout, started=started)
 
     async def _consume(
         self,
-        cm: Any,
         stream: AsyncIterator[WatchEvent],
         watch_seconds: int,
         *,
@@ -463,7 +454,6 @@ class Reflector:
             self.last_event_at = self._clock()
             if events:
                 self._succeeded()  # however the watch ended, upstream answered
-            await cm.__aexit__(None, None, None)
         self.metrics.events(self.name, events)
         if error is not None:
             raise self._on_watch_error(error, events=events, started=started)
