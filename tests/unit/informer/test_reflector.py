@@ -26,6 +26,7 @@ from cacheproxy.informer import (
     WatchRequest,
 )
 from cacheproxy.informer import reflector as reflector_module
+from cacheproxy.informer.reflector import Server, Watching
 from cacheproxy.kube import status
 
 
@@ -127,6 +128,9 @@ async def test_without_watch_list_support_it_lists_in_pages_at_rv_0_then_watches
     fake.supports_watch_list = False
     async with Harness(fake, time, page_size=2) as h:
         await h.until(lambda: fake.open_watches == 1)
+        # The server said it does not do watch-lists: the Reflector stops asking; and it pages.
+        assert h.reflector.state == Watching(Server(watch_list=False, pages=True))
+        assert h.reflector.phase is Phase.WATCHING
     assert h.lists() == [
         ListRequest(resource_version="0", limit=2),
         ListRequest(limit=2, continue_token="2"),
@@ -136,8 +140,7 @@ async def test_without_watch_list_support_it_lists_in_pages_at_rv_0_then_watches
     assert watches[1].resource_version == "4" and watches[1].allow_watch_bookmarks
     assert 300 <= watches[1].timeout_seconds < 600
     assert isinstance(h.items[0], Replaced) and len(h.items[0].objects) == 3
-    # The server said it does not do watch-lists: the Reflector stops asking.
-    assert h.reflector._watch_list is False
+    assert h.reflector.phase is Phase.STOPPED
 
 
 async def test_a_normal_end_of_the_watch_watches_again_from_the_last_rv_without_a_list(
@@ -349,7 +352,7 @@ async def test_a_watch_list_without_its_end_bookmark_falls_back_to_lists_for_goo
         await h.until(lambda: fake.open_watches == 1)
         replaced = h.items[0]
         assert isinstance(replaced, Replaced) and len(replaced.objects) == 3
-        assert h.reflector._watch_list is False
+        assert h.reflector.state == Watching(Server(watch_list=False))
         # A relist later is a list too: the resource is remembered as one without watch-lists.
         fake.break_watches(status.gone("too old"))
         await h.until(lambda: len(h.lists()) >= 2)
@@ -367,8 +370,11 @@ async def test_a_watch_list_whose_end_bookmark_comes_late_but_in_time_is_kept(
         await h.until(lambda: fake.open_watches == 1)
         fake.emit("ADDED", cm("c9"))  # the next write brings the bookmark
         await h.until(lambda: h.reflector.synced.is_set())
+        await h.until(lambda: isinstance(h.reflector.state, Watching))
+        state = h.reflector.state
+        assert isinstance(state, Watching) and state.server == Server(watch_list=True)
+        assert state.stream is not None  # the watch-list's stream goes on as the watch
     assert h.lists() == []
-    assert h.reflector._watch_list is True
 
 
 # ---------------------------------------------------------------------- backoff
