@@ -26,7 +26,16 @@ from cacheproxy.informer import (
     WatchRequest,
 )
 from cacheproxy.informer import reflector as reflector_module
-from cacheproxy.informer.reflector import Server, Watching
+from cacheproxy.informer.reflector import (
+    BackingOff,
+    Listing,
+    Relisting,
+    Server,
+    State,
+    Stopped,
+    Watching,
+    WatchListing,
+)
 from cacheproxy.kube import status
 
 
@@ -172,6 +181,37 @@ async def test_a_410_on_the_watch_relists_at_the_last_rv_after_a_backoff(
     assert h.lists()[1] == ListRequest(resource_version="5")
     assert time.sleeps and 0.8 <= time.sleeps[0] <= 1.6
     assert sum(isinstance(i, Replaced) for i in h.items) == 2
+
+
+async def test_the_states_a_410_on_the_watch_goes_through(
+    fake: FakeListerWatcher, time: VirtualTime
+) -> None:
+    fake.supports_watch_list = False
+    h = Harness(fake, time)
+    states: list[State] = []
+    step = h.reflector._step
+
+    async def recorded(state: State) -> State:
+        states.append(state)
+        return await step(state)
+
+    h.reflector._step = recorded  # type: ignore[method-assign]
+    async with h:
+        await h.until(lambda: fake.open_watches == 1)
+        fake.break_watches(status.too_old_resource_version(4, 9))
+        await h.until(lambda: len(h.lists()) == 2 and fake.open_watches == 1)
+    server = Server(watch_list=True)
+    no_watch_list = Server(watch_list=False)
+    assert states[:4] == [
+        WatchListing(server),  # refused: the server does not serve watch-lists
+        Listing(no_watch_list),
+        Watching(no_watch_list),
+        Relisting(no_watch_list, "expired"),
+    ]
+    backing_off, relist, watching = states[4:]
+    assert backing_off == BackingOff(backing_off.delay, Listing(no_watch_list))
+    assert (relist, watching) == (Listing(no_watch_list), Watching(no_watch_list))
+    assert h.reflector.state == Stopped() and h.reflector.phase is Phase.STOPPED
 
 
 async def test_a_410_on_the_list_drops_to_a_consistent_list_at_rv_empty(
