@@ -1,16 +1,37 @@
 """The Reflector: keeps an EventQueue fed with the state and changes of one collection.
 
-client-go's ``Reflector.ListAndWatch``, as an explicit state machine (:class:`Phase`); each phase
-says what an error does:
+client-go's ``Reflector.ListAndWatch`` as a state machine: a closed set of states, frozen
+dataclasses each holding what its step needs, and one step (``Reflector._step``) that does a
+state's work and returns the next state; ``run()`` is the loop over it. An upstream error is
+caught where it arises and becomes the next state:
 
-- **SYNCING** — first by a watch-list (``sendInitialEvents=true``: the initial events become one
+============  ====================================  ==============================================
+state         its step                              next
+============  ====================================  ==============================================
+Restoring     the restored state onto the queue     Watching, confirming it
+WatchListing  a watch-list: its initial events      Watching its stream; Listing (refused, hung,
+              onto the queue as one ``Replaced``    failed); WatchListing at RV "" (expired);
+                                                    BackingOff → WatchListing (429, refused)
+Listing       a paged list: one ``Replaced``        Watching; BackingOff → a sync (failed)
+Watching      one watch: its events onto the queue  Watching (normal end, stalled); BackingOff →
+                                                    Watching (429, refused, 500, broken stream);
+                                                    Relisting (410, very short, other errors)
+Relisting     counts the relist, says why           BackingOff → a sync
+BackingOff    sleeps ``delay``                      ``then``
+============  ====================================  ==============================================
+
+A sync is a WatchListing while the server may serve watch-lists, else a Listing; what the server
+was found to do (:class:`Server`) goes from state to state. :attr:`Reflector.phase` (what the
+daemon shows) is the state's; :class:`Stopped` once ``run()`` ended. What each does on error:
+
+- **Syncing** — first by a watch-list (``sendInitialEvents=true``: the initial events become one
   ``Replaced`` batch at the ``k8s.io/initial-events-end`` bookmark, then the same stream goes on as
   the watch); if that fails, by a paged list (limit 500, following ``continue``; an expired
   continue token → one full list at the same RV, as client-go's pager). The list RV is "0" at
   first, the last synced RV after that, and "" only once a list at that RV came back 410 Expired
-  or "too large resource version" (``relistResourceVersion``). A failed sync backs off and
-  retries.
-- **WATCHING** — from the last synced RV, ``allowWatchBookmarks=true``, a timeout drawn from
+  or "too large resource version" (``relistResourceVersion``; a state's ``rv_unavailable``). A
+  failed sync backs off and retries.
+- **Watching** — from the last synced RV, ``allowWatchBookmarks=true``, a timeout drawn from
   ``[min, 2·min)`` (5 to 10 min). A normal end → watch again (no relist), unless the watch ended
   within a second without an event ("very short watch": relist after backoff). 410 (in-stream
   ERROR or on start) → relist at the last RV after backoff. 429 → back off (honouring
@@ -50,13 +71,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import enum
 import logging
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import ClassVar, Literal
 
 from cacheproxy.errors import ApiError, CacheProxyError, TransportError
 from cacheproxy.informer.backoff import Backoff
@@ -72,7 +94,23 @@ from cacheproxy.informer.metrics import InformerMetrics, NoMetrics
 from cacheproxy.informer.queue import Bookmark, Delta, EventQueue, Replaced
 from cacheproxy.informer.syncing import ContinuedStream, SyncReader, WatchListHung
 
-__all__ = ["Confirmed", "Phase", "Reflector", "ReflectorOptions", "Restored"]
+__all__ = [
+    "BackingOff",
+    "Confirmed",
+    "Listing",
+    "Phase",
+    "Reflector",
+    "ReflectorOptions",
+    "RelistReason",
+    "Relisting",
+    "Restored",
+    "Restoring",
+    "Server",
+    "State",
+    "Stopped",
+    "WatchListing",
+    "Watching",
+]
 
 log = logging.getLogger(__name__)
 
@@ -82,9 +120,12 @@ RESUME_CONFIRMATION = 0.2
 """Seconds a watch resumed from a restored state's RV stays open without an error to confirm it
 (an event or a bookmark confirms it at once; see the module)."""
 
+RelistReason = Literal["expired", "watch-error", "very-short-watch"]
+"""Why a watch needs a new sync (the ``reason`` label of the relist metric)."""
+
 
 class Phase(enum.Enum):
-    """Where a Reflector is in its state machine (see the module for what each does on error)."""
+    """What the daemon shows of a Reflector's state (see the module for what each does)."""
 
     SYNCING = "syncing"
     WATCHING = "watching"
@@ -102,18 +143,6 @@ class Restored(Replaced):
 class Confirmed(Bookmark):
     """Upstream accepted the watch resumed from a :class:`Restored` state's RV: the state was
     current there (no progress of its own: ``rv`` is the last one put on the queue)."""
-
-
-class _Relist(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class _WatchAgain(Exception):
-    def __init__(self, delay: float) -> None:
-        super().__init__(delay)
-        self.delay = delay
 
 
 @dataclass
@@ -173,6 +202,105 @@ def _watch_list_refused(name: str, err: ApiError) -> None:
     )
 
 
+# ---------------------------------------------------------------------- the states
+
+
+@dataclass(frozen=True, slots=True)
+class Server:
+    """What the server was found to do, carried from state to state."""
+
+    watch_list: bool
+    """A sync tries a watch-list first: until the server refused one, or one hung."""
+    pages: bool = False
+    """The server pages lists (the first list, at RV "0", came in pages: no watch cache), so a
+    relist at an RV pages too (client-go's ``paginatedResult``)."""
+
+    def without_watch_lists(self) -> Server:
+        """It refused a watch-list, or did not end one's initial events: syncs list from now on."""
+        return dataclasses.replace(self, watch_list=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Restoring:
+    """A restored state goes on the queue in place of a first sync."""
+
+    phase: ClassVar[Phase] = Phase.SYNCING
+    restored: Restored
+
+
+@dataclass(frozen=True, slots=True)
+class WatchListing:
+    """A (re)sync by watch-list, at the last synced RV."""
+
+    phase: ClassVar[Phase] = Phase.SYNCING
+    server: Server
+    rv_unavailable: bool = False
+    """The last synced RV is expired or not reached: read at RV "" instead (a consistent read;
+    client-go's ``isLastSyncResourceVersionUnavailable``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """A (re)sync by paged list: at RV "0" the first time, at the last synced RV after that."""
+
+    phase: ClassVar[Phase] = Phase.SYNCING
+    server: Server
+    rv_unavailable: bool = False
+    """As :attr:`WatchListing.rv_unavailable`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Watching:
+    """One watch from the last synced RV."""
+
+    phase: ClassVar[Phase] = Phase.WATCHING
+    server: Server
+    confirming: bool = False
+    """A restored state waits for upstream's word on this watch (see the module)."""
+    stream: ContinuedStream | None = None
+    """A watch-list's stream to go on reading, rather than a new watch (the step that follows
+    the watch-list's enters its ``exit`` at once: no await between)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Relisting:
+    """A watch needs a new sync."""
+
+    phase: ClassVar[Phase] = Phase.SYNCING
+    server: Server
+    reason: RelistReason
+
+
+@dataclass(frozen=True, slots=True)
+class BackingOff:
+    """``delay`` seconds, then ``then``."""
+
+    phase: ClassVar[Phase] = Phase.BACKING_OFF
+    delay: float
+    then: State
+
+
+@dataclass(frozen=True, slots=True)
+class Stopped:
+    """``run()`` ended."""
+
+    phase: ClassVar[Phase] = Phase.STOPPED
+
+
+State = Restoring | WatchListing | Listing | Watching | Relisting | BackingOff
+"""Where a running Reflector is: each has a step that leads to another."""
+
+
+def _sync(server: Server, rv_unavailable: bool = False) -> WatchListing | Listing:
+    """A (re)sync: by watch-list while the server may serve one, else by list."""
+    return (WatchListing if server.watch_list else Listing)(server, rv_unavailable)
+
+
+def _unavailable(err: BaseException) -> bool:
+    """The RV asked for is expired, or not reached yet."""
+    return is_expired(err) or is_too_large_resource_version(err)
+
+
 class Reflector:
     """Feeds ``queue`` with one ``Replaced`` per (re)sync and every watch event, in order.
 
@@ -207,12 +335,8 @@ class Reflector:
         self._backoff.clock = clock
         self._backoff.rng = self._rng
         self.metrics = metrics or NoMetrics()
-        self.phase = Phase.SYNCING
+        self._state: State | Stopped = self._first_sync()
         self.last_sync_resource_version = ""
-        self._rv_unavailable = False
-        self._paginated_result = False
-        """The first list came back in pages: the server pages (watch cache off): keep paging."""
-        self._watch_list = self.options.watch_list
         self._reader = SyncReader(
             lw, name=name, decode=self._decode, metrics=self.metrics, clock=clock
         )
@@ -224,12 +348,19 @@ class Reflector:
         opened); None while none is open."""
         self._ended_at = float("-inf")
         """When the last watch stream ended normally (see :attr:`watch_live`)."""
-        self._restored: Restored | None = None
-        self._confirming = False
-        """A restored state waits for upstream's word (see the module)."""
         self.watch_answered = asyncio.Event()
         """Set once the first watch got its answer (its stream or an error), or the reflector
         stopped: the informer applies a restored state then (:meth:`SharedInformer.restore`)."""
+
+    @property
+    def state(self) -> State | Stopped:
+        """Where the Reflector is (see the module)."""
+        return self._state
+
+    @property
+    def phase(self) -> Phase:
+        """Its state's phase."""
+        return self._state.phase
 
     @property
     def watch_live(self) -> bool:
@@ -246,231 +377,220 @@ class Reflector:
     def resume(self, restored: Restored) -> None:
         """Start from ``restored`` (before :meth:`run`): it is put on the queue in place of a
         first sync, and the watch resumes from its RV."""
-        self._restored = restored
+        self._state = Restoring(restored)
         self.last_sync_resource_version = str(restored.rv)
 
     # ------------------------------------------------------------------ the loop
 
     async def run(self) -> None:
+        """Steps from state to state until cancelled (a run after a stop starts over)."""
+        state = self._first_sync() if isinstance(self._state, Stopped) else self._state
         try:
             while True:
-                if self._restored is not None:
-                    restored, self._restored = self._restored, None
-                    await self.queue.put(restored)
-                    self._confirming = True
-                    synced, continued = True, None
-                else:
-                    synced, continued = await self._sync()
-                if not synced:
-                    continue
-                self._succeeded()
-                try:
-                    await self._watch_loop(continued)
-                except _Relist as relist:
-                    self.metrics.relist(self.name, relist.reason)
-                    log.info("%s: relisting (%s)", self.name, relist.reason)
-                    await self._back_off(None)
+                self._state = state
+                state = await self._step(state)
         finally:
-            self.phase = Phase.STOPPED
+            self._state = Stopped()
             self.watch_answered.set()
 
-    async def _sync(self) -> tuple[bool, ContinuedStream | None]:
-        """One (re)sync: (whether it succeeded, the stream to keep watching after a
-        watch-list — None means "start a watch")."""
-        self.phase = Phase.SYNCING
-        self._confirming = False  # a restored state that needs a sync was not confirmed
-        if self._watch_list:
-            try:
-                with self._decoding():
-                    return True, await self._sync_by_watch_list()
-            except asyncio.CancelledError:
-                raise
-            except WatchListHung:
-                self._watch_list = False
-                log.warning(
-                    "%s: the watch-list sent no initial-events-end bookmark %.0f s after its "
-                    "initial events; syncing by paged lists from now on",
-                    self.name,
-                    self.options.watch_list_timeout,
-                )
-            except CacheProxyError as err:
-                if is_too_many_requests(err) or is_connection_refused(err):
-                    # Retried as a watch-list after a backoff (client-go's watchList loop).
-                    await self._back_off(err)
-                    return False, None
-                if is_expired(err) or is_too_large_resource_version(err):
-                    # The RV is gone (or not reached): a consistent watch-list at RV "" at once.
-                    self._rv_unavailable = True
-                    return False, None
-                if (
-                    isinstance(err, ApiError)
-                    and 400 <= err.code < 500
-                    and err.code not in (410, 429)
-                ):
-                    self._watch_list = False  # the server does not do watch-lists: stop asking
-                    _watch_list_refused(self.name, err)
-                else:
-                    log.info("%s: watch-list failed (%s); syncing by a paged list", self.name, err)
+    async def _step(self, state: State) -> State:
+        """Does ``state``'s work; returns the next state (see the module's table)."""
+        match state:
+            case Restoring():
+                return await self._restore(state)
+            case WatchListing():
+                return await self._watch_list(state)
+            case Listing():
+                return await self._list(state)
+            case Watching():
+                return await self._watch(state)
+            case Relisting():
+                return self._relist(state)
+            case BackingOff():
+                await self._sleep(state.delay)
+                return state.then
+
+    def _first_sync(self) -> WatchListing | Listing:
+        """With what the options say of the server: nothing is known of it yet."""
+        return _sync(Server(watch_list=self.options.watch_list))
+
+    # ------------------------------------------------------------------ syncing
+
+    async def _restore(self, state: Restoring) -> State:
+        """The restored state in place of a first sync; the watch resumed from its RV is to
+        confirm it."""
+        await self.queue.put(state.restored)
+        self._succeeded()
+        return Watching(Server(watch_list=self.options.watch_list), confirming=True)
+
+    async def _watch_list(self, state: WatchListing) -> State:
+        """A (re)sync by watch-list: its stream, open, goes on as the watch."""
         try:
             with self._decoding():
-                await self._sync_by_list()
-        except asyncio.CancelledError:
-            raise
+                stream = await self._read_watch_list(state.rv_unavailable)
+        except WatchListHung:
+            log.warning(
+                "%s: the watch-list sent no initial-events-end bookmark %.0f s after its "
+                "initial events; syncing by paged lists from now on",
+                self.name,
+                self.options.watch_list_timeout,
+            )
+            return Listing(state.server.without_watch_lists(), state.rv_unavailable)
         except CacheProxyError as err:
-            if is_expired(err) or is_too_large_resource_version(err):
-                self._rv_unavailable = True
-            log.info("%s: list failed: %s", self.name, err)
-            await self._back_off(err)
-            return False, None
-        return True, None
+            return self._watch_list_failed(state, err)
+        return Watching(state.server, stream=stream)
 
-    async def _sync_by_list(self) -> None:
-        rv = self._relist_resource_version()
-        # client-go's choice of page size: paged, unless listing at a specific RV from a server
-        # that did not page the first list (then the whole list comes from its watch cache,
-        # avoiding a thundering herd on etcd; "not older than RV" keeps it correct).
-        limit = self.options.page_size
-        if rv not in ("", "0") and not self._paginated_result:
-            limit = 0
-        try:
-            items, list_rv, paged = await self._reader.read_list(rv, limit)
-        except ApiError as err:
-            if not (is_expired(err) or is_too_large_resource_version(err)):
-                raise
-            # The RV is unavailable: at once, a consistent list at RV "" (same page size).
-            self._rv_unavailable = True
-            rv = ""
-            items, list_rv, paged = await self._reader.read_list(rv, limit)
-        if rv == "0" and paged:
-            self._paginated_result = True
-        await self.queue.put(Replaced(items, _rv_int(list_rv)))
-        self._rv_unavailable = False
-        self.last_sync_resource_version = list_rv
-        self.synced.set()
+    def _watch_list_failed(self, state: WatchListing, err: CacheProxyError) -> State:
+        """A watch-list that failed is retried, at RV "" if its RV is unavailable, or a list
+        syncs instead (client-go's fallback)."""
+        if is_too_many_requests(err) or is_connection_refused(err):
+            return self._back_off(state, err)  # retried as a watch-list (client-go's watchList)
+        if _unavailable(err):
+            return WatchListing(state.server, rv_unavailable=True)  # at once, at RV ""
+        if isinstance(err, ApiError) and 400 <= err.code < 500 and err.code not in (410, 429):
+            _watch_list_refused(self.name, err)  # the server does not do watch-lists: stop asking
+            return Listing(state.server.without_watch_lists(), state.rv_unavailable)
+        log.info("%s: watch-list failed (%s); syncing by a paged list", self.name, err)
+        return Listing(state.server, state.rv_unavailable)
 
-    async def _sync_by_watch_list(self) -> ContinuedStream:
+    async def _read_watch_list(self, rv_unavailable: bool) -> ContinuedStream:
         request = WatchRequest(
-            resource_version="" if self._rv_unavailable else self.last_sync_resource_version,
+            resource_version="" if rv_unavailable else self.last_sync_resource_version,
             timeout_seconds=self._watch_timeout(),
             allow_watch_bookmarks=True,
             send_initial_events=True,
         )
         self.metrics.request(self.name, "watch-list")
-        stream_cm = self.lw.watch(request)
-        stream = await stream_cm.__aenter__()
-        try:
+        async with contextlib.AsyncExitStack() as stack:
+            events = await stack.enter_async_context(self.lw.watch(request))
             items, end_rv = await self._reader.read_initial_events(
-                stream, quiet=self.options.watch_list_timeout
+                events, quiet=self.options.watch_list_timeout
             )
-            await self.queue.put(Replaced(items, _rv_int(end_rv)))
-        except WatchListHung:
-            await stream_cm.__aexit__(None, None, None)
-            raise
-        except BaseException as err:
-            await stream_cm.__aexit__(type(err), err, err.__traceback__)
-            raise
-        self._rv_unavailable = False
-        self.last_sync_resource_version = end_rv
+            await self._synced(items, end_rv)
+            # The stream goes on as the watch: its closing goes with it.
+            return ContinuedStream(stack.pop_all(), events, request.timeout_seconds)
+
+    async def _list(self, state: Listing) -> State:
+        """A (re)sync by paged list (client-go's ``list``); a failed one backs off and syncs
+        again (a watch-list first, while the server may serve one)."""
+        unavailable = state.rv_unavailable
+        rv = "" if unavailable else self.last_sync_resource_version or "0"
+        # client-go's choice of page size: paged, unless listing at a specific RV from a server
+        # that did not page the first list (then the whole list comes from its watch cache,
+        # avoiding a thundering herd on etcd; "not older than RV" keeps it correct).
+        limit = self.options.page_size
+        if rv not in ("", "0") and not state.server.pages:
+            limit = 0
+        try:
+            with self._decoding():
+                try:
+                    items, list_rv, paged = await self._reader.read_list(rv, limit)
+                except ApiError as err:
+                    if not _unavailable(err):
+                        raise
+                    # The RV is unavailable: at once, a consistent list at RV "" (same page size).
+                    unavailable, rv = True, ""
+                    items, list_rv, paged = await self._reader.read_list(rv, limit)
+                await self._synced(items, list_rv)
+        except CacheProxyError as err:
+            log.info("%s: list failed: %s", self.name, err)
+            return self._back_off(_sync(state.server, unavailable or _unavailable(err)), err)
+        pages = state.server.pages or (rv == "0" and paged)
+        return Watching(dataclasses.replace(state.server, pages=pages))
+
+    async def _synced(self, items: list[object], rv: str) -> None:
+        """A whole state read at ``rv``: onto the queue, and the watch goes on from there."""
+        await self.queue.put(Replaced(items, _rv_int(rv)))
+        self.last_sync_resource_version = rv
         self.synced.set()
-        return ContinuedStream(stream_cm, stream, request.timeout_seconds)
+        self._succeeded()
 
     # ------------------------------------------------------------------ watching
 
-    async def _watch_loop(self, continued: ContinuedStream | None) -> None:
-        """Watch until a relist is needed (raises ``_Relist``)."""
-        current = continued
-        while True:
-            self.phase = Phase.WATCHING
-            try:
-                if current is None:
-                    await self._watch_once()
-                else:
-                    stream, current = current, None
-                    await self._consume(
-                        stream.cm, stream.stream, stream.timeout, started=self._clock()
-                    )
-            except _WatchAgain as again:
-                if again.delay:
-                    self.phase = Phase.BACKING_OFF
-                    await self._sleep(again.delay)
-
-    async def _watch_once(self) -> None:
-        timeout = self._watch_timeout()
+    async def _watch(self, state: Watching) -> State:
+        """One watch: the watch-list's stream read on, or a new watch from the last synced RV."""
+        if (continued := state.stream) is not None:
+            async with continued.exit:
+                return await self._watch_events(
+                    state, continued.events, continued.timeout, started=self._clock()
+                )
         request = WatchRequest(
             resource_version=self.last_sync_resource_version,
-            timeout_seconds=timeout,
+            timeout_seconds=self._watch_timeout(),
             allow_watch_bookmarks=True,
         )
         self.metrics.request(self.name, "watch")
-        cm = self.lw.watch(request)
         started = self._clock()
-        try:
-            stream = await cm.__aenter__()
-        except ApiError as err:
-            raise self._on_watch_error(err, events=0, started=started) from None
-        except TransportError as err:
-            raise self._on_watch_error(err, events=0, started=started) from None
-        finally:
-            self.watch_answered.set()
-        await self._consume(cm, stream, timeout, started=started)
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                events = await stack.enter_async_context(self.lw.watch(request))
+            except (ApiError, TransportError) as err:
+                return self._watch_failed(state, err)
+            finally:
+                self.watch_answered.set()
+            return await self._watch_events(state, events, request.timeout_seconds, started=started)
 
-    async def _consume(
+    async def _watch_events(
         self,
-        cm: Any,
-        stream: AsyncIterator[WatchEvent],
+        state: Watching,
+        events: AsyncIterator[WatchEvent],
         watch_seconds: int,
         *,
         started: float,
-    ) -> None:
-        events = 0
+    ) -> State:
+        """Puts one watch's events on the queue until it ends; then what its end means."""
+        confirmation = _Confirmation(self, owed=state.confirming)
         stall = watch_seconds + self.options.stall_margin
+        self._heard_at = self._clock()
+        try:
+            count, error = await self._read_events(events, stall, confirmation)
+        finally:
+            self._heard_at = None
+            confirmation.cancel()
+            self.last_event_at = self._clock()
+        # Live for ``live_grace`` more while the next watch opens, after a normal end only.
+        self._ended_at = self._clock() if error is None else float("-inf")
+        if count:
+            self._succeeded()  # however the watch ended, upstream answered
+        again = Watching(state.server, confirming=confirmation.owed)
+        if isinstance(error, TimeoutError):
+            self.metrics.watch_error(self.name, "stalled")
+            log.info("%s: watch stalled (nothing for %.0f s); watching again", self.name, stall)
+            return again
+        self.metrics.events(self.name, count)
+        if error is not None:
+            return self._watch_failed(again, error)
+        if count == 0 and self._clock() - started < self.options.very_short_watch:
+            log.info("%s: very short watch (no event, under a second): relisting", self.name)
+            return Relisting(state.server, "very-short-watch")
+        return again
+
+    async def _read_events(
+        self, events: AsyncIterator[WatchEvent], stall: float, confirmation: _Confirmation
+    ) -> tuple[int, Exception | None]:
+        """(How many events, what ended the stream: None when it ended normally, TimeoutError
+        when nothing came for ``stall`` seconds, else the ApiError or TransportError.)"""
+        count = 0
         # One deadline for the whole stream, pushed forward as events arrive (at most every
         # quarter of the threshold: a timer per event would cost more than the event).
         step = min(1.0, stall / 4)
         loop = asyncio.get_running_loop()
-        error: BaseException | None = None
-        stalled = False
-        confirming = None
-        if self._confirming:
-            confirming = asyncio.create_task(self._confirm_after(), name=f"{self.name}-confirm")
-        self._heard_at = self._clock()
         try:
             async with asyncio.timeout(stall) as deadline:
                 pushed = loop.time()
-                async for event in stream:
-                    if not events and self._confirming:
-                        await self._confirm()
-                    events += 1
+                async for event in events:
+                    if not count:
+                        await confirmation.give()
+                    count += 1
                     self._heard_at = self._clock()
                     await self._handle(event)
                     now = loop.time()
                     if now - pushed >= step:
                         deadline.reschedule(now + stall)
                         pushed = now
-        except (ApiError, TransportError) as err:
-            error = err
-        except TimeoutError:
-            stalled = True
-            self.metrics.watch_error(self.name, "stalled")
-            log.info("%s: watch stalled (nothing for %.0f s); watching again", self.name, stall)
-            raise _WatchAgain(0) from None
-        finally:
-            # Live for ``live_grace`` more while the next watch opens, after a normal end only.
-            self._ended_at = self._clock() if error is None and not stalled else float("-inf")
-            self._heard_at = None
-            if confirming is not None:
-                confirming.cancel()
-            self.last_event_at = self._clock()
-            if events:
-                self._succeeded()  # however the watch ended, upstream answered
-            await cm.__aexit__(None, None, None)
-        self.metrics.events(self.name, events)
-        if error is not None:
-            raise self._on_watch_error(error, events=events, started=started)
-        if events == 0 and self._clock() - started < self.options.very_short_watch:
-            log.info("%s: very short watch (no event, under a second): relisting", self.name)
-            raise _Relist("very-short-watch")
-        raise _WatchAgain(0)
+        except (ApiError, TransportError, TimeoutError) as err:
+            return count, err
+        return count, None
 
     async def _handle(self, event: WatchEvent) -> None:
         rv = event.resource_version
@@ -481,52 +601,43 @@ class Reflector:
         if rv:
             self.last_sync_resource_version = rv
 
-    async def _confirm_after(self) -> None:
-        await self._sleep(RESUME_CONFIRMATION)
-        await self._confirm()
-
-    async def _confirm(self) -> None:
-        if self._confirming:
-            self._confirming = False
-            await self.queue.put(Confirmed(_rv_int(self.last_sync_resource_version)))
-            self.synced.set()
-
-    def _on_watch_error(self, err: BaseException, *, events: int, started: float) -> Exception:
+    def _watch_failed(self, again: Watching, err: Exception) -> State:
+        """What a watch's error leads to: ``again`` (after a backoff), or a relist."""
         if is_expired(err):
             self.metrics.watch_error(self.name, "expired")
             log.info(
                 "%s: watch: %s; relisting at %s", self.name, err, self.last_sync_resource_version
             )
-            return _Relist("expired")
+            return Relisting(again.server, "expired")
         if is_too_many_requests(err):
             self.metrics.watch_error(self.name, "throttled")
-            assert isinstance(err, ApiError)
-            delay = max(float(err.retry_after or 0), self._backoff.next_delay())
-            return _WatchAgain(delay)
+            return self._back_off(again, err)  # Retry-After, if longer
         if is_connection_refused(err):
             self.metrics.watch_error(self.name, "refused")
-            return _WatchAgain(self._backoff.next_delay())
+            return self._back_off(again)
         if isinstance(err, ApiError) and err.code == 500:
             self.metrics.watch_error(self.name, "internal")
-            return _WatchAgain(self._backoff.next_delay())
+            return self._back_off(again)
         if isinstance(err, TransportError):
             self.metrics.watch_error(self.name, "transport")
             log.info("%s: watch broke: %s", self.name, err)
-            return _WatchAgain(self._backoff.next_delay())
+            return self._back_off(again)
         self.metrics.watch_error(self.name, "other")
         log.warning("%s: watch ended with: %s; relisting", self.name, err)
-        return _Relist("watch-error")
+        return Relisting(again.server, "watch-error")
+
+    def _relist(self, state: Relisting) -> State:
+        """Counted by reason, said, and backed off from: a server that fails every watch at
+        once is not asked for a list in a loop."""
+        self.metrics.relist(self.name, state.reason)
+        log.info("%s: relisting (%s)", self.name, state.reason)
+        return self._back_off(_sync(state.server))
 
     # ------------------------------------------------------------------ helpers
 
     def _decoding(self) -> contextlib.AbstractContextManager[None]:
         """Around reading a sync's objects (never around a back-off)."""
         return gc_paused() if self.options.pause_gc_during_sync else contextlib.nullcontext()
-
-    def _relist_resource_version(self) -> str:
-        if self._rv_unavailable:
-            return ""
-        return self.last_sync_resource_version or "0"
 
     def _watch_timeout(self) -> int:
         base = self.options.min_watch_timeout
@@ -537,12 +648,40 @@ class Reflector:
         next failure backs off from the start (see the module)."""
         self._backoff.reset()
 
-    async def _back_off(self, err: BaseException | None) -> None:
-        self.phase = Phase.BACKING_OFF
+    def _back_off(self, then: State, err: BaseException | None = None) -> BackingOff:
+        """``then`` after the backoff's next delay (or the server's ``Retry-After``, if longer)."""
         delay = self._backoff.next_delay()
         if isinstance(err, ApiError) and err.retry_after:
             delay = max(delay, float(err.retry_after))
-        await self._sleep(delay)
+        return BackingOff(delay, then)
+
+
+class _Confirmation:
+    """A restored state's :class:`Confirmed`, owed by the watch resumed from its RV: put on the
+    queue once, by the watch's first event or bookmark or by a timer, whichever comes first."""
+
+    def __init__(self, reflector: Reflector, *, owed: bool) -> None:
+        self.owed = owed
+        self._reflector = reflector
+        self._timer: asyncio.Task[None] | None = None
+        if owed:
+            name = f"{reflector.name}-confirm"
+            self._timer = asyncio.create_task(self._after_a_moment(), name=name)
+
+    async def give(self) -> None:
+        if self.owed:
+            self.owed = False
+            r = self._reflector
+            await r.queue.put(Confirmed(_rv_int(r.last_sync_resource_version)))
+            r.synced.set()
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    async def _after_a_moment(self) -> None:
+        await self._reflector._sleep(RESUME_CONFIRMATION)
+        await self.give()
 
 
 def _rv_int(rv: str) -> int:

@@ -15,6 +15,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,12 +40,13 @@ class WatchListHung(Exception):
     """The initial events of a watch-list stopped, and its end bookmark did not come."""
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class ContinuedStream:
-    """A watch-list stream that goes on as the watch after its initial events."""
+    """A watch-list stream that goes on as the watch after its initial events: open, its closing
+    in ``exit`` (taken over by the ``async with`` of the watch that reads it)."""
 
-    cm: Any
-    stream: AsyncIterator[WatchEvent]
+    exit: AsyncExitStack
+    events: AsyncIterator[WatchEvent]
     timeout: int
 
 

@@ -67,9 +67,9 @@ as what they asked for), and ``other`` for anything else."""
 EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED", "BOOKMARK")
 
 RELIST_REASONS = ("expired", "watch-error", "very-short-watch")
-"""Why the reflector relists after its first sync (its ``_Relist`` reasons): every served
+"""Why the reflector relists after its first sync (its ``RelistReason``): every served
 resource reports each at 0 from the start, so a dashboard or an alert sees a zero, not nothing
-(a unit test checks the reflector raises no other)."""
+(a unit test checks the reflector gives no other)."""
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 """From sub-millisecond gets to the 3 s wait for a resourceVersion not reached yet."""

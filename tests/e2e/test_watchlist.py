@@ -16,7 +16,8 @@ import pytest
 
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.envtest import Cluster
-from cacheproxy.informer import Phase
+from cacheproxy.informer import Phase, Reflector
+from cacheproxy.informer.reflector import Watching
 from tests.e2e.support import converged, create, daemon_over, fresh_namespace, upstream_requests
 from tests.e2e.watch_support import GUARD, watching
 from tests.support import POD_LIST_BLUEPRINT, end_annotations
@@ -63,11 +64,11 @@ async def test_the_first_sync_is_by_watch_list_unless_its_end_bookmark_comes_lat
             # 1.28 sends the end bookmark of a quiet resource only after its next write: every
             # resource gave it up (ready once the fallback lists were done, not when the server
             # ended the watch 5-10 min later) and lists from now on.
-            assert not any(r._watch_list for r in reflectors.values())
+            assert not any(_syncs_by_watch_list(r) for r in reflectors.values())
         else:
             # 1.32 ends the initial events at once (its cache asks etcd for progress), events
             # (no watch cache) included: every resource synced by watch-list, and keeps it.
-            assert all(r._watch_list for r in reflectors.values())
+            assert all(_syncs_by_watch_list(r) for r in reflectors.values())
             assert set(upstream_requests(daemon, "watch-list")) == set(reflectors)
             assert upstream_requests(daemon, "list") == {}
 
@@ -85,10 +86,18 @@ async def test_a_resource_that_gets_its_end_bookmark_keeps_the_watch_list(
         ) as daemon:
             assert daemon.factory is not None
             [informer] = list(daemon.factory)
-            assert informer.reflector._watch_list, "synced by watch-list, not by the fallback"
+            reflector = informer.reflector
+            assert _syncs_by_watch_list(reflector), "synced by watch-list, not by the fallback"
     finally:
         writes.cancel()
         await asyncio.gather(writes, return_exceptions=True)
+
+
+def _syncs_by_watch_list(reflector: Reflector) -> bool:
+    """Whether a watching reflector's next (re)sync tries a watch-list first."""
+    state = reflector.state
+    assert isinstance(state, Watching), state
+    return state.server.watch_list
 
 
 async def _keep_writing(upstream: httpx.AsyncClient, path: str) -> None:

@@ -26,6 +26,16 @@ from cacheproxy.informer import (
     WatchRequest,
 )
 from cacheproxy.informer import reflector as reflector_module
+from cacheproxy.informer.reflector import (
+    BackingOff,
+    Listing,
+    Relisting,
+    Server,
+    State,
+    Stopped,
+    Watching,
+    WatchListing,
+)
 from cacheproxy.kube import status
 
 
@@ -127,6 +137,9 @@ async def test_without_watch_list_support_it_lists_in_pages_at_rv_0_then_watches
     fake.supports_watch_list = False
     async with Harness(fake, time, page_size=2) as h:
         await h.until(lambda: fake.open_watches == 1)
+        # The server said it does not do watch-lists: the Reflector stops asking; and it pages.
+        assert h.reflector.state == Watching(Server(watch_list=False, pages=True))
+        assert h.reflector.phase is Phase.WATCHING
     assert h.lists() == [
         ListRequest(resource_version="0", limit=2),
         ListRequest(limit=2, continue_token="2"),
@@ -136,8 +149,7 @@ async def test_without_watch_list_support_it_lists_in_pages_at_rv_0_then_watches
     assert watches[1].resource_version == "4" and watches[1].allow_watch_bookmarks
     assert 300 <= watches[1].timeout_seconds < 600
     assert isinstance(h.items[0], Replaced) and len(h.items[0].objects) == 3
-    # The server said it does not do watch-lists: the Reflector stops asking.
-    assert h.reflector._watch_list is False
+    assert h.reflector.phase is Phase.STOPPED
 
 
 async def test_a_normal_end_of_the_watch_watches_again_from_the_last_rv_without_a_list(
@@ -169,6 +181,37 @@ async def test_a_410_on_the_watch_relists_at_the_last_rv_after_a_backoff(
     assert h.lists()[1] == ListRequest(resource_version="5")
     assert time.sleeps and 0.8 <= time.sleeps[0] <= 1.6
     assert sum(isinstance(i, Replaced) for i in h.items) == 2
+
+
+async def test_the_states_a_410_on_the_watch_goes_through(
+    fake: FakeListerWatcher, time: VirtualTime
+) -> None:
+    fake.supports_watch_list = False
+    h = Harness(fake, time)
+    states: list[State] = []
+    step = h.reflector._step
+
+    async def recorded(state: State) -> State:
+        states.append(state)
+        return await step(state)
+
+    h.reflector._step = recorded  # type: ignore[method-assign]
+    async with h:
+        await h.until(lambda: fake.open_watches == 1)
+        fake.break_watches(status.too_old_resource_version(4, 9))
+        await h.until(lambda: len(h.lists()) == 2 and fake.open_watches == 1)
+    server = Server(watch_list=True)
+    no_watch_list = Server(watch_list=False)
+    assert states[:4] == [
+        WatchListing(server),  # refused: the server does not serve watch-lists
+        Listing(no_watch_list),
+        Watching(no_watch_list),
+        Relisting(no_watch_list, "expired"),
+    ]
+    backing_off, relist, watching = states[4:]
+    assert backing_off == BackingOff(backing_off.delay, Listing(no_watch_list))
+    assert (relist, watching) == (Listing(no_watch_list), Watching(no_watch_list))
+    assert h.reflector.state == Stopped() and h.reflector.phase is Phase.STOPPED
 
 
 async def test_a_410_on_the_list_drops_to_a_consistent_list_at_rv_empty(
@@ -349,7 +392,7 @@ async def test_a_watch_list_without_its_end_bookmark_falls_back_to_lists_for_goo
         await h.until(lambda: fake.open_watches == 1)
         replaced = h.items[0]
         assert isinstance(replaced, Replaced) and len(replaced.objects) == 3
-        assert h.reflector._watch_list is False
+        assert h.reflector.state == Watching(Server(watch_list=False))
         # A relist later is a list too: the resource is remembered as one without watch-lists.
         fake.break_watches(status.gone("too old"))
         await h.until(lambda: len(h.lists()) >= 2)
@@ -367,8 +410,11 @@ async def test_a_watch_list_whose_end_bookmark_comes_late_but_in_time_is_kept(
         await h.until(lambda: fake.open_watches == 1)
         fake.emit("ADDED", cm("c9"))  # the next write brings the bookmark
         await h.until(lambda: h.reflector.synced.is_set())
+        await h.until(lambda: isinstance(h.reflector.state, Watching))
+        state = h.reflector.state
+        assert isinstance(state, Watching) and state.server == Server(watch_list=True)
+        assert state.stream is not None  # the watch-list's stream goes on as the watch
     assert h.lists() == []
-    assert h.reflector._watch_list is True
 
 
 # ---------------------------------------------------------------------- backoff
