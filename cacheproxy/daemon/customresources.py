@@ -235,4 +235,4 @@ async def with_kinds(
             pending[name] = problem
             continue
         resources.append(dataclasses.replace(spec, rtype=rtype, from_discovery=False))
-    return dataclasses.replace(config, resources=tuple(resources))
+    return config.model_copy(update={"resources": tuple(resources)})

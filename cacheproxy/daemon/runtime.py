@@ -21,6 +21,7 @@ import uvicorn
 
 from cacheproxy.daemon.autocache import AutoCache
 from cacheproxy.daemon.config import DaemonConfig, ResourceConfig
+from cacheproxy.daemon.config.model import Sections
 from cacheproxy.daemon.consistency import consistent_reads
 from cacheproxy.daemon.customresources import CustomResources, with_kinds
 from cacheproxy.daemon.indexcheck import warn_of_empty_indexes
@@ -285,11 +286,12 @@ class Daemon:
         assert self.factory is not None
         assert self.crd_factory is not None
         name = spec.rtype.config_name
-        self.config = dataclasses.replace(
-            self.config,
-            resources=tuple(
-                spec if r.rtype.config_name == name else r for r in self.config.resources
-            ),
+        self.config = self.config.model_copy(
+            update={
+                "resources": tuple(
+                    spec if r.rtype.config_name == name else r for r in self.config.resources
+                )
+            }
         )
         options = wire_resource(spec, self.config.server.limits)
         self.server.add_resource(
@@ -396,17 +398,15 @@ class Daemon:
             self.start_serving(new[rtype])
             changes.append(f"+{rtype.config_name}")
         restart = [
-            f.name
-            for f in dataclasses.fields(config)
-            if f.name != "resources"
-            and f.metadata.get("setting", True)
-            and getattr(config, f.name) != getattr(self.config, f.name)
+            name
+            for name in Sections.model_fields
+            if getattr(config, name) != getattr(self.config, name)
         ]
         if restart:
             log.warning(
                 "config reload: changes to %s need a restart (not applied)", ", ".join(restart)
             )
-        self.config = dataclasses.replace(self.config, resources=config.resources)
+        self.config = self.config.model_copy(update={"resources": config.resources})
         self.wiring = dataclasses.replace(
             self.wiring,
             resources=tuple(wire_resource(spec, limits) for spec in config.resources),

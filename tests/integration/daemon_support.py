@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from dataclasses import replace
 
 from cacheproxy.daemon.config import DaemonConfig, ResourceConfig, ServerSettings
 from cacheproxy.daemon.config.model import PassthroughSettings, UpstreamSettings
@@ -38,7 +37,7 @@ async def daemon_for(
     """A daemon in front of ``upstream_url`` (or the full ``upstream`` config), synced;
     ``passthrough=False``: the read-only cache (what it does not answer is refused);
     ``watching``: how it lists and watches (the ``upstream`` settings)."""
-    settings = replace(ServerSettings(port=0), **server)  # type: ignore[arg-type]
+    settings = ServerSettings(port=0).model_copy(update=server)
     if isinstance(passthrough, bool):
         passthrough = PassthroughSettings(enabled=passthrough)
     config = DaemonConfig(

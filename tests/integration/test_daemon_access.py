@@ -281,7 +281,9 @@ async def test_kubectl_with_a_token_and_with_a_client_certificate_over_tls(
 ) -> None:
     sim = Simulator(config=SimConfig(policy=Policy.from_mapping(POLICY)))
     sim.load(sample_objects())
-    tls = TLSSettings(pki.server_cert, pki.server_key, client_ca_file=pki.ca_cert)
+    tls = TLSSettings(
+        cert_file=pki.server_cert, key_file=pki.server_key, client_ca_file=pki.ca_cert
+    )
     async with (
         SimServer(sim) as server,
         daemon_for(
@@ -336,7 +338,7 @@ async def test_the_serving_certificate_is_reloaded_when_it_changes(
     cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
     cert.write_bytes(first.server_cert.read_bytes())
     key.write_bytes(first.server_key.read_bytes())
-    async with daemon_for(demo_server.url, tls=TLSSettings(cert, key)) as daemon:
+    async with daemon_for(demo_server.url, tls=TLSSettings(cert_file=cert, key_file=key)) as daemon:
 
         async def trusted_by(ca: Path) -> bool:
             context = ssl.create_default_context(cafile=str(ca))

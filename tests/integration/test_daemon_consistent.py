@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -41,7 +40,7 @@ def probes(daemon: Any) -> float:
 
 
 async def test_every_read_after_a_write_sees_it(sim_server: SimServer, sim: Simulator) -> None:
-    limits = replace(ServerLimits(), consistent_probes_per_second=1000)
+    limits = ServerLimits(consistent_probes_per_second=1000)
     async with (
         daemon_for(sim_server.url, resources=CONSISTENT, limits=limits) as daemon,
         httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,
@@ -61,7 +60,7 @@ async def test_every_read_after_a_write_sees_it(sim_server: SimServer, sim: Simu
 async def test_a_silent_watch_makes_reads_fall_back_to_the_cache_with_a_warning(
     sim_server: SimServer, sim: Simulator
 ) -> None:
-    limits = replace(ServerLimits(), consistent_read_timeout_seconds=0.3)
+    limits = ServerLimits(consistent_read_timeout_seconds=0.3)
     async with (
         daemon_for(sim_server.url, resources=CONSISTENT, limits=limits) as daemon,
         httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,
@@ -86,7 +85,7 @@ async def test_a_silent_watch_makes_reads_fall_back_to_the_cache_with_a_warning(
 async def test_a_failing_probe_is_a_504_when_so_configured(
     sim_server: SimServer, sim: Simulator
 ) -> None:
-    limits = replace(ServerLimits(), consistent_read_fallback="error")
+    limits = ServerLimits(consistent_read_fallback="error")
     async with (
         daemon_for(sim_server.url, resources=CONSISTENT, limits=limits) as daemon,
         httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,
@@ -198,7 +197,7 @@ async def test_a_default_read_whose_watch_went_silent_is_proven_not_served_as_is
             sim_server.url,
             resources=(ResourceConfig(rtype=CONFIGMAPS),),
             watching=UpstreamSettings(watch_live_silence_seconds=1),
-            limits=replace(ServerLimits(), consistent_read_timeout_seconds=0.5),
+            limits=ServerLimits(consistent_read_timeout_seconds=0.5),
         ) as daemon,
         httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,
     ):

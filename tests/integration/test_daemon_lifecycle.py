@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import replace
 
 import httpx
 import orjson
@@ -79,12 +78,13 @@ async def test_a_reload_adds_and_removes_resources_without_dropping_other_watche
             for _ in range(60):  # the initial state
                 await anext(lines)
             async with c.stream("GET", "/api/v1/configmaps", params={"watch": "1"}) as doomed:
-                new = replace(
-                    daemon.config,
-                    resources=(
-                        ResourceConfig(rtype=builtin("pods")),
-                        ResourceConfig(rtype=builtin("nodes")),
-                    ),
+                new = daemon.config.model_copy(
+                    update={
+                        "resources": (
+                            ResourceConfig(rtype=builtin("pods")),
+                            ResourceConfig(rtype=builtin("nodes")),
+                        )
+                    }
                 )
                 assert await daemon.reload(new) == ["-configmaps", "+nodes"]
                 # The removed resource's watch ends; its API is gone.
@@ -131,7 +131,7 @@ async def test_removing_a_custom_resource_stops_the_watch_of_its_crd() -> None:
         ]
         assert b"cacheproxy_upstream_responses_total" in crd_lines
         assert not [name for name in crd_lines if not name.startswith(b"cacheproxy_upstream_")]
-        assert await daemon.reload(replace(daemon.config, resources=specs[:1])) == [
+        assert await daemon.reload(daemon.config.model_copy(update={"resources": specs[:1]})) == [
             "-example.com/v1/widgets"
         ]
         assert list(daemon.crd_factory) == []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -17,7 +16,7 @@ async def test_requests_beyond_max_in_flight_get_429_with_retry_after(
     demo_server: SimServer,
 ) -> None:
     async with (
-        daemon_for(demo_server.url, limits=replace(ServerLimits(), max_in_flight=1)) as daemon,
+        daemon_for(demo_server.url, limits=ServerLimits(max_in_flight=1)) as daemon,
         httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,
     ):
         # A read at a resourceVersion the cache has not reached waits (up to 3 s) in flight.
@@ -52,7 +51,7 @@ async def test_watches_per_user_are_limited(demo_server: SimServer, tmp_path: Pa
         daemon_for(
             demo_server.url,
             auth=AuthSettings(mode=AuthMode.TOKEN, token_file=tokens),
-            limits=replace(ServerLimits(), max_watchers_per_user=2),
+            limits=ServerLimits(max_watchers_per_user=2),
         ) as daemon,
         httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,
     ):
@@ -87,7 +86,7 @@ async def test_watches_per_user_are_limited(demo_server: SimServer, tmp_path: Pa
 async def test_oversized_urls_and_headers_and_bodies_on_reads_are_refused(
     demo_server: SimServer,
 ) -> None:
-    limits = replace(ServerLimits(), max_url_bytes=1024, max_header_bytes=4096)
+    limits = ServerLimits(max_url_bytes=1024, max_header_bytes=4096)
     async with (
         daemon_for(demo_server.url, limits=limits) as daemon,
         httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,
@@ -110,7 +109,7 @@ async def test_oversized_urls_and_headers_and_bodies_on_reads_are_refused(
 async def test_a_client_that_sends_headers_too_slowly_is_disconnected(
     demo_server: SimServer,
 ) -> None:
-    limits = replace(ServerLimits(), header_timeout_seconds=0.3)
+    limits = ServerLimits(header_timeout_seconds=0.3)
     async with daemon_for(demo_server.url, limits=limits) as daemon:
         host, port = daemon.url.removeprefix("http://").rsplit(":", 1)
         reader, writer = await asyncio.open_connection(host, int(port))

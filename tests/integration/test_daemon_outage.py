@@ -5,7 +5,6 @@ and its history still covers the gap, catches up by resuming its watch — no re
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 
 import httpx
 
@@ -32,7 +31,7 @@ async def test_a_silent_upstream_makes_the_cache_stale_but_served_and_resuming_c
         daemon_for(
             demo_server.url,
             resources=(ResourceConfig(rtype=PODS),),
-            limits=replace(ServerLimits(), ready_max_staleness_seconds=1.0),
+            limits=ServerLimits(ready_max_staleness_seconds=1.0),
             staleness_header=True,
         ) as daemon,
         httpx.AsyncClient(base_url=daemon.url, timeout=10) as c,

@@ -5,7 +5,6 @@ simulator restarted: its watch caches start anew) relists once and holds what up
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import re
 from pathlib import Path
 
@@ -107,8 +106,8 @@ async def test_a_restart_after_upstream_forgot_the_rvs_relists_once(
     )
     assert made.status_code == 201
     await demo_server.restart()  # its watch caches start after every snapshot's RV
-    stale = dataclasses.replace(
-        config(tmp_path), persistence=PersistenceSettings(directory=tmp_path, serve_stale=True)
+    stale = config(tmp_path).model_copy(
+        update={"persistence": PersistenceSettings(directory=tmp_path, serve_stale=True)}
     )
     async with Daemon(stale, upstream, manage_gc=False) as second:
         assert await second.wait_ready(10)

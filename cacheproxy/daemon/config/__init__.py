@@ -1,17 +1,17 @@
 """The daemon's configuration: one YAML file, environment variables and flags, validated at once.
 
-Each setting is declared once, as a field of the model's dataclasses (:mod:`.model`: type,
-default, bounds, doc); validation, the environment and ``--set`` names, the summary and the
-reference tables of ``docs/configuration.md`` are derived from that declaration
-(:mod:`.settings`). The modules, by concept:
+Each setting is declared once, as a field of the pydantic models (:mod:`.model`: type, default,
+bounds, doc); validation, the environment and ``--set`` names, the summary and the reference
+tables of ``docs/configuration.md`` are derived from that declaration (:mod:`.settings`). The
+modules, by concept:
 
-- :mod:`.model`: the dataclasses the daemon is built from, and their declarations;
-- :mod:`.settings`: reading declarations back (paths, kinds, bounds, docs) and validating a value;
-- :mod:`.sources`: the file, variables and flags as YAML nodes that remember where they were
-  written, and the problems found, reported together;
-- :mod:`.entry`: one item of ``resources``: what it may say, and the one string grammar of a
-  resource;
-- :mod:`.resources`: the ``resources`` list read, every problem located;
+- :mod:`.model`: the sections the daemon is built from, and their declarations;
+- :mod:`.settings`: reading declarations back (paths, kinds, bounds, docs), the wording of a
+  problem with a value;
+- :mod:`.entry`: one item of ``resources``: what it may say, its checks, and the one string
+  grammar of a resource;
+- :mod:`.sources`: the file, variables and flags as pydantic-settings sources whose values
+  remember where they were written, and the problems found, reported together;
 - :mod:`.load`: merging the sources, the rules between settings, assembling the model;
 - :mod:`.describe`: the summary ``check-config`` prints;
 - :mod:`.reference`: the generated tables of ``docs/configuration.md``.

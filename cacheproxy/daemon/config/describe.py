@@ -10,7 +10,6 @@ new setting therefore appears without a change here; a test checks each one can 
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 from collections.abc import Iterable
 from pathlib import Path
@@ -182,7 +181,7 @@ def describe(config: DaemonConfig) -> str:
         for s in SETTINGS.values()
         if s.path not in SHOWN
         and not s.path.startswith(_LISTED)
-        and value_of(config, s) != (None if s.default is dataclasses.MISSING else s.default)
+        and value_of(config, s) != s.default
     ]
     if others:
         lines.append(f"other settings: {_pairs(config, others)}")

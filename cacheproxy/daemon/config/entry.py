@@ -1,7 +1,7 @@
 """One item of ``resources``: the record the daemon caches from (:class:`ResourceConfig`), what an
-entry may say (:class:`ResourceEntry`, each key declared once: the reader, the reference table
-and the wiring test read it), and the one grammar of a resource written as a string, shared by
-the configuration and ``cacheproxy sim --crd``:
+entry may say and how it is checked (:class:`ResourceEntry`, each key declared once: the reader,
+the reference table and the wiring test read it), and the one grammar of a resource written as a
+string, shared by the configuration and ``cacheproxy sim --crd``:
 ``NAME`` or ``GROUP/VERSION/PLURAL:Kind[:namespaced|cluster]`` (namespaced unless ``:cluster``).
 """
 
@@ -10,27 +10,46 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
 
-from cacheproxy.daemon.config.settings import Shown, library_default, settings_of
+from cacheproxy.daemon.config.settings import (
+    Section,
+    Shown,
+    kind_of,
+    library_default,
+    located,
+    settings_of,
+    suggest,
+)
+from cacheproxy.errors import ApiError, ConfigError
 from cacheproxy.informer import Collection, SharedInformerFactory, Transform
-from cacheproxy.kube.resources import ResourceType
+from cacheproxy.kube.fieldpath import compile_field_path
+from cacheproxy.kube.fields import parse_field_selector, validate_field_selector
+from cacheproxy.kube.labels import parse_label_selector
+from cacheproxy.kube.resources import (
+    BUILTIN_GROUPS,
+    BUILTIN_RESOURCES,
+    ResourceRegistry,
+    ResourceType,
+)
 
 __all__ = [
     "DEFAULT_CONSISTENT_READS",
     "ENTRY",
-    "ENTRY_KEYS",
-    "FIELD_PATH",
     "RESOURCE_GRAMMAR",
-    "TRANSFORM_KEYS",
     "ConsistentReadsPolicy",
     "ResourceConfig",
     "ResourceEntry",
     "TransformEntry",
-    "custom_resource_problems",
-    "kind_problem",
     "parse_custom_resource",
     "split_resource_text",
 ]
@@ -46,10 +65,12 @@ DEFAULT_CONSISTENT_READS: Final = "live"
 """The default :data:`ConsistentReadsPolicy`: reads with RV unset are served from the cache its
 live upstream watch keeps, once it holds every write made through the daemon."""
 RESOURCE_GRAMMAR: Final = "NAME or GROUP/VERSION/PLURAL:Kind[:namespaced|cluster]"
+Problem = tuple[tuple[str | int, ...], str]
+"""A problem with a value and the key it is at (``("kind",)``)."""
 
 
-def _namespace(text: str) -> str:
-    if _DNS_LABEL.fullmatch(text):
+def _namespace(text: str | None) -> str | None:
+    if text is None or _DNS_LABEL.fullmatch(text):
         return text
     raise ValueError(
         f"invalid namespace {text!r}: expected a lower-case DNS label (a-z, 0-9, -; at most 63)"
@@ -88,18 +109,58 @@ class ResourceConfig:
         return self.rtype.group == "" and self.rtype.resource == "secrets"
 
 
-@dataclass(frozen=True, slots=True)
-class TransformEntry:
+def _field_path(*, fan_out: bool) -> BeforeValidator:
+    """A field path to index or drop, checked as the informer will use it."""
+
+    def check(value: object) -> str:
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"expected a string, got {kind_of(value)}; quote it")
+        text = (value or "").strip()
+        if not text:
+            raise ValueError("expected a field path, got nothing")
+        try:
+            compile_field_path(text)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        if not fan_out and "[*]" in text:
+            raise ValueError(f"{text!r}: a dropped field cannot fan out over a list ([*])")
+        return text
+
+    return BeforeValidator(check)
+
+
+def _listed_once(paths: tuple[str, ...]) -> tuple[str, ...]:
+    twice: list[Problem] = [
+        ((i,), f"{p!r} is listed twice") for i, p in enumerate(paths) if p in paths[:i]
+    ]
+    if twice:
+        raise located(twice)
+    return paths
+
+
+def _selector(parse: Any) -> AfterValidator:
+    def check(text: str) -> str:
+        try:
+            parse(text)
+        except ApiError as exc:
+            raise ValueError(f"invalid selector {text!r}: {exc.message}") from None
+        return text
+
+    return AfterValidator(check)
+
+
+class TransformEntry(Section):
     """``resources[].transform``: what is kept of each object."""
 
-    drop_fields: tuple[str, ...] = library_default(Transform, "drop_fields")
+    drop_fields: Annotated[
+        tuple[Annotated[str, _field_path(fan_out=False)], ...], AfterValidator(_listed_once)
+    ] = library_default(Transform, "drop_fields")
     """Fields removed before storing. `[]` keeps everything. No `[*]`."""
     metadata_only: bool = library_default(Transform, "metadata_only")
     """Keep only `kind`, `apiVersion` and `metadata` (like PartialObjectMetadata)."""
 
 
-@dataclass(frozen=True, slots=True)
-class ResourceEntry:
+class ResourceEntry(Section):
     """One item of ``resources``, as written (the reader makes a ResourceConfig of it)."""
 
     resource: Annotated[str, Shown(default="required")]
@@ -113,21 +174,27 @@ class ResourceEntry:
     namespaced: bool | None = None
     """Custom resources only: whether the resource lives in namespaces (upstream's discovery
     says when not written)."""
-    namespace: (
-        Annotated[str, AfterValidator(_namespace), Shown(default="all namespaces")] | None
-    ) = None
+    namespace: Annotated[
+        str | None, AfterValidator(_namespace), Shown(default="all namespaces")
+    ] = None
     """Only this namespace (not allowed for cluster-scoped resources)."""
-    label_selector: Annotated[str, Shown(default="everything")] = ""
+    label_selector: Annotated[str, _selector(parse_label_selector), Shown(default="everything")] = (
+        ""
+    )
     """Label selector applied **upstream** (server-side filtering), Kubernetes syntax."""
-    field_selector: Annotated[str, Shown(default="everything")] = ""
+    field_selector: Annotated[str, _selector(parse_field_selector), Shown(default="everything")] = (
+        ""
+    )
     """Field selector applied upstream. For built-in resources only the fields the API server
     supports for that kind are accepted (pods: `spec.nodeName`, `status.phase`, …); for custom
     resources only the syntax is checked (CRDs may declare `selectableFields`)."""
-    indexes: tuple[str, ...] = ()
+    indexes: Annotated[
+        tuple[Annotated[str, _field_path(fan_out=True)], ...], AfterValidator(_listed_once)
+    ] = ()
     """Fields indexed in memory, answered without a scan: `spec.nodeName`,
     `metadata.labels.app`, `metadata.ownerReferences[*].uid` (`[*]` indexes every element of a
     list). In a YAML flow list (`[…]`) quote paths containing `[*]`."""
-    transform: TransformEntry = dataclasses.field(default_factory=TransformEntry)
+    transform: TransformEntry = TransformEntry()
     history: Annotated[int, Field(ge=1_000, le=10_000_000)] = library_default(
         ResourceConfig, "history"
     )
@@ -150,12 +217,69 @@ class ResourceEntry:
     cache as it is, at once, with no upstream request (as `resourceVersion=0`). `consistent` is
     the former name of `strict`."""
 
+    _rtype: ResourceType = PrivateAttr()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _written(cls, value: Any) -> Any:
+        """An entry written as a string stands for the keys it names."""
+        if isinstance(value, str):
+            split = split_resource_text(value)
+            if split is None:
+                raise ValueError(f"expected {RESOURCE_GRAMMAR}, got {value!r}")
+            name, kind, namespaced = split
+            scope = {"kind": kind, "namespaced": namespaced} if kind is not None else {}
+            return {"resource": name, **scope}
+        if not isinstance(value, dict | ResourceEntry):
+            raise ValueError('expected a resource name or a mapping with a "resource" key')
+        return value
+
+    @field_validator("transform", mode="before")
+    @classmethod
+    def _transform_is_a_mapping(cls, value: Any) -> Any:
+        if not isinstance(value, dict | TransformEntry):
+            raise ValueError("expected a mapping (dropFields, metadataOnly)")
+        return value
+
+    @model_validator(mode="after")
+    def _resolved(self) -> ResourceEntry:
+        """The resource type the keys name, checked against the namespace and field selector."""
+        rtype, problems = _resource_type(self)
+        if rtype is not None and self.namespace is not None and not rtype.namespaced:
+            why = f"{rtype.config_name} is cluster-scoped: it has no namespace"
+            problems.append((("namespace",), why))
+        if rtype is not None and rtype in BUILTIN_RESOURCES and self.field_selector:
+            # A built-in kind's field labels are known; a CRD may declare selectableFields.
+            try:
+                validate_field_selector(rtype, parse_field_selector(self.field_selector))
+            except ApiError as exc:
+                why = f"invalid selector {self.field_selector!r}: {exc.message}"
+                problems.append((("fieldSelector",), why))
+        if problems:
+            raise located(problems)
+        assert rtype is not None
+        self._rtype = rtype
+        return self
+
+    def config(self) -> ResourceConfig:
+        """The daemon's record of this entry."""
+        return ResourceConfig(
+            rtype=self._rtype,
+            from_discovery=self._rtype.kind == "",
+            namespace=self.namespace,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+            indexes=self.indexes,
+            transform=Transform(self.transform.drop_fields, self.transform.metadata_only),
+            history=self.history,
+            consistent_reads=self.consistent_reads,
+        )
+
 
 ENTRY: Final = {s.path: s for s in settings_of(ResourceEntry)}
 """The keys of one entry by (dotted) path: ``history``, ``transform.dropFields``."""
-ENTRY_KEYS: Final = list(dict.fromkeys(p.split(".")[0] for p in ENTRY))
-TRANSFORM_KEYS: Final = [p.split(".", 1)[1] for p in ENTRY if p.startswith("transform.")]
-FIELD_PATH: Final = dataclasses.replace(ENTRY["resource"], path="item")
+_BUILTINS: Final = ResourceRegistry(BUILTIN_RESOURCES)
+_BUILTIN_NAMES: Final = [t.config_name for t in BUILTIN_RESOURCES]
 
 
 def split_resource_text(text: str) -> tuple[str, str | None, bool | None] | None:
@@ -167,6 +291,43 @@ def split_resource_text(text: str) -> tuple[str, str | None, bool | None] | None
     if len(rest) > 2 or (len(rest) == 2 and rest[1] not in ("namespaced", "cluster")):
         return None
     return name, rest[0], len(rest) == 1 or rest[1] == "namespaced"
+
+
+def _resource_type(entry: ResourceEntry) -> tuple[ResourceType | None, list[Problem]]:
+    """The type ``resource``, ``kind`` and ``namespaced`` name, or the problem with them."""
+    name, kind, namespaced = entry.resource, entry.kind, entry.namespaced
+    if "*" in name or name.lower() == "all":
+        # docs/design.md §7: Secrets are cached only when named explicitly, so nothing may stand
+        # for "every resource".
+        why = f"{name!r}: wildcards are refused; list each resource by name (Secrets are cached only when named explicitly)"
+        return None, [(("resource",), why)]
+    builtin = _BUILTINS.resolve(name)
+    if builtin is not None:
+        if kind is not None and kind != builtin.kind:
+            why = f"{builtin.config_name} is built in: its kind is {builtin.kind}"
+            return None, [(("kind",), why)]
+        if namespaced is not None and namespaced != builtin.namespaced:
+            scope = "namespaced" if builtin.namespaced else "cluster-scoped"
+            return None, [(("namespaced",), f"{builtin.config_name} is built in and {scope}")]
+        return builtin, []
+    guess = suggest(name, _BUILTIN_NAMES)
+    hint = f'; did you mean "{guess}"?' if guess else ""
+    if name.count("/") != 2:
+        why = f"unknown resource {name!r}{hint} (custom resources are GROUP/VERSION/PLURAL)"
+        return None, [(("resource",), why)]
+    if bad := custom_resource_problems(name):
+        return None, [(("resource",), f"invalid resource {name!r}: {'; '.join(bad)}")]
+    if kind is not None and (problem := kind_problem(kind)) is not None:
+        return None, [(("kind",), problem)]
+    group, version, plural = name.split("/")
+    if kind is not None and namespaced is not None:
+        return ResourceType(group, version, plural, kind, namespaced=namespaced), []
+    if group in BUILTIN_GROUPS:
+        why = f"{name} is not a built-in resource{hint} (a custom resource of a built-in group needs kind and namespaced)"
+        return None, [(("resource",), why)]
+    # A custom resource: its kind and scope come from upstream's discovery, which the daemon
+    # asks before serving it. The kind stays "" until then.
+    return ResourceType(group, version, plural, "", namespaced=namespaced is not False), []
 
 
 def custom_resource_problems(name: str) -> list[str]:

@@ -3,12 +3,11 @@ early), each declared once as :mod:`.model` declares its settings."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated, Final
 
 from pydantic import Field
 
-from cacheproxy.daemon.config.settings import library_default
+from cacheproxy.daemon.config.settings import Section, library_default
 from cacheproxy.server.app import ServerOptions
 from cacheproxy.server.consistent import SERVE_FROM_CACHE, ConsistencyOptions, OnTimeout
 from cacheproxy.server.resource import ServedResource
@@ -21,8 +20,7 @@ _SERVER: Final = ServerOptions
 _CONSISTENCY: Final = ConsistencyOptions
 
 
-@dataclass(frozen=True, slots=True)
-class ServerLimits:
+class ServerLimits(Section):
     """``server.limits``: bounds that keep one client from hurting the others (docs/design.md §7:
     every buffer bounded)."""
 

@@ -1,5 +1,5 @@
-"""What the daemon is configured with: frozen dataclasses grouped by concern, each setting
-declared once (type, default, bounds, checks, doc) in the way :mod:`.settings` reads.
+"""What the daemon is configured with: frozen pydantic models grouped by concern, each setting
+declared once (type, default, bounds, checks, doc) as :mod:`.settings` describes.
 
 A default that a component of the library already has (the reflector's page size, the server's
 watch buffer) is taken from that component with :func:`library_default`, so the number lives in
@@ -11,26 +11,18 @@ the kubeconfig loaders.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import ipaddress
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, InstanceOf, field_validator
 
 from cacheproxy.daemon.config.entry import ResourceConfig
 from cacheproxy.daemon.config.limits import ServerLimits
-from cacheproxy.daemon.config.settings import (
-    NOT_A_SETTING,
-    TRISTATE,
-    Shown,
-    library_default,
-    settings_of,
-)
+from cacheproxy.daemon.config.settings import TRISTATE, Section, Shown, library_default, settings_of
 from cacheproxy.daemon.persistence import PersistenceOptions
 from cacheproxy.informer import ReflectorOptions
 from cacheproxy.server.access import AccessSettings
@@ -57,6 +49,7 @@ __all__ = [
     "PassthroughSettings",
     "PersistenceSettings",
     "ResourceConfig",
+    "Sections",
     "ServerLimits",
     "ServerSettings",
     "TLSSettings",
@@ -114,8 +107,7 @@ _ACCESS: Final = AccessSettings
 _CONSISTENCY: Final = ConsistencyOptions
 
 
-@dataclass(frozen=True, slots=True)
-class UpstreamSettings:
+class UpstreamSettings(Section):
     """``upstream``: where the API server is and how the reflectors talk to it."""
 
     kubeconfig: Path | None = None
@@ -174,8 +166,7 @@ class UpstreamSettings:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class TLSSettings:
+class TLSSettings(Section):
     """``server.tls``: HTTPS (None: plain HTTP)."""
 
     cert_file: Path | None = None
@@ -197,8 +188,7 @@ class TLSSettings:
     TLS 1.2 or newer."""
 
 
-@dataclass(frozen=True, slots=True)
-class AuthSettings:
+class AuthSettings(Section):
     """``server.auth``: who clients are, and what they may read."""
 
     mode: AuthMode = AuthMode.NONE
@@ -239,8 +229,7 @@ class AuthSettings:
     Health checks (`/healthz`, `/livez`, `/readyz`) always answer everyone."""
 
 
-@dataclass(frozen=True, slots=True)
-class ServerSettings:
+class ServerSettings(Section):
     """``server``: where and how the daemon listens."""
 
     address: Annotated[str, AfterValidator(_address), Shown(type="IP address or host name")] = (
@@ -271,8 +260,14 @@ class ServerSettings:
     (client-go, controller-runtime, the Python client, kopf, client-node, kubectl) then reads
     and writes through the daemon with its own identity. Over plain HTTP clients send no
     credentials (they reach upstream anonymous): set `server.tls` for theirs to be forwarded."""
-    auth: AuthSettings = dataclasses.field(default_factory=AuthSettings)
-    limits: ServerLimits = dataclasses.field(default_factory=ServerLimits)
+    auth: AuthSettings = AuthSettings()
+    limits: ServerLimits = ServerLimits()
+
+    @field_validator("tls")
+    @classmethod
+    def _tls_when_asked(cls, tls: TLSSettings | None) -> TLSSettings | None:
+        """A ``tls`` section that changes nothing (``selfSigned: false``) is no TLS."""
+        return None if tls == TLSSettings() else tls
 
     @property
     def loopback(self) -> bool:
@@ -291,8 +286,7 @@ class ServerSettings:
         return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
 
 
-@dataclass(frozen=True, slots=True)
-class LoggingSettings:
+class LoggingSettings(Section):
     """``logging``: what the daemon logs, and how."""
 
     level: LogLevel = "info"
@@ -302,8 +296,7 @@ class LoggingSettings:
     """`json`: one JSON object per line."""
 
 
-@dataclass(frozen=True, slots=True)
-class PersistenceSettings:
+class PersistenceSettings(Section):
     """``persistence``: warm restarts from each resource's state on disk (docs/operations.md)."""
 
     directory: Annotated[Path | None, Field(alias="dir")] = None
@@ -322,8 +315,7 @@ class PersistenceSettings:
     until upstream has confirmed it (the resumed watch was accepted), as before a first sync."""
 
 
-@dataclass(frozen=True, slots=True)
-class PassthroughSettings:
+class PassthroughSettings(Section):
     """``passthrough``: what the cache does not answer goes to the API server as its caller sent
     it (docs/operations.md, "What passes through")."""
 
@@ -381,19 +373,24 @@ class PassthroughSettings:
     forwarded) once nobody read it for this long."""
 
 
-@dataclass(frozen=True, slots=True)
-class DaemonConfig:
+class Sections(Section):
+    """The settings' sections: what the file, the environment and flags can set, ``resources``
+    apart (:class:`~.entry.ResourceEntry`)."""
+
+    upstream: UpstreamSettings = UpstreamSettings()
+    server: ServerSettings = ServerSettings()
+    logging: LoggingSettings = LoggingSettings()
+    persistence: PersistenceSettings = PersistenceSettings()
+    passthrough: PassthroughSettings = PassthroughSettings()
+
+
+class DaemonConfig(Sections):
     """Everything the daemon needs to start, validated."""
 
-    resources: tuple[ResourceConfig, ...] = dataclasses.field(metadata=NOT_A_SETTING)
-    upstream: UpstreamSettings = dataclasses.field(default_factory=UpstreamSettings)
-    server: ServerSettings = dataclasses.field(default_factory=ServerSettings)
-    logging: LoggingSettings = dataclasses.field(default_factory=LoggingSettings)
-    persistence: PersistenceSettings = dataclasses.field(default_factory=PersistenceSettings)
-    passthrough: PassthroughSettings = dataclasses.field(default_factory=PassthroughSettings)
-    source: str = dataclasses.field(default="defaults", metadata=NOT_A_SETTING)
+    resources: tuple[InstanceOf[ResourceConfig], ...]
+    source: str = "defaults"
     """The file read, or ``defaults`` when there was none."""
-    overridden_by: tuple[str, ...] = dataclasses.field(default=(), metadata=NOT_A_SETTING)
+    overridden_by: tuple[str, ...] = ()
     """The environment variables and flags that changed a value (``$CACHEPROXY_SERVER_PORT``)."""
 
     @property
@@ -422,7 +419,7 @@ class DaemonConfig:
         return tuple(out)
 
 
-SETTINGS: Final = {s.path: s for s in settings_of(DaemonConfig)}
+SETTINGS: Final = {s.path: s for s in settings_of(Sections)}
 """Every scalar setting by dotted path, in declaration order (``resources`` is read apart)."""
 
 

@@ -14,7 +14,6 @@ Each table sits between two marker comments in the document::
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import enum
 import json
 import re
@@ -59,7 +58,7 @@ def default_text(s: Setting) -> str:
     if s.shown.default:
         return s.shown.default
     value: Any = s.default
-    if value is dataclasses.MISSING or (value is None and s.kind is not Kind.TRISTATE):
+    if value is None and s.kind is not Kind.TRISTATE:
         return "—"
     if value is None:
         return "`auto`"

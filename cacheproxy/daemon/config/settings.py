@@ -1,69 +1,64 @@
-"""Settings declared once, on the configuration's dataclasses, and read back from them.
+"""Settings declared once, as fields of frozen pydantic models, and read back from them.
 
-A setting is a field of a frozen dataclass, declared the Pydantic way::
+A setting is a field of a :class:`Section`::
 
     watch_buffer: Annotated[int, Field(ge=1, le=1_000_000)] = 1_000
     \"\"\"Events queued per watcher; a watcher that falls this far behind is closed.\"\"\"
 
-Its type, default, bounds (``Field(ge=, le=)``), checks (``AfterValidator``) and doc (the
-attribute docstring) are the one declaration; :func:`settings_of` walks the dataclasses and
-derives everything else: the dotted path (``server.limits.watchBuffer``: the camelCase field
-name, or ``Field(alias=)``), the environment variable, the ``--set`` name, the reference tables
-and the summary. :meth:`Setting.convert` validates a value with Pydantic (strict types, bounds,
-choices, checks) and words the problem as the configuration's messages always were.
+Pydantic validates it (type, bounds, ``AfterValidator`` checks); its attribute docstring is its
+description (``use_attribute_docstrings``); its key is the camelCase alias. :func:`settings_of`
+gives each its dotted path (``server.limits.watchBuffer``), environment variable and ``--set``
+name, for the sources, the reference tables, the summary and the command line.
 
-Why the model stays plain dataclasses rather than Pydantic models: code builds them directly
-(tests, benchmarks, the demo) with values outside what an operator may configure (a bookmark
-every 0.2 s), and ``dataclasses.replace`` works on them; the bounds guard the configuration's
-input, which is where Pydantic validates.
+Strict, because YAML is typed: ``port: "8080"`` is a mistake worth naming. A value from an
+environment variable or flag is :class:`Text`; :meth:`Section._given` converts it by the field's
+kind before pydantic sees it (``no`` is false, ``Token`` is ``token``), as it does a file's
+strings for choices and paths. :func:`wording` words pydantic's errors as the configuration's
+messages always were (``must be between 0 and 65535, got 70000``).
 """
 
 from __future__ import annotations
 
-import ast
 import dataclasses
+import difflib
 import enum
-import functools
 import inspect
-import itertools
 import math
 import re
-import textwrap
 import types
 import typing
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from typing import Any, Final, Literal
 
 import annotated_types
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
+from pydantic.alias_generators import to_camel
 from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
 
 __all__ = [
-    "NOT_A_SETTING",
     "TRISTATE",
-    "UNSET",
-    "Invalid",
     "Kind",
+    "Section",
     "Setting",
     "Shown",
-    "assemble",
+    "Text",
     "env_var_name",
+    "kind_of",
     "library_default",
+    "located",
     "settings_of",
+    "suggest",
+    "wording",
 ]
 
-UNSET: Final = typing.cast(Any, type("Unset", (), {"__repr__": lambda _: "UNSET"})())
-"""A value that was not given (a YAML null, an empty string in the file): the default applies."""
 
-NOT_A_SETTING: Final = {"setting": False}
-"""``dataclasses.field(metadata=NOT_A_SETTING)``: a field the walk skips (set by the loader)."""
+class Text(str):
+    """A value from an environment variable or flag: text, converted by the setting's kind."""
 
-
-class Invalid(Exception):
-    """A value that cannot be used; the message says why."""
+    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +89,17 @@ class Kind(enum.Enum):
     LIST = "list of field paths"
 
 
+_KINDS: Final = {
+    bool: Kind.BOOL,
+    int: Kind.INT,
+    float: Kind.SECONDS,
+    str: Kind.STR,
+    Path: Kind.PATH,
+}
+_TRUE_TEXT: Final = frozenset({"true", "1", "yes", "on"})
+_FALSE_TEXT: Final = frozenset({"false", "0", "no", "off"})
+
+
 def library_default(owner: Callable[..., object], name: str) -> Any:
     """The default a component of the library gives ``name`` (a dataclass field, a parameter or
     a class attribute). A setting whose default is the component's says so with this: the value
@@ -116,12 +122,7 @@ def env_var_name(path: str) -> str:
     return "CACHEPROXY_" + snake.replace(".", "_").upper()
 
 
-def _camel(name: str) -> str:
-    first, *rest = name.split("_")
-    return first + "".join(part.title() for part in rest)
-
-
-def _kind_of(value: object) -> str:
+def kind_of(value: object) -> str:
     if isinstance(value, bool):
         return f"a boolean ({str(value).lower()})"
     if isinstance(value, int | float):
@@ -131,12 +132,48 @@ def _kind_of(value: object) -> str:
     return type(value).__name__
 
 
+def suggest(word: str, choices: list[str]) -> str | None:
+    """The choice ``word`` was probably meant to be: same letters ignoring case, ``_`` and
+    ``-``, else the closest by difflib."""
+    norm = {c.lower().replace("_", "").replace("-", ""): c for c in choices}
+    key = word.lower().replace("_", "").replace("-", "")
+    if key in norm:
+        return norm[key]
+    close = difflib.get_close_matches(key, list(norm), n=1, cutoff=0.6)
+    return norm[close[0]] if close else None
+
+
+def located(problems: Sequence[tuple[tuple[str | int, ...], str]]) -> ValidationError:
+    """Problems a check found with several values at once, each at its own key, so that each
+    is reported where it was written (pydantic nests them under the checked value's place)."""
+    return ValidationError.from_exception_data(
+        "configuration",
+        [
+            InitErrorDetails(
+                type=PydanticCustomError("invalid", "{message}", {"message": message}),
+                loc=loc,
+                input=None,
+            )
+            for loc, message in problems
+        ],
+    )
+
+
 def _num(x: float) -> str:
     return str(int(x)) if math.isfinite(x) and x == int(x) else str(x)
 
 
-_TRUE_TEXT: Final = frozenset({"true", "1", "yes", "on"})
-_FALSE_TEXT: Final = frozenset({"false", "0", "no", "off"})
+def _strip_optional(annotation: Any) -> tuple[Any, bool]:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return args[0], True
+    return annotation, False
+
+
+def _section_of(field: FieldInfo) -> type[Section] | None:
+    base, _ = _strip_optional(field.annotation)
+    return base if isinstance(base, type) and issubclass(base, Section) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,24 +184,12 @@ class Setting:
     """Dotted, as in the file and ``--set``: ``server.limits.watchBuffer``."""
     attrs: tuple[str, ...]
     """The attribute path in the model: ``("server", "limits", "watch_buffer")``."""
-    kind: Kind
-    base: Any
-    """The type without ``None`` and metadata (``int``, ``AuthMode``, ``Literal[…]``)."""
-    metadata: tuple[Any, ...]
-    """Pydantic constraints and validators (``Ge``, ``Le``, ``AfterValidator``)."""
-    default: Any
-    """``dataclasses.MISSING`` when the field is required (a section's mandatory key)."""
-    optional: bool
-    """None is a value: an empty text clears it."""
-    owner: type = dataclasses.field(compare=False, repr=False)
-    """The dataclass that declares it (its docstring is read from there when asked)."""
-    shown: Shown = dataclasses.field(default_factory=lambda: Shown())
+    field: FieldInfo = dataclasses.field(compare=False, repr=False)
 
     @property
     def doc(self) -> str:
-        """What it means: the attribute docstring after its field. Read from the source only
-        when asked (the reference, ``check-config``), not by every start."""
-        return _docstrings(self.owner).get(self.attrs[-1], "")
+        """What it means: the field's attribute docstring, on one line."""
+        return " ".join((self.field.description or "").split())
 
     @property
     def key(self) -> str:
@@ -175,9 +200,42 @@ class Setting:
         return env_var_name(self.path)
 
     @property
+    def base(self) -> Any:
+        """The type without ``None`` (``int``, ``AuthMode``, ``Literal[…]``)."""
+        return _strip_optional(self.field.annotation)[0]
+
+    @property
+    def optional(self) -> bool:
+        """None is a value: an empty text clears it."""
+        return _strip_optional(self.field.annotation)[1]
+
+    @property
+    def kind(self) -> Kind:
+        base = self.base
+        if TRISTATE in self.field.metadata:
+            return Kind.TRISTATE
+        if typing.get_origin(base) is Literal or (
+            isinstance(base, type) and issubclass(base, enum.Enum)
+        ):
+            return Kind.CHOICE
+        if typing.get_origin(base) is tuple:
+            return Kind.LIST
+        return _KINDS[base]
+
+    @property
+    def default(self) -> Any:
+        """None when the setting is required (an entry's ``resource``)."""
+        required = self.field.is_required()
+        return None if required else self.field.get_default(call_default_factory=True)
+
+    @property
+    def shown(self) -> Shown:
+        return next((m for m in self.field.metadata if isinstance(m, Shown)), Shown())
+
+    @property
     def bounds(self) -> tuple[float | None, float | None]:
         lo = hi = None
-        for m in self.metadata:
+        for m in self.field.metadata:
             if isinstance(m, annotated_types.Ge):
                 lo = typing.cast(float, m.ge)
             elif isinstance(m, annotated_types.Le):
@@ -205,54 +263,46 @@ class Setting:
             Kind.LIST: "a list of field paths",
         }.get(self.kind) or " or ".join(self.choices)
 
-    def convert(self, value: object, *, text: bool) -> Any:
-        """The setting's value of ``value``: YAML-typed (from the file), or ``text`` from a
-        variable or flag, converted to the setting's type. An empty string is ``UNSET`` in the
-        file and None from text (clearing an optional setting). Raises :class:`Invalid`."""
-        kind = self.kind
-        if kind in (Kind.STR, Kind.PATH):
+    def given(self, value: object) -> object:
+        """``value`` as written (YAML-typed, :class:`Text`, or a Python value from code) made
+        ready for pydantic's strict validation; raises ValueError saying what is wrong."""
+        kind, text = self.kind, isinstance(value, Text)
+        if kind in (Kind.STR, Kind.PATH) and not isinstance(value, Path):
             if not isinstance(value, str):
-                raise Invalid(f"expected a string, got {_kind_of(value)}; quote it")
-            value = value.strip()
-            if not value:
-                return None if text else UNSET
-        elif kind in (Kind.CHOICE, Kind.TRISTATE):
+                raise ValueError(f"expected a string, got {kind_of(value)}; quote it")
+            if value.strip():
+                return Path(value.strip()).expanduser() if kind is Kind.PATH else value.strip()
+            if text and self.optional:
+                return None
+            if not text and not self.field.is_required():
+                return self.default  # an empty string in the file: the default applies
+            raise ValueError("must not be empty")
+        if kind in (Kind.CHOICE, Kind.TRISTATE):
             if isinstance(value, str) and value.strip().lower() in self.choices:
-                value = value.strip().lower()
+                chosen = value.strip().lower()
                 if kind is Kind.TRISTATE:
-                    return {"true": True, "false": False}.get(value)
-            elif kind is Kind.TRISTATE and isinstance(value, bool):
+                    return {"true": True, "false": False}.get(chosen)
+                return self.base(chosen) if isinstance(self.base, type) else chosen
+            if kind is Kind.TRISTATE and (value is None or isinstance(value, bool)):
                 return value
-            else:
-                raise Invalid(f"expected one of {', '.join(self.choices)}; got {_kind_of(value)}")
-        elif text and isinstance(value, str):
-            value = self._parse_text(value)
-        if kind is Kind.PATH:
-            return Path(typing.cast(str, value))
+            raise ValueError(f"expected one of {', '.join(self.choices)}; got {kind_of(value)}")
+        if kind is Kind.LIST and not isinstance(value, tuple):
+            if isinstance(value, list):
+                return tuple(value)
+            raise ValueError(f"expected {self.expected}")
+        if not isinstance(value, Text):
+            return value
+        if kind is Kind.BOOL and value.strip().lower() in _TRUE_TEXT | _FALSE_TEXT:
+            return value.strip().lower() in _TRUE_TEXT
         try:
-            return _adapter(self.base, self.metadata).validate_python(
-                value, strict=kind is not Kind.CHOICE
-            )
-        except ValidationError as exc:
-            raise Invalid(self._message(exc.errors()[0], value)) from None
+            return {Kind.INT: int, Kind.SECONDS: float}[kind](value.strip())
+        except (KeyError, ValueError):
+            raise ValueError(f"expected {self.expected}, got {str(value)!r}") from None
 
-    def _parse_text(self, text: str) -> object:
-        if self.kind is Kind.BOOL:
-            lowered = text.strip().lower()
-            if lowered in _TRUE_TEXT | _FALSE_TEXT:
-                return lowered in _TRUE_TEXT
-            raise Invalid(f"expected true or false, got {text!r}")
-        parse = {Kind.INT: int, Kind.SECONDS: float}.get(self.kind)
-        if parse is None:
-            return text
-        try:
-            return parse(text.strip())
-        except ValueError:
-            raise Invalid(f"expected {self.expected}, got {text!r}") from None
-
-    def _message(self, error: Any, value: object) -> str:
-        kind = error["type"]
-        if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
+    def wording(self, error: ErrorDetails) -> str:
+        """Pydantic's ``error`` with this setting's value, as the configuration words it."""
+        kind, value = error["type"], error["input"]
+        if kind in ("greater_than_equal", "less_than_equal"):
             lo, hi = self.bounds
             unit = " seconds" if self.kind is Kind.SECONDS else ""
             number = typing.cast(float, value)
@@ -260,160 +310,53 @@ class Setting:
                 return f"must be between {_num(lo)} and {_num(hi)}{unit}, got {_num(number)}"
             limit = f"at least {_num(lo)}" if lo is not None else f"at most {_num(hi or 0)}"
             return f"must be {limit}{unit}, got {_num(number)}"
-        if kind == "value_error":
-            return str(error["ctx"]["error"])
-        if kind in ("literal_error", "enum"):
-            return f"expected one of {', '.join(self.choices)}; got {_kind_of(value)}"
         if kind.endswith(("_type", "_parsing")) or kind == "int_from_float":
-            return f"expected {self.expected}, got {_kind_of(value)}"
-        return str(error["msg"])
+            return f"expected {self.expected}, got {kind_of(value)}"
+        return wording(error)
 
 
-@cache
-def _adapter(base: Any, metadata: tuple[Any, ...]) -> TypeAdapter[Any]:
-    return TypeAdapter(Annotated[(base, *metadata)] if metadata else base)
+def wording(error: ErrorDetails) -> str:
+    """An error's own message: a check's (ValueError) or pydantic's."""
+    if error["type"] == "value_error":
+        return str(error.get("ctx", {})["error"])
+    return str(error["msg"])
 
 
-def _strip_optional(annotation: Any) -> tuple[Any, bool]:
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if len(args) == 1:
-            return args[0], True
-    return annotation, False
+class Section(BaseModel):
+    """A part of the configuration (``server``, ``server.limits``, one ``resources`` entry):
+    frozen, strict, keys in camelCase, unknown keys refused, docs from attribute docstrings."""
 
-
-def _dataclass_of(annotation: Any) -> type | None:
-    inner, _ = _strip_optional(annotation)
-    return inner if isinstance(inner, type) and dataclasses.is_dataclass(inner) else None
-
-
-def _kind(base: Any, tristate: bool) -> Kind:
-    if tristate:
-        return Kind.TRISTATE
-    if typing.get_origin(base) is Literal or (
-        isinstance(base, type) and issubclass(base, enum.Enum)
-    ):
-        return Kind.CHOICE
-    if typing.get_origin(base) is tuple:
-        return Kind.LIST
-    kinds = {bool: Kind.BOOL, int: Kind.INT, float: Kind.SECONDS, str: Kind.STR, Path: Kind.PATH}
-    if base in kinds:
-        return kinds[base]
-    raise TypeError(f"no setting kind for {base!r}")
-
-
-def _leaf(
-    path: str, attrs: tuple[str, ...], field: dataclasses.Field[Any], hint: Any, owner: type
-) -> Setting:
-    annotation, optional = _strip_optional(hint)
-    extras: list[Any] = []
-    if typing.get_origin(annotation) is Annotated:
-        annotation, *extras = typing.get_args(annotation)
-        annotation, inner_optional = _strip_optional(annotation)
-        optional = optional or inner_optional
-    info = FieldInfo.from_annotated_attribute(
-        typing.cast(Any, Annotated[(annotation, *extras)] if extras else annotation), None
-    )
-    metadata = tuple(m for m in info.metadata if not isinstance(m, Shown | _Tristate))
-    shown = next((m for m in extras if isinstance(m, Shown)), Shown())
-    tristate = any(isinstance(m, _Tristate) for m in extras)
-    default: Any = field.default
-    factory: Any = field.default_factory
-    if default is dataclasses.MISSING and factory is not dataclasses.MISSING:
-        default = factory()
-    return Setting(
-        path=path,
-        attrs=attrs,
-        kind=_kind(annotation, tristate),
-        base=bool if tristate else annotation,
-        metadata=metadata,
-        default=default,
-        optional=optional or default is dataclasses.MISSING,
-        owner=owner,
-        shown=shown,
+    model_config = ConfigDict(
+        frozen=True,
+        strict=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        validate_by_name=True,  # code names fields in Python (``ServerLimits(watch_buffer=4)``)
+        validate_by_alias=True,  # what is read, in camelCase alone (``by_name=False``)
+        use_attribute_docstrings=True,
     )
 
-
-def _key(field: dataclasses.Field[Any], hint: Any) -> str:
-    if typing.get_origin(hint) is Annotated:
-        for extra in typing.get_args(hint)[1:]:
-            if isinstance(extra, FieldInfo) and extra.alias:
-                return extra.alias
-    return _camel(field.name)
-
-
-@functools.cache
-def _docstrings(cls: type) -> dict[str, str]:
-    """The attribute docstrings of ``cls``'s fields (a string right after the field)."""
-    source = textwrap.dedent(inspect.getsource(cls))
-    body = typing.cast(ast.ClassDef, ast.parse(source).body[0]).body
-    out: dict[str, str] = {}
-    for node, after in itertools.pairwise(body):
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and isinstance(after, ast.Expr)
-            and isinstance(after.value, ast.Constant)
-            and isinstance(after.value.value, str)
-        ):
-            out[node.target.id] = " ".join(inspect.cleandoc(after.value.value).split())
-    return out
+    @field_validator("*", mode="before")
+    @classmethod
+    def _given(cls, value: Any, info: ValidationInfo) -> Any:
+        assert info.field_name is not None
+        field = cls.model_fields[info.field_name]
+        if value is None or _section_of(field) is not None or field.annotation is Any:
+            return value
+        return Setting("", (), field).given(value)
 
 
-def settings_of(cls: type, prefix: str = "") -> Iterator[Setting]:
-    """Every setting declared in dataclass ``cls`` and in its sections (fields whose type is a
-    dataclass, or an optional one), depth first, in declaration order."""
+def settings_of(cls: type[BaseModel], prefix: str = "") -> Iterator[Setting]:
+    """Every setting declared in ``cls`` and in its sections (fields whose type is a section, or
+    an optional one), depth first, in declaration order."""
     yield from _walk(cls, prefix, ())
 
 
-def _walk(cls: type, prefix: str, attrs: tuple[str, ...]) -> Iterator[Setting]:
-    hints = typing.get_type_hints(cls, include_extras=True)
-    for field in dataclasses.fields(typing.cast(Any, cls)):
-        if field.metadata.get("setting", True) is False:
-            continue
-        hint = hints[field.name]
-        path = prefix + _key(field, hint)
-        section = _dataclass_of(hint)
+def _walk(cls: type[BaseModel], prefix: str, attrs: tuple[str, ...]) -> Iterator[Setting]:
+    for name, field in cls.model_fields.items():
+        path = prefix + (field.alias or name)
+        section = _section_of(field)
         if section is not None:
-            yield from _walk(section, path + ".", (*attrs, field.name))
+            yield from _walk(section, path + ".", (*attrs, name))
         else:
-            yield _leaf(path, (*attrs, field.name), field, hint, cls)
-
-
-def assemble(
-    cls: type,
-    values: Mapping[tuple[str, ...], Any],
-    *,
-    attrs: tuple[str, ...] = (),
-    optional: bool = False,
-    **given: Any,
-) -> Any:
-    """An instance of dataclass ``cls`` from its settings' ``values`` (by attribute path, as in
-    :attr:`Setting.attrs`) and the fields that are not settings (``given``). An ``optional``
-    section (``TLSSettings | None``) is None unless each of its required settings has a value
-    and, when it has none required, one of them differs from its default."""
-    hints = typing.get_type_hints(cls, include_extras=True)
-    kwargs: dict[str, Any] = dict(given)
-    fields = dataclasses.fields(typing.cast(Any, cls))
-    for field in fields:
-        here = (*attrs, field.name)
-        if field.metadata.get("setting", True) is False or field.name in given:
-            continue
-        section = _dataclass_of(hints[field.name])
-        if section is None:
-            kwargs[field.name] = values[here]
-            continue
-        _, may_be_none = _strip_optional(hints[field.name])
-        built = assemble(section, values, attrs=here, optional=may_be_none)
-        if built is not None:
-            kwargs[field.name] = built
-    required = [
-        f.name
-        for f in fields
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-    ]
-    if attrs and any(kwargs.get(name) is None for name in required):
-        return None
-    if optional and not required and all(kwargs.get(f.name) == f.default for f in fields):
-        return None
-    return cls(**kwargs)
+            yield Setting(path, (*attrs, name), field)

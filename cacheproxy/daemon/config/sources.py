@@ -1,50 +1,47 @@
-"""Where configuration values come from, and where each was written: the file, environment
-variables and ``--set`` flags, as YAML nodes that remember their place.
+"""Where configuration values come from, and where each was written: the file, ``CACHEPROXY_*``
+environment variables and ``--set`` flags, as pydantic-settings sources.
 
-Why the node API: ``yaml.compose`` keeps the line and column of every value, so each problem is
-reported where it is (``config.yaml:12:9: resources[2].indexes[0]: …``). Every value from the
-environment or a flag becomes a node too, marked with the variable or flag (and, for a YAML
-value such as ``CACHEPROXY_RESOURCES='[…]'``, with the line and column inside it), so one
-validator serves all sources. :class:`Problems` collects everything found, to be reported at
-once, file first in line order.
+Why not pydantic-settings' own YAML and environment sources: each value must remember its
+place, so that every problem is reported where it is (``config.yaml:12:9: resources[2]…``).
+``yaml.compose`` keeps the line and column of every node; each source turns its nodes (or the
+text of a variable or flag, which are :class:`~.settings.Text`) into plain data, and keeps the
+mark of each value by its place (``("server", "port")``). Variable names are the dotted path in
+upper snake case (``CACHEPROXY_SERVER_LIMITS_MAX_WATCHERS``): no nesting delimiter can say that,
+since names hold ``_`` too. :class:`Problems` collects everything found, to be reported at once,
+file first in line order.
 """
 
 from __future__ import annotations
 
-import difflib
 import io
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
 import yaml
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from cacheproxy.daemon.config.settings import UNSET, Invalid, Setting, env_var_name
+from cacheproxy.daemon.config.settings import Kind, Setting, Text, env_var_name, suggest
 
 __all__ = [
     "RESOURCES",
-    "TEXT_TAG",
+    "EnvSource",
+    "FileSource",
+    "FlagSource",
+    "Loc",
     "Problems",
-    "env_texts",
-    "flag_texts",
-    "is_null",
-    "mapping",
-    "node_value",
-    "read_file",
-    "suggest",
-    "text_source",
+    "Source",
+    "dotted",
     "where",
 ]
 
 RESOURCES: Final = "resources"
-TEXT_TAG: Final = "tag:cacheproxy,2024:text"
-"""The tag of a value from an environment variable or flag: text to convert, not YAML."""
-_NULL_TAG: Final = "tag:yaml.org,2002:null"
-_STR_TAG: Final = "tag:yaml.org,2002:str"
+Loc = tuple[str | int, ...]
 
 # The variables Kubernetes injects for a Service (``enableServiceLinks``): a Service named
 # cacheproxy-server yields CACHEPROXY_SERVER_SERVICE_HOST, CACHEPROXY_SERVER_PORT=tcp://….
@@ -54,26 +51,18 @@ _SERVICE_LINK_NAME: Final = re.compile(
 _SERVICE_LINK_VALUE: Final = re.compile(r"(tcp|udp|sctp)://\S+")
 
 
-def suggest(word: str, choices: list[str]) -> str | None:
-    """The choice ``word`` was probably meant to be: same letters ignoring case, ``_`` and
-    ``-``, else the closest by difflib."""
-    norm = {c.lower().replace("_", "").replace("-", ""): c for c in choices}
-    key = word.lower().replace("_", "").replace("-", "")
-    if key in norm:
-        return norm[key]
-    close = difflib.get_close_matches(key, list(norm), n=1, cutoff=0.6)
-    return norm[close[0]] if close else None
+def dotted(loc: Loc) -> str:
+    """``("resources", 2, "indexes", 0)`` → ``resources[2].indexes[0]``."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}" if out else part
+    return out
 
 
-def where(node: Node) -> str:
-    mark = node.start_mark
+def where(mark: yaml.Mark) -> str:
     if mark.line < 0:  # a whole environment variable or flag
         return str(mark.name)
     return f"{mark.name}:{mark.line + 1}:{mark.column + 1}"
-
-
-def is_null(node: Node) -> bool:
-    return isinstance(node, ScalarNode) and node.tag == _NULL_TAG
 
 
 class Problems:
@@ -86,10 +75,9 @@ class Problems:
     def __len__(self) -> int:
         return len(self._found)
 
-    def at(self, node: Node, path: str, message: str) -> None:
-        mark = node.start_mark
+    def at(self, mark: yaml.Mark, path: str, message: str) -> None:
         in_file = mark.name == self._file and mark.line >= 0
-        self._add((0, mark.line, mark.column) if in_file else None, where(node), path, message)
+        self._add((0, mark.line, mark.column) if in_file else None, where(mark), path, message)
 
     def add(self, location: str, path: str, message: str) -> None:
         self._add(None, location, path, message)
@@ -103,169 +91,203 @@ class Problems:
         return [text for _, text in sorted(self._found, key=lambda found: found[0])]
 
 
-def _construct(node: ScalarNode) -> object:
-    """The Python value of a scalar from YAML (a fresh constructor: it caches what it builds)."""
-    try:
-        return SafeConstructor().construct_object(node)
-    except ConstructorError:
-        raise Invalid(f"unsupported YAML tag {node.tag}") from None
+class Source(PydanticBaseSettingsSource):
+    """One source's values (:attr:`data`, nested as in the file) and where each was written."""
 
+    def __init__(self, settings_cls: type[BaseSettings], problems: Problems) -> None:
+        super().__init__(settings_cls)
+        self.problems = problems
+        self.data: dict[str, Any] = {}
+        self.marks: dict[Loc, yaml.Mark] = {}
+        """Where each value (and each mapping, and each list item) was written."""
+        self.keys: dict[Loc, yaml.Mark] = {}
+        """Where each key of a mapping was written."""
+        self.labels: dict[str, str] = {}
+        """The variable or flag of each setting given by one (``$CACHEPROXY_SERVER_PORT``)."""
 
-def node_value(node: Node, setting: Setting) -> Any:
-    """``setting``'s value written at ``node``; ``UNSET`` for a YAML null; raises ``Invalid``."""
-    if isinstance(node, ScalarNode):
-        if node.tag == TEXT_TAG:
-            return setting.convert(node.value, text=True)
-        value = _construct(node)
-        return UNSET if value is None else setting.convert(value, text=False)
-    got = "a list" if isinstance(node, SequenceNode) else "a mapping"
-    raise Invalid(f"expected {setting.expected}, got {got}")
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return self.data.get(field.alias or field_name), field_name, False
 
+    def __call__(self) -> dict[str, Any]:
+        return self.data
 
-def is_text(node: Node) -> bool:
-    """Whether ``node`` is a string (or text from a variable or flag)."""
-    if not isinstance(node, ScalarNode):
-        return False
-    try:
-        return node.tag == TEXT_TAG or isinstance(_construct(node), str)
-    except Invalid:
-        return False
+    def mark(self, loc: Loc, *, exact: bool = False, key: bool = False) -> yaml.Mark | None:
+        """Where the value at ``loc`` was written (with ``key``: its key), else its nearest
+        enclosing value (unless ``exact``)."""
+        if key and loc in self.keys:
+            return self.keys[loc]
+        for end in range(len(loc), len(loc) - 1 if exact else 0, -1):
+            if loc[:end] in self.marks:
+                return self.marks[loc[:end]]
+        return None
 
-
-def mapping(node: Node, *, path: str, keys: list[str], problems: Problems) -> dict[str, Node]:
-    """The entries of a mapping node whose keys are all in ``keys``; reports the others."""
-    if is_null(node):
-        return {}
-    if not isinstance(node, MappingNode):
-        problems.at(node, path or "configuration", "expected a mapping")
-        return {}
-    out: dict[str, Node] = {}
-    for knode, vnode in node.value:
-        key = knode.value if isinstance(knode, ScalarNode) else None
-        here = f"{path}.{key}" if path else str(key)
-        if not isinstance(key, str):
-            problems.at(knode, path, "keys must be strings")
-        elif key in out:
-            problems.at(
-                knode, here, f"duplicate key (first at line {out[key].start_mark.line + 1})"
-            )
-        elif key not in keys:
-            guess = suggest(key, keys)
-            hint = f'did you mean "{guess}"?' if guess else f"expected one of: {', '.join(keys)}"
-            problems.at(knode, here, f"unknown key; {hint}")
-        else:
-            out[key] = vnode
-    return out
-
-
-def walk(root: Node, *, paths: Iterable[str], problems: Problems) -> dict[str, Node]:
-    """The nodes of ``paths`` (dotted) found under the mapping ``root``, unknown keys reported.
-    A path's node is taken whole, whatever it holds (``resources``: a list)."""
-    known = list(paths)
-    found: dict[str, Node] = {}
-
-    def visit(node: Node, prefix: str) -> None:
-        keys = list(
-            dict.fromkeys(p[len(prefix) :].split(".")[0] for p in known if p.startswith(prefix))
-        )
-        here = mapping(node, path=prefix.rstrip("."), keys=keys, problems=problems)
-        for key, value in here.items():
-            path = prefix + key
-            if path in known:
-                found[path] = value
+    def node_data(self, node: Node, loc: Loc) -> Any:
+        """The plain value of ``node``, every mark kept. A null in a mapping is left out (the
+        default applies); a key given twice is reported."""
+        self.marks[loc] = node.start_mark
+        if isinstance(node, SequenceNode):
+            return [self.node_data(item, (*loc, i)) for i, item in enumerate(node.value)]
+        if not isinstance(node, MappingNode):
+            try:
+                return SafeConstructor().construct_object(node)  # a fresh one: it caches
+            except ConstructorError:
+                self.problems.at(node.start_mark, dotted(loc), f"unsupported YAML tag {node.tag}")
+                return None
+        out: dict[str, Any] = {}
+        for knode, vnode in node.value:
+            key = knode.value if isinstance(knode, ScalarNode) else None
+            here = (*loc, str(key))
+            if not isinstance(key, str):
+                self.problems.at(knode.start_mark, dotted(loc), "keys must be strings")
+            elif here in self.keys:
+                first = self.keys[here].line + 1
+                self.problems.at(
+                    knode.start_mark, dotted(here), f"duplicate key (first at line {first})"
+                )
             else:
-                visit(value, path + ".")
+                self.keys[here] = knode.start_mark
+                value = self.node_data(vnode, here)
+                if value is not None:
+                    out[key] = value
+        return out
 
-    visit(root, "")
-    return found
-
-
-def _compose(stream: io.TextIOBase, label: str, problems: Problems) -> Node | None:
-    try:
-        return yaml.compose(stream, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        at = f"{label}:{mark.line + 1}:{mark.column + 1}" if mark else label
-        problems.add(at, "", f"not valid YAML: {exc.problem or exc.context}")
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        problems.add(label, "", f"not valid YAML: {exc}")
-    return None
-
-
-def read_file(path: Path, problems: Problems) -> Node | None:
-    try:
-        with open(os.fspath(path), encoding="utf-8") as stream:  # marks name the path as given
-            return _compose(stream, str(path), problems)
-    except OSError as exc:
-        problems.add(str(path), "", f"cannot read the configuration: {exc.strerror or exc}")
+    def compose(self, stream: io.TextIOBase, label: str) -> Node | None:
+        try:
+            return yaml.compose(stream, Loader=yaml.SafeLoader)
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            at = f"{label}:{mark.line + 1}:{mark.column + 1}" if mark else label
+            self.problems.add(at, "", f"not valid YAML: {exc.problem or exc.context}")
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            self.problems.add(label, "", f"not valid YAML: {exc}")
         return None
 
 
-def text_source(setting: str, text: str, *, label: str, problems: Problems) -> Node | None:
-    """The node of one environment variable or flag value (None once reported)."""
-    if _SERVICE_LINK_VALUE.fullmatch(text.strip()):
-        problems.add(
-            label,
-            setting,
-            f"{text!r} is a Kubernetes service link variable, not a setting: a Service named "
-            "like this variable's prefix sets it; use enableServiceLinks: false in the pod spec "
-            "or rename the Service",
-        )
-        return None
-    if setting != RESOURCES:
-        mark = yaml.Mark(label, 0, -1, -1, None, 0)
-        return ScalarNode(TEXT_TAG, text, mark, mark)
-    if text.lstrip().startswith("["):
-        stream = io.StringIO(text)
-        stream.name = label  # every node's mark names the variable or flag
-        return _compose(stream, label, problems)
-    items: list[Node] = []
-    offset = 0
-    for part in text.split(","):
-        name = part.strip()
-        if name:
-            column = offset + part.index(name)
-            mark = yaml.Mark(label, column, 0, column, None, 0)
-            items.append(ScalarNode(_STR_TAG, name, mark, mark))
-        offset += len(part) + 1
-    start = yaml.Mark(label, 0, 0, 0, None, 0)
-    return SequenceNode("tag:yaml.org,2002:seq", items, start, start)
+class FileSource(Source):
+    """The YAML file. A relative path in it is relative to the file, as kubeconfig does."""
+
+    def __init__(
+        self,
+        settings_cls: type[BaseSettings],
+        problems: Problems,
+        path: Path,
+        settings: Mapping[str, Setting],
+    ) -> None:
+        super().__init__(settings_cls, problems)
+        self.read_ok = False
+        try:
+            with open(os.fspath(path), encoding="utf-8") as stream:  # marks name it as given
+                root = self.compose(stream, str(path))
+        except OSError as exc:
+            problems.add(str(path), "", f"cannot read the configuration: {exc.strerror or exc}")
+            return
+        self.read_ok = not problems and (root is None or isinstance(root, MappingNode))
+        if root is not None and not isinstance(root, MappingNode):
+            problems.at(root.start_mark, "configuration", "expected a mapping")
+        elif root is not None:
+            self.data = self.node_data(root, ())
+        for setting in settings.values():
+            if setting.kind is Kind.PATH:
+                self._relative(path.parent, setting.path.split("."))
+
+    def _relative(self, folder: Path, keys: list[str]) -> None:
+        *sections, key = keys
+        node: Any = self.data
+        for section in sections:
+            node = node.get(section) if isinstance(node, dict) else None
+        if isinstance(node, dict) and isinstance(node.get(key), str) and node[key].strip():
+            node[key] = folder / Path(node[key].strip()).expanduser()
 
 
-def env_texts(
-    env: Mapping[str, str], *, paths: list[str], problems: Problems
-) -> list[tuple[str, str, str]]:
-    """``(label, setting, text)`` of each ``CACHEPROXY_*`` variable naming a setting. Unknown
-    names in a section's namespace are reported; other ``CACHEPROXY_*`` names belong to other
-    commands (``CACHEPROXY_SIM_*``) or are Kubernetes service links, and are left alone."""
-    known = {env_var_name(s): s for s in paths}
-    sections = tuple(dict.fromkeys(env_var_name(p.split(".")[0]) + "_" for p in paths))
-    for name in sorted(env):
-        if name in known or not name.startswith(sections):
-            continue
-        if not _SERVICE_LINK_NAME.fullmatch(name):
+class _TextSource(Source):
+    """Settings given as text (variables or flags), each by its dotted path."""
+
+    def given(self, label: str, path: str, text: str) -> None:
+        if _SERVICE_LINK_VALUE.fullmatch(text.strip()):
+            self.problems.add(
+                label,
+                path,
+                f"{text!r} is a Kubernetes service link variable, not a setting: a Service named "
+                "like this variable's prefix sets it; use enableServiceLinks: false in the pod "
+                "spec or rename the Service",
+            )
+            return
+        *sections, key = path.split(".")
+        node = self.data
+        for section in sections:
+            node = node.setdefault(section, {})
+        loc: Loc = tuple(path.split("."))
+        self.labels[path] = label
+        self.marks[loc] = yaml.Mark(label, 0, -1, -1, None, 0)
+        if path != RESOURCES:
+            node[key] = Text(text)
+        elif text.lstrip().startswith("["):  # a YAML flow sequence, marked inside the text
+            stream = io.StringIO(text)
+            stream.name = label
+            root = self.compose(stream, label)
+            if root is not None:
+                node[key] = self.node_data(root, loc)
+        else:  # a comma-separated list, each name marked at its column
+            node[key], offset = [], 0
+            self.marks[loc] = yaml.Mark(label, 0, 0, 0, None, 0)
+            for part in text.split(","):
+                if name := part.strip():
+                    column = offset + part.index(name)
+                    self.marks[(*loc, len(node[key]))] = yaml.Mark(
+                        label, column, 0, column, None, 0
+                    )
+                    node[key].append(name)
+                offset += len(part) + 1
+
+
+class EnvSource(_TextSource):
+    """``CACHEPROXY_*`` variables naming a setting. Unknown names in a section's namespace are
+    reported; other ``CACHEPROXY_*`` names belong to other commands (``CACHEPROXY_SIM_*``) or
+    are Kubernetes service links, and are left alone."""
+
+    def __init__(
+        self,
+        settings_cls: type[BaseSettings],
+        problems: Problems,
+        env: Mapping[str, str],
+        paths: list[str],
+    ) -> None:
+        super().__init__(settings_cls, problems)
+        known = {env_var_name(s): s for s in paths}
+        sections = tuple(dict.fromkeys(env_var_name(p.split(".")[0]) + "_" for p in paths))
+        for name in sorted(env):
+            if name in known or not name.startswith(sections) or _SERVICE_LINK_NAME.fullmatch(name):
+                continue
             guess = suggest(name, list(known))
             hint = f"; did you mean ${guess}?" if guess else ""
             problems.add(f"${name}", "", f"unknown setting{hint}")
-    return [(f"${name}", s, env[name]) for name, s in known.items() if name in env]
+        for name, path in known.items():
+            if name in env:
+                self.given(f"${name}", path, env[name])
 
 
-def flag_texts(
-    overrides: Mapping[str, str], *, paths: list[str], problems: Problems
-) -> list[tuple[str, str, str]]:
-    out = []
-    for key, text in overrides.items():
-        if key in paths:
-            out.append((f"--set {key}", key, text))
-        elif key.startswith(("resources[", "resources.")):
-            problems.add(
-                f"--set {key}",
-                "",
-                "one resource entry cannot be set alone: set resources as a whole, e.g. "
-                "--set 'resources=[{resource: pods, indexes: [spec.nodeName]}, configmaps]'",
-            )
-        else:
-            guess = suggest(key, paths)
-            hint = f'; did you mean "{guess}"?' if guess else ""
-            problems.add(f"--set {key}", "", f"unknown setting{hint}")
-    return out
+class FlagSource(_TextSource):
+    """``--set path=value`` flags (and the flags that stand for one)."""
+
+    def __init__(
+        self,
+        settings_cls: type[BaseSettings],
+        problems: Problems,
+        overrides: Mapping[str, str],
+        paths: list[str],
+    ) -> None:
+        super().__init__(settings_cls, problems)
+        for key, text in overrides.items():
+            if key in paths:
+                self.given(f"--set {key}", key, text)
+            elif key.startswith(("resources[", "resources.")):
+                problems.add(
+                    f"--set {key}",
+                    "",
+                    "one resource entry cannot be set alone: set resources as a whole, e.g. "
+                    "--set 'resources=[{resource: pods, indexes: [spec.nodeName]}, configmaps]'",
+                )
+            else:
+                guess = suggest(key, paths)
+                hint = f'; did you mean "{guess}"?' if guess else ""
+                problems.add(f"--set {key}", "", f"unknown setting{hint}")

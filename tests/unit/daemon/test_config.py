@@ -331,7 +331,9 @@ def test_environment_values_are_converted_to_each_settings_type() -> None:
     assert config.upstream.in_cluster is False
     assert config.upstream.kubeconfig == Path("kube/config")  # relative to the working directory
     assert config.server.limits.rv_wait_seconds == 0.5
-    assert config.server.auth == AuthSettings(AuthMode.TOKEN, Path("/etc/tokens.csv"))
+    assert config.server.auth == AuthSettings(
+        mode=AuthMode.TOKEN, token_file=Path("/etc/tokens.csv")
+    )
 
 
 def test_a_bad_environment_value_names_the_variable() -> None:

@@ -135,9 +135,13 @@ def test_the_components_get_every_value_explicitly_not_their_own_defaults() -> N
 def test_one_resource_configured_twice_in_code_is_refused_too() -> None:
     pods = builtin("pods")
     config = load_config(None, env={}, overrides={"resources": "pods"})
-    twice = dataclasses.replace(
-        config,
-        resources=(*config.resources, dataclasses.replace(config.resources[0], namespace="a")),
+    twice = config.model_copy(
+        update={
+            "resources": (
+                *config.resources,
+                dataclasses.replace(config.resources[0], namespace="a"),
+            )
+        }
     )
     assert twice.resources[1].rtype == pods
     with pytest.raises(ConfigError, match="pods is configured twice: one entry per resource"):
