@@ -11,7 +11,7 @@ reference tables of ``docs/configuration.md`` are derived from that declaration
   written, and the problems found, reported together;
 - :mod:`.entry`: one item of ``resources``: what it may say, and the one string grammar of a
   resource;
-- :mod:`.resources`: the ``resources`` list read, every problem located;
+- :mod:`.resourcelist`: the ``resources`` list read, every problem located;
 - :mod:`.load`: merging the sources, the rules between settings, assembling the model;
 - :mod:`.describe`: the summary ``check-config`` prints;
 - :mod:`.reference`: the generated tables of ``docs/configuration.md``.

@@ -26,7 +26,7 @@ from cacheproxy.daemon.config.model import (
     DaemonConfig,
     LoggingSettings,
 )
-from cacheproxy.daemon.config.resources import ResourceReader
+from cacheproxy.daemon.config.resourcelist import ResourceReader
 from cacheproxy.daemon.config.settings import UNSET, Invalid, Kind, assemble
 from cacheproxy.daemon.config.sources import (
     RESOURCES,

@@ -31,7 +31,7 @@ from cacheproxy.daemon.config.settings import (
     library_default,
     settings_of,
 )
-from cacheproxy.daemon.persistence import PersistenceOptions
+from cacheproxy.daemon.warmrestart import PersistenceOptions
 from cacheproxy.informer import ReflectorOptions
 from cacheproxy.server.access import AccessSettings
 from cacheproxy.server.app import ServerOptions
