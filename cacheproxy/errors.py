@@ -15,6 +15,9 @@ Every error the project raises on purpose is one of these::
 Lower-layer exceptions (OSError, httpx errors, orjson decode errors) are translated into this tree
 once, at the boundary where they occur, with ``raise ... from exc``.
 
+The ``is_*`` predicates (client-go's ``apierrors.IsGone``, ``IsTooManyRequests``, …) say what an
+error means, so that rules such as the Reflector's read as rules rather than status-code arithmetic.
+
 This module imports nothing from the package, so every layer may use it.
 """
 
@@ -32,6 +35,12 @@ __all__ = [
     "StatusDetails",
     "TransportError",
     "UpstreamTimeout",
+    "is_connection_refused",
+    "is_expired",
+    "is_resource_expired",
+    "is_retryable",
+    "is_too_large_resource_version",
+    "is_too_many_requests",
 ]
 
 
@@ -129,3 +138,42 @@ class ListenError(ConfigError):
     def with_hint(self, hint: str) -> ConfigError:
         """The same complaint, naming the flag or variable that sets this port."""
         return ConfigError(f"{self}; {hint}")
+
+
+# ---------------------------------------------------------------------------- what an error means
+
+
+def is_expired(err: BaseException) -> bool:
+    """410 Expired or Gone: the RV (or continue token) is older than the server's history."""
+    return isinstance(err, ApiError) and err.code == 410
+
+
+def is_resource_expired(err: BaseException) -> bool:
+    """``apierrors.IsResourceExpired``: reason Expired (what client-go's pager falls back on; a
+    410 Gone is not one)."""
+    return isinstance(err, ApiError) and err.reason == "Expired"
+
+
+def is_too_large_resource_version(err: BaseException) -> bool:
+    """The server has not reached the requested RV (504 with cause ResourceVersionTooLarge)."""
+    if not isinstance(err, ApiError):
+        return False
+    causes = err.status.get("details", {}).get("causes", [])
+    if any(c.get("reason") == "ResourceVersionTooLarge" for c in causes):
+        return True
+    return "Too large resource version" in err.message
+
+
+def is_too_many_requests(err: BaseException) -> bool:
+    return isinstance(err, ApiError) and err.code == 429
+
+
+def is_connection_refused(err: BaseException) -> bool:
+    return isinstance(err, TransportError) and err.connection_refused
+
+
+def is_retryable(err: BaseException) -> bool:
+    """Worth trying the same request again later: throttling, server errors, transport trouble."""
+    if isinstance(err, TransportError):
+        return True
+    return isinstance(err, ApiError) and (err.code == 429 or err.code >= 500)

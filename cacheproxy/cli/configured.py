@@ -303,9 +303,9 @@ async def serve_main(args: argparse.Namespace) -> int:
 def _build_daemon(args: argparse.Namespace) -> tuple[Any, Any]:
     from cacheproxy.daemon.config import describe, load_config
     from cacheproxy.daemon.logs import configure_logging
-    from cacheproxy.daemon.persistence import prefetch_snapshots
     from cacheproxy.daemon.reload import ConfigReloader
     from cacheproxy.daemon.runtime import Daemon
+    from cacheproxy.daemon.warmrestart import prefetch_snapshots
     from cacheproxy.daemon.wiring import wire
 
     flags = overrides(args)

@@ -108,7 +108,7 @@ def add_parser(sub: Any, parent: argparse.ArgumentParser) -> None:
 async def sim_main(args: argparse.Namespace) -> int:
     from cacheproxy.sim import SimConfig, SimServer, Simulator
     from cacheproxy.sim.policy import Policy
-    from cacheproxy.sim.tls import generate_pki
+    from cacheproxy.sim.testpki import generate_pki
     from cacheproxy.sim.workload import DemoSpec, demo_objects
 
     policy = Policy.load(args.policy) if args.policy else None

@@ -31,7 +31,7 @@ from cacheproxy.kube.resources import GroupVersion, ResourceType
 from cacheproxy.server.app import CacheServer
 from cacheproxy.server.forwarded import AutoCacheOptions, ReadTally, UpstreamRead
 from cacheproxy.tasks import cancel_and_wait
-from cacheproxy.upstream.discovery import resource_types
+from cacheproxy.upstream.resourcediscovery import resource_types
 
 __all__ = ["NEVER", "AutoCache"]
 

@@ -11,7 +11,7 @@ from typing import ParamSpec, TypeVar
 
 import httpx
 
-from cacheproxy.daemon.metrics import metered
+from cacheproxy.daemon.upstreammetrics import metered
 from cacheproxy.informer import Collection
 from cacheproxy.server.consistent import ConsistencyOptions, ConsistentReads
 from cacheproxy.server.metrics import ServerMetrics

@@ -3,7 +3,7 @@
 A configuration names a custom resource by ``GROUP/VERSION/PLURAL``; its kind and scope may be
 written too, and everything else clients find it by — singular name, short names (``kubectl get
 wd``), categories (``kubectl get all``), ``storageVersionHash`` — is the CRD's, which upstream's
-discovery says (:func:`cacheproxy.upstream.discovery.resource_types`). :func:`describe` asks it
+discovery says (:func:`cacheproxy.upstream.resourcediscovery.resource_types`). :func:`describe` asks it
 for every group version configured, once, and says what it found and what it did not, in words
 a person can act on (a CRD not installed is named). The daemon (``runtime.py``) serves what is
 found as discovery describes it, a resource written with its kind and scope at once (described

@@ -26,14 +26,14 @@ from cacheproxy.daemon.consistency import consistent_reads
 from cacheproxy.daemon.customresources import CustomResources, with_kinds
 from cacheproxy.daemon.indexcheck import warn_of_empty_indexes
 from cacheproxy.daemon.memory import MemoryTrimmer
-from cacheproxy.daemon.metrics import MeteredListerWatcher
 from cacheproxy.daemon.neighbours import (
     neighbours_url,
     self_signed_files,
     write_client_kubeconfig,
 )
-from cacheproxy.daemon.openapi import UpstreamOpenApi
-from cacheproxy.daemon.persistence import CachePersister
+from cacheproxy.daemon.openapisource import UpstreamOpenApi
+from cacheproxy.daemon.upstreammetrics import MeteredListerWatcher
+from cacheproxy.daemon.warmrestart import CachePersister
 from cacheproxy.daemon.wiring import (
     ResourceWiring,
     Wiring,

@@ -26,7 +26,7 @@ from cacheproxy.daemon.config import (
     ServerLimits,
 )
 from cacheproxy.daemon.config.model import SETTINGS, upstream_loader
-from cacheproxy.daemon.persistence import PersistenceOptions
+from cacheproxy.daemon.warmrestart import PersistenceOptions
 from cacheproxy.errors import ConfigError
 from cacheproxy.informer import Collection, ReflectorOptions, Transform
 from cacheproxy.kube.fields import WATCH_CACHE_INDEXES

@@ -29,7 +29,7 @@ from cacheproxy.envtest.assets import (
     find_assets,
 )
 from cacheproxy.envtest.cluster import Cluster, User
-from cacheproxy.envtest.objects import collection_path
+from cacheproxy.envtest.creation import collection_path
 from cacheproxy.envtest.process import EnvtestError
 
 __all__ = [

@@ -26,9 +26,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from cacheproxy.envtest.assets import Assets
-from cacheproxy.envtest.objects import create_all
+from cacheproxy.envtest.creation import create_all
 from cacheproxy.envtest.process import EnvtestError, Process, free_port
-from cacheproxy.sim.tls import generate_pki
+from cacheproxy.sim.testpki import generate_pki
 
 __all__ = ["AUDIT_POLICY", "Cluster", "User"]
 

@@ -43,6 +43,7 @@ from cacheproxy.informer.handlers import (
 )
 from cacheproxy.informer.indexes import IndexFunc
 from cacheproxy.informer.informer import SharedInformer
+from cacheproxy.informer.instruments import InformerMetrics
 from cacheproxy.informer.listwatch import (
     Decode,
     ListerWatcher,
@@ -53,7 +54,6 @@ from cacheproxy.informer.listwatch import (
     WatchStream,
     as_parsed,
 )
-from cacheproxy.informer.metrics import InformerMetrics
 from cacheproxy.informer.queue import (
     Bookmark,
     DeletedFinalStateUnknown,

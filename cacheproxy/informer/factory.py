@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from cacheproxy.informer.eventlog import EventLog
 from cacheproxy.informer.indexes import IndexFunc
 from cacheproxy.informer.informer import SharedInformer
+from cacheproxy.informer.instruments import InformerMetrics
 from cacheproxy.informer.listwatch import ListerWatcher
-from cacheproxy.informer.metrics import InformerMetrics
 from cacheproxy.informer.reflector import ReflectorOptions
 from cacheproxy.informer.store import Store, Transform
 from cacheproxy.kube.resources import ResourceType

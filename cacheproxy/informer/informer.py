@@ -46,8 +46,8 @@ from cacheproxy.informer.handlers import (
     Overflow,
     ResourceEventHandler,
 )
+from cacheproxy.informer.instruments import InformerMetrics
 from cacheproxy.informer.listwatch import ListerWatcher
-from cacheproxy.informer.metrics import InformerMetrics
 from cacheproxy.informer.queue import (
     Bookmark,
     DeletedFinalStateUnknown,

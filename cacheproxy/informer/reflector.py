@@ -63,7 +63,7 @@ ListerWatcher's per-item hook: a large list is then never held as parsed objects
 nothing of stores; what an object becomes is its owner's choice.
 
 The rules above are all here; around them, :mod:`.syncing` reads a whole state (the pager, a
-watch-list's initial events), :mod:`.classifiers` says what an error is, :mod:`.backoff` computes
+watch-list's initial events), :mod:`cacheproxy.errors`' ``is_*`` say what an error is, :mod:`.backoff` computes
 the delays and :class:`ReflectorOptions` holds what its owner may set.
 """
 
@@ -80,19 +80,20 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from cacheproxy.errors import ApiError, CacheProxyError, TransportError
-from cacheproxy.informer.backoff import Backoff
-from cacheproxy.informer.classifiers import (
+from cacheproxy.errors import (
+    ApiError,
+    CacheProxyError,
+    TransportError,
     is_connection_refused,
     is_expired,
     is_too_large_resource_version,
     is_too_many_requests,
 )
-from cacheproxy.informer.gcpause import gc_paused
+from cacheproxy.informer.backoff import Backoff
+from cacheproxy.informer.instruments import InformerMetrics, NoMetrics
 from cacheproxy.informer.listwatch import Decode, ListerWatcher, WatchEvent, WatchRequest, as_parsed
-from cacheproxy.informer.metrics import InformerMetrics, NoMetrics
 from cacheproxy.informer.queue import Bookmark, Delta, EventQueue, Replaced
-from cacheproxy.informer.syncing import ContinuedStream, SyncReader, WatchListHung
+from cacheproxy.informer.syncing import ContinuedStream, SyncReader, WatchListHung, gc_paused
 
 __all__ = [
     "BackingOff",
@@ -156,7 +157,7 @@ class ReflectorOptions:
     watch_list: bool = True
     """Try a streaming watch-list for the first sync (falls back to a paged list)."""
     pause_gc_during_sync: bool = False
-    """Pause the cyclic GC while a (re)sync decodes its list (:mod:`.gcpause`): much faster
+    """Pause the cyclic GC while a (re)sync decodes its list (:func:`.syncing.gc_paused`): much faster
     for large lists, but process-wide — for the process's owner (the daemon) to turn on."""
     watch_list_timeout: float = 10.0
     """Give a watch-list up for a paged list (for good) when its initial events stopped this long

@@ -7,7 +7,7 @@ rest is the servers' vocabulary, in its modules: :mod:`.status` (``metav1.Status
 :mod:`.rv` and :mod:`.listoptions` (list semantics), :mod:`.table` and :mod:`.printers`
 (``kubectl get`` Tables), :mod:`.partial` and :mod:`.negotiation` (metadata-only answers and the
 form a read is answered in), :mod:`.sharding` (``shardSelector``, KEP-5866), :mod:`.discovery`,
-:mod:`.access`, :mod:`.request`.
+:mod:`.attributes`, :mod:`.request`.
 """
 
 from cacheproxy.kube.fields import FieldSelector, parse_field_selector

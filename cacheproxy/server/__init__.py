@@ -15,7 +15,7 @@ Where things are, in the order a request meets them:
   :mod:`.snapshots` select), Tables (:mod:`.crdtables` for custom resources);
 - :mod:`.watching` — one watch request: its start, history, initial state, then live events;
 - :mod:`.watchhub` — the fan-out of the informer's events to every watcher, and
-  :mod:`.watchevents` — what a watcher sees of an event (one function for live and replay), the
+  :mod:`.watchfilter` — what a watcher sees of an event (one function for live and replay), the
   shared line bytes, and the RVs of a relist's difference;
 - :mod:`.metrics` and :mod:`.statuspage` — ``/metrics`` and ``/status``; :mod:`.homepage` —
   the page at ``/`` for browsers;

@@ -31,7 +31,7 @@ from cachetools import TLRUCache
 
 from cacheproxy.errors import ApiError, CacheProxyError
 from cacheproxy.kube import status
-from cacheproxy.kube.access import (
+from cacheproxy.kube.attributes import (
     ANONYMOUS_USER,
     Attributes,
     NonResourceAttributes,

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from cacheproxy.errors import ApiError
 from cacheproxy.kube import status
-from cacheproxy.kube.access import Attributes, ResourceAttributes, UserInfo
+from cacheproxy.kube.attributes import Attributes, ResourceAttributes, UserInfo
 from cacheproxy.kube.request import ApiPath
 from cacheproxy.server.access import AccessControl, request_attributes
 from cacheproxy.server.metrics import ServerMetrics

@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from cacheproxy.errors import ApiError
-from cacheproxy.kube.access import UserInfo
+from cacheproxy.kube.attributes import UserInfo
 from cacheproxy.kube.protobuf import accepts_only_protobuf
 from cacheproxy.kube.request import ApiPath, parse_api_path, split_path, verb_of
 from cacheproxy.kube.resources import ResourceRegistry, ResourceType

@@ -4,7 +4,7 @@ One :class:`ServerMetrics` per CacheServer, with its own ``CollectorRegistry`` (
 process-global default: tests run several daemons in one process, each with its own numbers).
 It gathers three sources:
 
-- the informer library's :class:`~cacheproxy.informer.metrics.InformerMetrics` protocol
+- the informer library's :class:`~cacheproxy.informer.instruments.InformerMetrics` protocol
   (upstream requests, relists, watch errors, events received), implemented with counters —
   the library itself never imports Prometheus;
 - the server's requests: a count by verb/resource/code and a latency histogram, recorded once

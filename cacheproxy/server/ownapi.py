@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field
 from cacheproxy import __version__
 from cacheproxy.errors import ApiError
 from cacheproxy.kube import status
-from cacheproxy.kube.access import ResourceAttributes, UserInfo
+from cacheproxy.kube.attributes import ResourceAttributes, UserInfo
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.server.access import AccessControl
 from cacheproxy.server.indexquery import (

@@ -46,7 +46,7 @@ from prometheus_client import CollectorRegistry
 
 from cacheproxy.errors import ApiError, TransportError, UpstreamTimeout
 from cacheproxy.kube import status
-from cacheproxy.kube.access import UserInfo
+from cacheproxy.kube.attributes import UserInfo
 from cacheproxy.server.admission import ServedRequest
 from cacheproxy.server.forwarded import PassThroughMetrics, ReadTally, UpstreamRead
 from cacheproxy.server.proxying import (

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Final
 
-from cacheproxy.kube.access import AUTHENTICATED, UserInfo
+from cacheproxy.kube.attributes import AUTHENTICATED, UserInfo
 
 __all__ = [
     "impersonation_headers",

@@ -52,7 +52,7 @@ from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.watchhub import WatchHub
 from cacheproxy.server.watching import serve_watch
 from cacheproxy.serving import Message, Receive, Scope, Send, send_body, with_header
-from cacheproxy.serving.discovery import Discovery
+from cacheproxy.serving.discoveryroutes import Discovery
 
 __all__ = [
     "HEALTH_CHECKS",

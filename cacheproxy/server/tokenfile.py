@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cacheproxy.errors import ConfigError
-from cacheproxy.kube.access import UserInfo
+from cacheproxy.kube.attributes import UserInfo
 from cacheproxy.serving import file_stamp
 
 __all__ = ["StaticTokens", "parse_token_file"]

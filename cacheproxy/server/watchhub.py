@@ -22,7 +22,7 @@ from cacheproxy.kube.partial import Reform
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.watchevents import bookmark_line
 from cacheproxy.server.query import EntryView, Query
-from cacheproxy.server.watchevents import EventLines, relist_events, watcher_sees
+from cacheproxy.server.watchfilter import EventLines, relist_events, watcher_sees
 from cacheproxy.serving import Mailbox
 
 __all__ = ["ServedWatch", "WatchHub"]

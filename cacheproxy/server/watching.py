@@ -36,7 +36,7 @@ from cacheproxy.server.options import ServerOptions
 from cacheproxy.server.query import Query
 from cacheproxy.server.reads import negotiate
 from cacheproxy.server.resource import ServedResource
-from cacheproxy.server.watchevents import replay_lines
+from cacheproxy.server.watchfilter import replay_lines
 from cacheproxy.server.watchhub import ServedWatch, WatchHub
 from cacheproxy.serving import Send, WatchWriter, closed_on_disconnect, error_line, watch_batches
 

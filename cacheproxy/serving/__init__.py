@@ -7,7 +7,7 @@ discovery documents, watch lines) and below ``server`` and ``sim``, which never 
 - :mod:`.asgi` — message types, the parsed :class:`Request`, the extensions beyond ASGI;
 - :mod:`.responses` — JSON answers and content negotiation, lists from stored parts, every error
   as a ``metav1.Status``;
-- :mod:`.discovery` — ``/api``, ``/apis``, groups and resource lists, legacy or aggregated;
+- :mod:`.discoveryroutes` — ``/api``, ``/apis``, groups and resource lists, legacy or aggregated;
 - :mod:`.watchstream` — a watch response: bounded mailbox, batches, bookmarks, deadline, stall;
 - :mod:`.uvicorn_adapter` — the one module that reaches into uvicorn's internals (serving on our
   own socket, scatter/gather writes, flow control, connection upgrades), checked against the versions pinned;
@@ -31,7 +31,7 @@ from cacheproxy.serving.asgi import (
     Upgrade,
     lifespan,
 )
-from cacheproxy.serving.discovery import Discovery, Document
+from cacheproxy.serving.discoveryroutes import Discovery, Document
 from cacheproxy.serving.listen import bind
 from cacheproxy.serving.responses import (
     JSON,

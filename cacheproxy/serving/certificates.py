@@ -8,7 +8,7 @@ never written, so nothing can be signed with it afterwards. The files are reused
 still cover the hosts and are valid for a while yet, else made anew (clients take the CA from
 the kubeconfig the daemon writes beside them, ``server.clientKubeconfig``).
 
-The simulator's throwaway PKI (:mod:`cacheproxy.sim.tls`) builds its certificates from the same
+The simulator's throwaway PKI (:mod:`cacheproxy.sim.testpki`) builds its certificates from the same
 blocks.
 """
 

@@ -1,4 +1,4 @@
-"""The simulator's API verbs over :class:`~cacheproxy.sim.store.SimStore`, free of HTTP: the reads
+"""The simulator's API verbs over :class:`~cacheproxy.sim.storage.SimStore`, free of HTTP: the reads
 here, the writes in :mod:`~cacheproxy.sim.writes`.
 
 list / get / watch keep the API server's resourceVersion rules (API concepts, "Resource
@@ -8,7 +8,7 @@ versions"): unset → latest; "0" → any (we answer latest); N → not older th
 order from one snapshot and continue tokens carry it.
 
 Who answers a read is the API server's split between its watch caches and etcd. By default every
-cache is at the global RV. With ``per_resource_cache`` (:class:`~cacheproxy.sim.config.SimConfig`)
+cache is at the global RV. With ``per_resource_cache`` (:class:`~cacheproxy.sim.simconfig.SimConfig`)
 each resource's cache is at the RV of its own last write or progress notification, and the reads
 the 1.28 cacher hands to etcd (RV unset, exact RVs, ``limit`` with an RV other than 0) are at the
 global RV, with etcd's answers to RVs it has not reached (a 500 for an exact one, an immediate 504
@@ -31,8 +31,8 @@ from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.rv import decode_continue, encode_continue, parse_resource_version
 from cacheproxy.kube.versions import NEWEST, KubeVersion
 from cacheproxy.sim import statuses
-from cacheproxy.sim.config import SimConfig
-from cacheproxy.sim.store import Event, SimStore, StoredObject, iter_snapshot
+from cacheproxy.sim.simconfig import SimConfig
+from cacheproxy.sim.storage import Event, SimStore, StoredObject, iter_snapshot
 from cacheproxy.sim.watch import SimWatcher, SimWatchPlan
 from cacheproxy.sim.writes import Writes
 

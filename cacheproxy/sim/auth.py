@@ -7,9 +7,9 @@ error bodies mirror the API server: the bearer-token and x509 authenticators,
 ``AuthenticatedGroupAdder``, the privileged ``system:masters`` group, and the 401/403 bodies of
 ``k8s-samples/protocol/err_*``.
 
-What they decide on is :mod:`~cacheproxy.kube.access`; what they decide by is the policy,
+What they decide on is :mod:`~cacheproxy.kube.attributes`; what they decide by is the policy,
 :mod:`~cacheproxy.sim.policy` (which also documents its file format); the review endpoints that
-expose them are :mod:`~cacheproxy.sim.reviews`.
+expose them are :mod:`~cacheproxy.sim.reviewanswers`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import hmac
 from dataclasses import dataclass
 
 from cacheproxy.kube import status
-from cacheproxy.kube.access import (
+from cacheproxy.kube.attributes import (
     ANONYMOUS_USER,
     MASTERS,
     Attributes,

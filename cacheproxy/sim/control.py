@@ -13,13 +13,13 @@ from typing import Any, Protocol
 
 from cacheproxy.kube import status
 from cacheproxy.sim.faults import Faults
-from cacheproxy.sim.store import SimStore
+from cacheproxy.sim.storage import SimStore
 
 __all__ = ["Controlled", "control"]
 
 
 class Controlled(Protocol):
-    """What the control path acts on (the :class:`~cacheproxy.sim.app.Simulator` is one)."""
+    """What the control path acts on (the :class:`~cacheproxy.sim.simulator.Simulator` is one)."""
 
     store: SimStore
     faults: Faults

@@ -1,6 +1,6 @@
 """Fault injection for the simulator, driven from tests (this Python API) or over HTTP.
 
-The HTTP control path is ``/_sim/…`` (see :mod:`cacheproxy.sim.app`); no real client calls it.
+The HTTP control path is ``/_sim/…`` (see :mod:`cacheproxy.sim.simulator`); no real client calls it.
 Faults are consumed in request order: "the next N watches fail with 410" affects exactly the next
 N watch requests, whatever their resource.
 """

@@ -46,7 +46,7 @@ from typing import Any, Literal, NoReturn
 import yaml
 
 from cacheproxy.errors import ConfigError
-from cacheproxy.kube.access import (
+from cacheproxy.kube.attributes import (
     AUTHENTICATED,
     UNAUTHENTICATED,
     Attributes,

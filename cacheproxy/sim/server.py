@@ -18,8 +18,8 @@ from typing import Any
 import uvicorn
 
 from cacheproxy.serving import ServingProtocol, UvicornRunner
-from cacheproxy.sim.app import Simulator
-from cacheproxy.sim.tls import TestPKI
+from cacheproxy.sim.simulator import Simulator
+from cacheproxy.sim.testpki import TestPKI
 from cacheproxy.tasks import cancel_and_wait
 
 __all__ = ["SimServer"]

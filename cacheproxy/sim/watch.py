@@ -33,7 +33,7 @@ from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.transitions import Seen, seen
 from cacheproxy.kube.watchevents import bookmark_line, event_line
 from cacheproxy.serving import Mailbox, watch_batches
-from cacheproxy.sim.store import Event, Progress, StoredObject, WatchSink
+from cacheproxy.sim.storage import Event, Progress, StoredObject, WatchSink
 
 __all__ = ["SimWatchPlan", "SimWatcher", "stream_watch"]
 

@@ -1,5 +1,5 @@
 """The simulator's writes: create, update, patch, bind, delete and deletecollection over
-:class:`~cacheproxy.sim.store.SimStore`, free of HTTP, shaped by each kind's registry strategy
+:class:`~cacheproxy.sim.storage.SimStore`, free of HTTP, shaped by each kind's registry strategy
 (:mod:`~cacheproxy.sim.strategy`) and refused with the API server's Status errors.
 """
 
@@ -17,8 +17,8 @@ from cacheproxy.kube import status
 from cacheproxy.kube.listoptions import ListOptions
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.sim import statuses, strategy
-from cacheproxy.sim.config import SimConfig
-from cacheproxy.sim.store import SimStore
+from cacheproxy.sim.simconfig import SimConfig
+from cacheproxy.sim.storage import SimStore
 
 __all__ = ["PATCH_TYPES", "Writes", "merge_patch"]
 

@@ -6,23 +6,30 @@
   timeouts);
 - :mod:`~cacheproxy.upstream.forwarding`: where requests forwarded as their callers sent them go
   (:class:`ForwardingTarget`, on keep-alive connections of :mod:`~.connections`);
-- :mod:`~cacheproxy.upstream.listwatch`: :class:`ApiListerWatcher`, the informer's
+- :mod:`~cacheproxy.upstream.apilistwatch`: :class:`ApiListerWatcher`, the informer's
   ``ListerWatcher`` protocol over HTTP (:func:`lister_watchers`: an ``SharedInformerFactory``'s
   factory of them), plus client-go's pager (:func:`list_all`) and :func:`get_version`;
 - :mod:`~cacheproxy.upstream.probe`: :class:`ResourceVersionProbe`, upstream's current
   resourceVersion of a resource, :class:`CollectionKeys`, what a collection holds now, and
   :class:`ObjectVersions`, one object's resourceVersion (for consistent reads from the cache);
-- :mod:`~cacheproxy.upstream.discovery`: :func:`resource_types`, what upstream's discovery says
+- :mod:`~cacheproxy.upstream.resourcediscovery`: :func:`resource_types`, what upstream's discovery says
   of the resources of a group version (custom resources' kinds, scopes and names);
 - :mod:`~cacheproxy.upstream.reviews`: :class:`UpstreamReviews`, TokenReviews and
   SubjectAccessReviews asked of the API server (delegated authentication and authorization);
-- :mod:`~cacheproxy.upstream.errors`: the one place where HTTP error responses, watch ``ERROR``
+- :mod:`~cacheproxy.upstream.apierrors`: the one place where HTTP error responses, watch ``ERROR``
   events and httpx exceptions become :mod:`cacheproxy.errors`.
 
 Imports ``cacheproxy.kube``, ``cacheproxy.errors`` and the informer's protocol types only; never
 ``server/`` or ``sim/`` (docs/design.md §2). Import from here; the submodules may move.
 """
 
+from cacheproxy.upstream.apilistwatch import (
+    ApiListerWatcher,
+    VersionInfo,
+    get_version,
+    list_all,
+    lister_watchers,
+)
 from cacheproxy.upstream.client import BearerTokenAuth, build_client
 from cacheproxy.upstream.config import (
     TokenSource,
@@ -31,18 +38,10 @@ from cacheproxy.upstream.config import (
     load_kubeconfig,
     load_upstream,
 )
-from cacheproxy.upstream.discovery import resource_types
 from cacheproxy.upstream.forwarding import (
     ForwardingTarget,
     ImpersonatingTarget,
     build_forwarding_target,
-)
-from cacheproxy.upstream.listwatch import (
-    ApiListerWatcher,
-    VersionInfo,
-    get_version,
-    list_all,
-    lister_watchers,
 )
 from cacheproxy.upstream.probe import (
     CollectionKeys,
@@ -50,6 +49,7 @@ from cacheproxy.upstream.probe import (
     ObjectVersions,
     ResourceVersionProbe,
 )
+from cacheproxy.upstream.resourcediscovery import resource_types
 from cacheproxy.upstream.reviews import UpstreamReviews
 
 __all__ = [

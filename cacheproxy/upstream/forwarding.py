@@ -24,10 +24,10 @@ from typing import Final
 import httpx
 
 from cacheproxy.errors import ConfigError
+from cacheproxy.upstream.apierrors import transport_error
 from cacheproxy.upstream.client import CONNECT_TIMEOUT, ssl_context
 from cacheproxy.upstream.config import UpstreamConfig
 from cacheproxy.upstream.connections import Answer, Connections
-from cacheproxy.upstream.errors import transport_error
 
 __all__ = ["ForwardingTarget", "ImpersonatingTarget", "build_forwarding_target"]
 

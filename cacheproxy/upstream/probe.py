@@ -35,9 +35,9 @@ from cacheproxy.errors import TransportError
 from cacheproxy.kube.keys import KeyDigest
 from cacheproxy.kube.liststream import ListSplitter, NotAList
 from cacheproxy.kube.resources import ResourceType
+from cacheproxy.upstream.apierrors import api_error_from_response, describe_request, transport_error
+from cacheproxy.upstream.apilistwatch import send_for_json
 from cacheproxy.upstream.client import LIST_TIMEOUT
-from cacheproxy.upstream.errors import api_error_from_response, describe_request, transport_error
-from cacheproxy.upstream.listwatch import send_for_json
 
 __all__ = ["CollectionKeys", "KeysListed", "ObjectVersions", "ResourceVersionProbe"]
 

@@ -16,9 +16,9 @@ import httpx
 import orjson
 
 from cacheproxy.errors import TransportError
-from cacheproxy.kube.access import Attributes, ResourceAttributes, UserInfo
-from cacheproxy.upstream.errors import describe_request
-from cacheproxy.upstream.listwatch import send_for_json
+from cacheproxy.kube.attributes import Attributes, ResourceAttributes, UserInfo
+from cacheproxy.upstream.apierrors import describe_request
+from cacheproxy.upstream.apilistwatch import send_for_json
 
 __all__ = ["UpstreamReviews"]
 

@@ -1,7 +1,7 @@
 """The soak's truth and its bookkeeping: upstream's objects at any RV, client views, violations.
 
 - :class:`UpstreamModel` holds every write of one resource, in RV order. Against the simulator
-  it is a :class:`~cacheproxy.sim.store.WatchSink` registered on the simulator's store before
+  it is a :class:`~cacheproxy.sim.storage.WatchSink` registered on the simulator's store before
   any pod exists: the store offers it every pod write synchronously, in RV order, whatever the
   faults (``end_watches`` and restarts close only ``SimWatcher``\\ s, and compaction does not
   touch it), so upstream's state at any RV can be rebuilt from it. Against a real API server
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from cacheproxy.kube.resources import ResourceType
-from cacheproxy.sim.store import Event, Progress, WatchSink
+from cacheproxy.sim.storage import Event, Progress, WatchSink
 
 __all__ = [
     "FILTERS",

@@ -52,7 +52,7 @@ from typing import Any
 import orjson
 
 from cacheproxy.envtest import Assets, Cluster
-from cacheproxy.informer.gcpause import gc_paused
+from cacheproxy.informer.syncing import gc_paused
 from cacheproxy.kube.liststream import ListSplitter
 from loadtest.clients.httpclient import fetch
 from loadtest.clients.lagprobe import LagRun, measure_lag

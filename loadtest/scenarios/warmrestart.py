@@ -192,7 +192,7 @@ async def _in_process(config_path: Path) -> Start:
     config = load_config(config_path, env={})
     upstream = resolve_upstream(config.upstream)
     logs = _Restores()
-    logger = logging.getLogger("cacheproxy.daemon.persistence")
+    logger = logging.getLogger("cacheproxy.daemon.warmrestart")
     logger.setLevel(logging.INFO)
     logger.addHandler(logs)
     started = time.monotonic()

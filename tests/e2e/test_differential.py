@@ -42,8 +42,8 @@ import pytest
 from cacheproxy.envtest import Cluster, User
 from cacheproxy.kube.resources import BUILTIN_RESOURCES
 from cacheproxy.sim import SimConfig, SimServer, Simulator
-from cacheproxy.sim.app import REVIEW_TYPES
 from cacheproxy.sim.policy import Policy
+from cacheproxy.sim.simulator import REVIEW_TYPES
 from tests.e2e.support import demo
 
 pytestmark = pytest.mark.every_server

@@ -13,7 +13,7 @@ import orjson
 from cacheproxy.envtest import Cluster
 from cacheproxy.informer import ListRequest
 from cacheproxy.kube.resources import builtin
-from cacheproxy.sim.workload.pods import make_pod
+from cacheproxy.sim.workload.replicapods import make_pod
 from cacheproxy.upstream import ApiListerWatcher, build_client, load_kubeconfig
 from tests.e2e.support import fresh_namespace
 

@@ -22,8 +22,8 @@ from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.envtest import Cluster
 from cacheproxy.kube.resources import BUILTIN_RESOURCES
 from cacheproxy.kube.versions import KubeVersion
-from cacheproxy.sim import openapi as sim_openapi
-from cacheproxy.sim.app import REVIEW_TYPES
+from cacheproxy.sim import openapidocs as sim_openapi
+from cacheproxy.sim.simulator import REVIEW_TYPES
 from tests.integration.clients import KUBECTL_VERSIONS, kubectl_binary
 
 GUARD = 60.0

@@ -32,7 +32,7 @@ import pytest
 
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.envtest import Cluster
-from cacheproxy.sim.tls import TestPKI, generate_pki
+from cacheproxy.sim.testpki import TestPKI, generate_pki
 from tests.e2e.support import (
     DEFAULT_RESOURCES,
     counters,

@@ -33,7 +33,7 @@ import yaml
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.envtest import Cluster
 from cacheproxy.kube.resources import builtin
-from cacheproxy.sim.tls import generate_pki
+from cacheproxy.sim.testpki import generate_pki
 from tests.e2e.support import (
     DEFAULT_RESOURCES,
     KUBECTL_GUARD,

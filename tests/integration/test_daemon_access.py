@@ -26,7 +26,7 @@ from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.kube.resources import builtin
 from cacheproxy.sim import SimConfig, SimServer, Simulator
 from cacheproxy.sim.policy import Policy
-from cacheproxy.sim.tls import TestPKI, generate_pki
+from cacheproxy.sim.testpki import TestPKI, generate_pki
 from cacheproxy.upstream import TokenSource, UpstreamConfig
 from tests.integration.clients import kubectl_binary, run_kubectl
 from tests.integration.daemon_support import daemon_for

@@ -16,8 +16,8 @@ from cacheproxy.daemon.config.model import DaemonConfig, ServerSettings
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.kube.resources import builtin
 from cacheproxy.sim import SimConfig, SimServer, Simulator
-from cacheproxy.sim.admission import SimAccess
 from cacheproxy.sim.policy import Policy
+from cacheproxy.sim.requestauth import SimAccess
 from cacheproxy.upstream import TokenSource, UpstreamConfig
 from tests.support import until
 

@@ -10,7 +10,7 @@ import pytest
 
 from cacheproxy.daemon.config import TLSSettings
 from cacheproxy.sim import SimServer
-from cacheproxy.sim.tls import generate_pki
+from cacheproxy.sim.testpki import generate_pki
 from tests.integration.clients import kubectl_binary, run_kubectl
 from tests.integration.daemon_support import daemon_for
 

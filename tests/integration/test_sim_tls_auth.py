@@ -11,7 +11,7 @@ import pytest
 
 from cacheproxy.sim import SimConfig, SimServer, Simulator
 from cacheproxy.sim.policy import Policy
-from cacheproxy.sim.tls import TestPKI, generate_pki
+from cacheproxy.sim.testpki import TestPKI, generate_pki
 from cacheproxy.sim.workload import DemoSpec, demo_objects
 from tests.integration.clients import KUBECTL_VERSIONS, kubectl_binary, run_kubectl
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cacheproxy.serving import user_from_peer_cert
-from cacheproxy.sim.tls import TestPKI, generate_pki, ssl_server_context
+from cacheproxy.sim.testpki import TestPKI, generate_pki, ssl_server_context
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from cacheproxy.informer import ListRequest
 from cacheproxy.kube.resources import builtin
 from cacheproxy.sim import SimConfig, SimServer, Simulator
 from cacheproxy.sim.policy import Policy
-from cacheproxy.sim.tls import TestPKI, generate_pki
+from cacheproxy.sim.testpki import TestPKI, generate_pki
 from cacheproxy.sim.workload import DemoSpec, demo_objects
 from cacheproxy.upstream import (
     ApiListerWatcher,

@@ -21,7 +21,7 @@ import pytest
 from cacheproxy.informer import WatchRequest
 from cacheproxy.kube.resources import builtin
 from cacheproxy.sim import SimServer, Simulator
-from cacheproxy.sim.tls import TestPKI, generate_pki
+from cacheproxy.sim.testpki import TestPKI, generate_pki
 from cacheproxy.upstream import ApiListerWatcher, UpstreamConfig, build_client, list_all
 
 RESOURCES = ("pods", "configmaps", "nodes")

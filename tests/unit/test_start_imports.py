@@ -19,7 +19,7 @@ from cacheproxy.cli import build_parser
 
 build_parser()  # the configuration's declarations, as `cacheproxy serve` builds its flags
 import cacheproxy.daemon.logs
-import cacheproxy.daemon.persistence
+import cacheproxy.daemon.warmrestart
 import cacheproxy.daemon.reload
 import cacheproxy.daemon.runtime
 import cacheproxy.daemon.wiring

@@ -23,7 +23,7 @@ from pydantic import AfterValidator, Field, InstanceOf, field_validator
 from cacheproxy.daemon.config.entry import ResourceConfig
 from cacheproxy.daemon.config.limits import ServerLimits
 from cacheproxy.daemon.config.settings import TRISTATE, Section, Shown, library_default, settings_of
-from cacheproxy.daemon.persistence import PersistenceOptions
+from cacheproxy.daemon.warmrestart import PersistenceOptions
 from cacheproxy.informer import ReflectorOptions
 from cacheproxy.server.access import AccessSettings
 from cacheproxy.server.app import ServerOptions

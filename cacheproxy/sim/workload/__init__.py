@@ -18,12 +18,12 @@ The modules, bottom up:
 - :mod:`~cacheproxy.sim.workload.pod_status`: a pod's status as its kubelet reports it.
 - :mod:`~cacheproxy.sim.workload.lifecycle`: what happens to a pod next (restarts, back-offs,
   readiness, scheduling failures), each step at a given time.
-- :mod:`~cacheproxy.sim.workload.pods`: Pods as admitted, bound and run; and their updates.
+- :mod:`~cacheproxy.sim.workload.replicapods`: Pods as admitted, bound and run; and their updates.
 - :mod:`~cacheproxy.sim.workload.apps`: an app's ConfigMap, Service, Deployment and ReplicaSets.
 - :mod:`~cacheproxy.sim.workload.jobs`: an app's migration Job and its pods.
-- :mod:`~cacheproxy.sim.workload.cluster`: Namespaces and Nodes.
-- :mod:`~cacheproxy.sim.workload.events`: Events about pods, Jobs and Deployments.
-- :mod:`~cacheproxy.sim.workload.demo`: a whole demo cluster from a :class:`DemoSpec`.
+- :mod:`~cacheproxy.sim.workload.topology`: Namespaces and Nodes.
+- :mod:`~cacheproxy.sim.workload.kubeevents`: Events about pods, Jobs and Deployments.
+- :mod:`~cacheproxy.sim.workload.democluster`: a whole demo cluster from a :class:`DemoSpec`.
 
 Time: each generator takes ``now``, the moment its object is made at, and writes no other time
 (a pod's start, its containers', its Events'), so objects made at the server's time are never
@@ -41,13 +41,13 @@ from cacheproxy.sim.workload.apps import (
     make_replicaset,
     make_service,
 )
-from cacheproxy.sim.workload.cluster import make_namespace, make_node
-from cacheproxy.sim.workload.demo import DemoSpec, demo_objects
-from cacheproxy.sim.workload.events import make_event, pod_events
+from cacheproxy.sim.workload.democluster import DemoSpec, demo_objects
 from cacheproxy.sim.workload.jobs import make_job, make_job_pod
+from cacheproxy.sim.workload.kubeevents import make_event, pod_events
 from cacheproxy.sim.workload.pod_status import PHASES
-from cacheproxy.sim.workload.pods import make_pod, mutate_pod
+from cacheproxy.sim.workload.replicapods import make_pod, mutate_pod
 from cacheproxy.sim.workload.templates import template_hash
+from cacheproxy.sim.workload.topology import make_namespace, make_node
 
 __all__ = [
     "PHASES",

@@ -1,6 +1,6 @@
 """An app's objects besides its pods: its ConfigMap, Service, Deployment and ReplicaSets.
 
-Each selects, owns or is mounted by the app's pods (:mod:`~cacheproxy.sim.workload.pods`) because
+Each selects, owns or is mounted by the app's pods (:mod:`~cacheproxy.sim.workload.replicapods`) because
 both are derived from the same app template (:mod:`~cacheproxy.sim.workload.templates`).
 """
 

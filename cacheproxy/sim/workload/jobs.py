@@ -16,7 +16,7 @@ from datetime import datetime
 from cacheproxy.sim.workload.derive import JsonObject, _moment, _pod_cidr_prefix, _suffix, _ts, _uid
 from cacheproxy.sim.workload.managed_fields import _managed
 from cacheproxy.sim.workload.pod_status import _kubelet_fields, _pod_status
-from cacheproxy.sim.workload.pods import _admitted_spec
+from cacheproxy.sim.workload.replicapods import _admitted_spec
 from cacheproxy.sim.workload.templates import _CONTAINER_TAIL, _app
 
 __all__ = ["job_name", "make_job", "make_job_pod"]

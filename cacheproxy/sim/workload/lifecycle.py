@@ -14,7 +14,7 @@ created) one before its ``creationTimestamp``. The steps keep what kubectl shows
 - the pod's Ready and ContainersReady conditions say whether every container is ready, and
   change their ``lastTransitionTime`` only when they flip.
 
-:mod:`~cacheproxy.sim.workload.demo` uses the steps to set up its few failures,
+:mod:`~cacheproxy.sim.workload.democluster` uses the steps to set up its few failures,
 :func:`~cacheproxy.sim.workload.mutate_pod` (the churn) to move pods on.
 """
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cacheproxy.sim.tls import generate_pki, ssl_server_context
+from cacheproxy.sim.testpki import generate_pki, ssl_server_context
 from loadtest.clients.httpclient import fetch, open_connection
 
 BODY = b'{"kind":"PodList","metadata":{"continue":"abc"},"items":[' + b"x" * 50_000 + b"]}"

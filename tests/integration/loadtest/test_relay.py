@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cacheproxy.sim.tls import generate_pki
+from cacheproxy.sim.testpki import generate_pki
 from loadtest.harness.relay import Relay, RelayProcess
 
 

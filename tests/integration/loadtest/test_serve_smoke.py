@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 import pytest
 
-from cacheproxy.sim.workload.demo import DemoSpec, demo_objects
+from cacheproxy.sim.workload.democluster import DemoSpec, demo_objects
 from loadtest.clients.fanout import FanoutPoint, percentile
 from loadtest.clients.httpclient import ChunkedDecoder, LineSplitter, continue_token
 from loadtest.scenarios.serve import main

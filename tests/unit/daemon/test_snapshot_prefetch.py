@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cacheproxy.daemon import persistence
-from cacheproxy.daemon.persistence import CachePersister, PersistenceOptions, prefetch_snapshots
+from cacheproxy.daemon import warmrestart
+from cacheproxy.daemon.warmrestart import CachePersister, PersistenceOptions, prefetch_snapshots
 from cacheproxy.informer import Collection, FakeListerWatcher, SharedInformer, Store, Transform
 from cacheproxy.informer.persistence import (
     SnapshotFile,
@@ -60,14 +60,14 @@ def test_prefetched_snapshots_are_used_while_current(tmp_path: Path) -> None:
     prefetch_snapshots(options, ["configmaps", "secrets", "pods"])  # no pods.snapshot: skipped
     configmaps, secrets = tmp_path / "configmaps.snapshot", tmp_path / "secrets.snapshot"
     try:
-        assert set(persistence._prefetched) == {configmaps, secrets}
-        persistence._prefetched[secrets].result()
+        assert set(warmrestart._prefetched) == {configmaps, secrets}
+        warmrestart._prefetched[secrets].result()
         snapshot(secrets, "a", "b", rv=9)  # rewritten since it was read
-        assert persistence._take_prefetched(secrets) is None  # read again by the restore
-        assert persistence._take_prefetched(configmaps) is not None
-        assert persistence._take_prefetched(configmaps) is None  # taken once
+        assert warmrestart._take_prefetched(secrets) is None  # read again by the restore
+        assert warmrestart._take_prefetched(configmaps) is not None
+        assert warmrestart._take_prefetched(configmaps) is None  # taken once
     finally:
-        persistence._prefetched.clear()
+        warmrestart._prefetched.clear()
 
 
 async def test_what_no_restore_took_is_dropped_when_the_persister_starts(tmp_path: Path) -> None:
@@ -80,7 +80,7 @@ async def test_what_no_restore_took_is_dropped_when_the_persister_starts(tmp_pat
         FakeListerWatcher(), name="configmaps", store=Store(kind="ConfigMap", api_version="v1")
     )
     keeper.track("configmaps", informer, collection=CMS, transform=Transform())
-    assert set(persistence._prefetched) == {tmp_path / "secrets.snapshot"}
+    assert set(warmrestart._prefetched) == {tmp_path / "secrets.snapshot"}
     keeper.start()
-    assert persistence._prefetched == {}
+    assert warmrestart._prefetched == {}
     await keeper.stop()

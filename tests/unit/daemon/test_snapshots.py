@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from cacheproxy.daemon.persistence import CachePersister, PersistenceOptions, identity_of
+from cacheproxy.daemon.warmrestart import CachePersister, PersistenceOptions, identity_of
 from cacheproxy.informer import Collection, FakeListerWatcher, SharedInformer, Store, Transform
 from cacheproxy.informer.informer import CacheState
 from cacheproxy.kube.resources import builtin
@@ -63,7 +63,7 @@ async def test_a_saved_state_restores_the_next_informer_without_a_list(
     assert files(tmp_path) == ["configmaps.snapshot"]
     lw.requests.clear()
     second = informer(lw)
-    with caplog.at_level(logging.INFO, "cacheproxy.daemon.persistence"):
+    with caplog.at_level(logging.INFO, "cacheproxy.daemon.warmrestart"):
         persister(tmp_path).track("configmaps", second, collection=CMS, transform=TRANSFORM)
     assert "configmaps: restored 2 objects at resourceVersion 3" in caplog.text
     async with running_informer(second):
@@ -92,7 +92,7 @@ async def test_another_configurations_snapshot_is_ignored_with_one_line(
     keeper = CachePersister(
         PersistenceOptions(directory=tmp_path), server=change.get("server", SERVER)
     )
-    with caplog.at_level(logging.INFO, "cacheproxy.daemon.persistence"):
+    with caplog.at_level(logging.INFO, "cacheproxy.daemon.warmrestart"):
         keeper.track(
             "configmaps",
             second,
@@ -112,7 +112,7 @@ async def test_a_damaged_snapshot_is_ignored_and_a_cold_start_follows(
     path.write_bytes(path.read_bytes()[:-10])
     (tmp_path / ".configmaps.snapshot.x1.tmp").write_bytes(b"left by a killed write")
     second = informer(lw)
-    with caplog.at_level(logging.WARNING, "cacheproxy.daemon.persistence"):
+    with caplog.at_level(logging.WARNING, "cacheproxy.daemon.warmrestart"):
         persister(tmp_path).track("configmaps", second, collection=CMS, transform=TRANSFORM)
     assert "ignoring the snapshot" in caplog.text and "truncated" in caplog.text
     assert files(tmp_path) == ["configmaps.snapshot"]

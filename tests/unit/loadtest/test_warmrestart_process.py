@@ -16,8 +16,8 @@ LOG = """\
 2026-12-01 21:46:02,901 WARNING cacheproxy: Secrets are cached: every client of this proxy can read them
 2026-12-01 21:46:02,902 INFO cacheproxy: /etc/c.yaml: 7 resources
   pods: all namespaces
-2026-12-01 21:46:03,112 INFO cacheproxy.daemon.persistence: pods: restored 10000 objects at resourceVersion 21026 from /s/pods.snapshot in 103 ms; resuming the watch
-2026-12-01 21:46:03,120 INFO cacheproxy.daemon.persistence: events: restored 1000 objects at resourceVersion 22028 from /s/events.snapshot in 3 ms; resuming the watch
+2026-12-01 21:46:03,112 INFO cacheproxy.daemon.warmrestart: pods: restored 10000 objects at resourceVersion 21026 from /s/pods.snapshot in 103 ms; resuming the watch
+2026-12-01 21:46:03,120 INFO cacheproxy.daemon.warmrestart: events: restored 1000 objects at resourceVersion 22028 from /s/events.snapshot in 3 ms; resuming the watch
 2026-12-01 21:46:03,196 INFO cacheproxy.daemon: serving pods, events on http://127.0.0.1:39151
 2026-12-01 21:46:03,400 INFO cacheproxy: ready: every resource synced
 """

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cacheproxy.errors import ApiError, ConfigError, TransportError
-from cacheproxy.kube.access import (
+from cacheproxy.kube.attributes import (
     AUTHENTICATED,
     Attributes,
     NonResourceAttributes,

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from cacheproxy.daemon.metrics import MeteredListerWatcher
+from cacheproxy.daemon.upstreammetrics import MeteredListerWatcher
 from cacheproxy.errors import TransportError
 from cacheproxy.informer import FakeListerWatcher, ListRequest, SharedInformer, Store, WatchRequest
 from cacheproxy.informer import reflector as reflector_module

@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from cacheproxy.errors import ApiError
-from cacheproxy.kube.access import UserInfo
+from cacheproxy.kube.attributes import UserInfo
 from cacheproxy.kube.protobuf import object_resource_version
 from cacheproxy.server.admission import ServedRequest
 from cacheproxy.server.forwarded import UpstreamRead

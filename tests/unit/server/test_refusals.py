@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from cacheproxy.informer import FakeListerWatcher, SharedInformer, Store
-from cacheproxy.kube.access import UserInfo
+from cacheproxy.kube.attributes import UserInfo
 from cacheproxy.kube.request import parse_api_path, split_path
 from cacheproxy.kube.resources import builtin
 from cacheproxy.server.access import AccessControl

@@ -20,7 +20,7 @@ from cacheproxy.kube.labels import parse_label_selector
 from cacheproxy.kube.resources import builtin
 from cacheproxy.kube.transitions import Seen, seen
 from cacheproxy.server.query import Query
-from cacheproxy.server.watchevents import relist_events, replay_lines
+from cacheproxy.server.watchfilter import relist_events, replay_lines
 from cacheproxy.server.watchhub import ServedWatch, WatchHub
 
 CONFIGMAPS = builtin("configmaps")

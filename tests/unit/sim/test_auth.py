@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cacheproxy.errors import ApiError
-from cacheproxy.kube.access import (
+from cacheproxy.kube.attributes import (
     ANONYMOUS_USER,
     Attributes,
     NonResourceAttributes,
@@ -26,7 +26,7 @@ from cacheproxy.kube.access import (
 from cacheproxy.sim import auth
 from cacheproxy.sim.auth import Authenticator, Authorizer
 from cacheproxy.sim.policy import Policy, Rule
-from cacheproxy.sim.reviews import (
+from cacheproxy.sim.reviewanswers import (
     self_subject_access_review,
     subject_access_review,
     token_review,

@@ -20,7 +20,7 @@ from cacheproxy.kube import status
 from cacheproxy.kube.resources import ResourceType, builtin
 from cacheproxy.sim import Simulator
 from cacheproxy.sim.churn import ChurnDriver, ChurnMix, ChurnStats, ObjectWriter, demo_churn
-from cacheproxy.sim.store import SimStore
+from cacheproxy.sim.storage import SimStore
 from cacheproxy.sim.workload import DemoSpec, demo_objects
 
 PODS = builtin("pods")

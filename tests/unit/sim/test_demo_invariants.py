@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from cacheproxy.kube.printers import print_pod
 from cacheproxy.kube.resources import BUILTIN_RESOURCES, ResourceRegistry, builtin
 from cacheproxy.sim.churn import ChurnDriver
-from cacheproxy.sim.store import SimStore
+from cacheproxy.sim.storage import SimStore
 from cacheproxy.sim.workload import DemoSpec, demo_objects, make_pod, mutate_pod
 from tests.unit.sim.workload_invariants import cluster_problems, pod_problems
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cacheproxy.errors import ConfigError
-from cacheproxy.kube.access import ResourceAttributes
+from cacheproxy.kube.attributes import ResourceAttributes
 from cacheproxy.sim import policy as policy_module
 from cacheproxy.sim.auth import Authenticator, Authorizer
 from cacheproxy.sim.policy import Policy, Rule

@@ -15,7 +15,7 @@ from cacheproxy.kube.labels import LabelSelector, parse_label_selector
 from cacheproxy.kube.listoptions import parse_list_options
 from cacheproxy.kube.resources import BUILTIN_RESOURCES, ResourceRegistry, builtin
 from cacheproxy.sim.api import SimApi
-from cacheproxy.sim.store import SimStore
+from cacheproxy.sim.storage import SimStore
 from cacheproxy.sim.watch import SimWatcher
 
 NAMES = ("a", "b", "c", "d")

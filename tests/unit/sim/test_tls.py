@@ -13,7 +13,7 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from cacheproxy.serving import user_from_peer_cert
-from cacheproxy.sim.tls import TestPKI, generate_pki
+from cacheproxy.sim.testpki import TestPKI, generate_pki
 
 
 @pytest.fixture

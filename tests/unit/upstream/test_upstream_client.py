@@ -10,7 +10,7 @@ import pytest
 
 from cacheproxy import __version__
 from cacheproxy.errors import ConfigError
-from cacheproxy.sim.tls import generate_pki
+from cacheproxy.sim.testpki import generate_pki
 from cacheproxy.upstream import BearerTokenAuth, TokenSource, UpstreamConfig, build_client
 from cacheproxy.upstream.client import LIST_TIMEOUT, WATCH_TIMEOUT, ssl_context
 

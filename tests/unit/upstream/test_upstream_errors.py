@@ -1,4 +1,4 @@
-"""cacheproxy.upstream.errors: HTTP answers and httpx failures become the one exception tree."""
+"""cacheproxy.upstream.apierrors: HTTP answers and httpx failures become the one exception tree."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import orjson
 
 from cacheproxy.errors import TransportError
 from cacheproxy.kube import status
-from cacheproxy.upstream.errors import (
+from cacheproxy.upstream.apierrors import (
     api_error_from_response,
     api_error_from_status,
     describe_request,

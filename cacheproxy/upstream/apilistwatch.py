@@ -13,7 +13,7 @@ and field selectors) through a shared ``httpx.AsyncClient`` (see :mod:`.client`)
   is not a JSON event, or a stream that stops in the middle of a line, is a TransportError.
 
 :func:`list_all` is client-go's ``ListPager`` on top of any ListerWatcher; :func:`get_version`
-reads ``/version``. Every failure is translated once, by :mod:`.errors`.
+reads ``/version``. Every failure is translated once, by :mod:`.apierrors`.
 """
 
 from __future__ import annotations
@@ -44,13 +44,13 @@ from cacheproxy.informer import (
 )
 from cacheproxy.kube.liststream import ListSplitter, NotAList
 from cacheproxy.kube.resources import ResourceType
-from cacheproxy.upstream.client import LIST_TIMEOUT, WATCH_TIMEOUT
-from cacheproxy.upstream.errors import (
+from cacheproxy.upstream.apierrors import (
     api_error_from_response,
     api_error_from_status,
     describe_request,
     transport_error,
 )
+from cacheproxy.upstream.client import LIST_TIMEOUT, WATCH_TIMEOUT
 
 __all__ = [
     "ApiListerWatcher",

@@ -30,13 +30,13 @@ from cacheproxy.sim.workload.apps import (
     make_replicaset,
     make_service,
 )
-from cacheproxy.sim.workload.cluster import make_namespace, make_node
 from cacheproxy.sim.workload.derive import JsonObject, _suffix, _uid
-from cacheproxy.sim.workload.events import job_events, make_event, pod_events, rollout_events
 from cacheproxy.sim.workload.jobs import make_job, make_job_pod
+from cacheproxy.sim.workload.kubeevents import job_events, make_event, pod_events, rollout_events
 from cacheproxy.sim.workload.lifecycle import _crash, _unschedule
-from cacheproxy.sim.workload.pods import make_pod
+from cacheproxy.sim.workload.replicapods import make_pod
 from cacheproxy.sim.workload.templates import _app
+from cacheproxy.sim.workload.topology import make_namespace, make_node
 
 __all__ = ["DemoSpec", "demo_objects"]
 

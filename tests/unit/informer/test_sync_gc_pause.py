@@ -18,7 +18,7 @@ from cacheproxy.informer import (
     Reflector,
     ReflectorOptions,
 )
-from cacheproxy.informer.gcpause import gc_paused
+from cacheproxy.informer.syncing import gc_paused
 
 
 @pytest.fixture(autouse=True)

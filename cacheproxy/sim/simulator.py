@@ -4,9 +4,9 @@
 tests, and dispatches each request: the control path ``/_sim/…`` (faults, compaction, stats;
 :mod:`~cacheproxy.sim.control`), health, then — after the auth policy's authentication — version
 and discovery (:mod:`cacheproxy.serving`'s, with the simulator's subresources and cacheable
-aggregated documents), OpenAPI (:mod:`~cacheproxy.sim.openapi`), and the resource paths
-(:mod:`~cacheproxy.sim.resources`; watches :mod:`~cacheproxy.sim.watching`). Who may do what is :mod:`~cacheproxy.sim.admission`'s; which verb
-a request is, :mod:`~cacheproxy.sim.routing`'s; the form an answer takes (object, metadata,
+aggregated documents), OpenAPI (:mod:`~cacheproxy.sim.openapidocs`), and the resource paths
+(:mod:`~cacheproxy.sim.resourcerequests`; watches :mod:`~cacheproxy.sim.watchserving`). Who may do what is :mod:`~cacheproxy.sim.requestauth`'s; which verb
+a request is, :mod:`~cacheproxy.sim.verbs`'s; the form an answer takes (object, metadata,
 Table), :mod:`~cacheproxy.sim.render`'s; the verbs themselves,
 :class:`~cacheproxy.sim.api.SimApi`'s. Every error is written as a ``metav1.Status``
 (``Retry-After`` when the Status carries ``retryAfterSeconds``), as the API server's
@@ -44,16 +44,16 @@ from cacheproxy.serving import (
     send_body,
     send_error,
 )
-from cacheproxy.sim.admission import REVIEW_TYPES, SimAccess
 from cacheproxy.sim.api import SimApi
-from cacheproxy.sim.config import SimConfig
 from cacheproxy.sim.control import control
 from cacheproxy.sim.faults import Faults
-from cacheproxy.sim.openapi import SimOpenApi
+from cacheproxy.sim.openapidocs import SimOpenApi
 from cacheproxy.sim.render import JSON_ANSWERS
-from cacheproxy.sim.resources import RequestRecord, serve_resource
-from cacheproxy.sim.routing import discovery_verbs, with_subresources
-from cacheproxy.sim.store import SimStore
+from cacheproxy.sim.requestauth import REVIEW_TYPES, SimAccess
+from cacheproxy.sim.resourcerequests import RequestRecord, serve_resource
+from cacheproxy.sim.simconfig import SimConfig
+from cacheproxy.sim.storage import SimStore
+from cacheproxy.sim.verbs import discovery_verbs, with_subresources
 from cacheproxy.sim.watch import SimWatcher
 
 __all__ = ["REVIEW_TYPES", "RequestRecord", "SimConfig", "Simulator"]
@@ -99,7 +99,7 @@ class Simulator:
             etag=True,
         )
         self.openapi = SimOpenApi(self.config.git_version)
-        """``/openapi/v2`` and ``/openapi/v3`` (:mod:`~cacheproxy.sim.openapi`)."""
+        """``/openapi/v2`` and ``/openapi/v3`` (:mod:`~cacheproxy.sim.openapidocs`)."""
         for ns in ("default", "kube-system", "kube-public", "kube-node-lease"):
             self.store.create(self.registry[("", "v1", "namespaces")], {"metadata": {"name": ns}})
 

@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 from cacheproxy.errors import StatusCause
 from cacheproxy.kube import status
-from cacheproxy.kube.access import (
+from cacheproxy.kube.attributes import (
     Attributes,
     NonResourceAttributes,
     ResourceAttributes,

@@ -23,14 +23,14 @@ from cacheproxy.serving import Request, Send, WatchWriter, closed_on_disconnect,
 from cacheproxy.sim import render
 from cacheproxy.sim.api import SimApi
 from cacheproxy.sim.faults import Faults, StreamFault
-from cacheproxy.sim.store import SimStore
+from cacheproxy.sim.storage import SimStore
 from cacheproxy.sim.watch import SimWatcher, SimWatchPlan, stream_watch
 
 __all__ = ["Watched", "serve_watch"]
 
 
 class Watched(Protocol):
-    """What a watch is served from (the :class:`~cacheproxy.sim.app.Simulator` is one)."""
+    """What a watch is served from (the :class:`~cacheproxy.sim.simulator.Simulator` is one)."""
 
     api: SimApi
     store: SimStore

@@ -14,7 +14,7 @@ from __future__ import annotations
 import orjson
 
 from cacheproxy.kube import status
-from cacheproxy.kube.access import (
+from cacheproxy.kube.attributes import (
     ANONYMOUS_USER,
     NonResourceAttributes,
     ResourceAttributes,
@@ -25,7 +25,7 @@ from cacheproxy.serving import JsonAnswers, Request, Send
 from cacheproxy.sim.auth import Authenticator, Authorizer
 from cacheproxy.sim.faults import Faults
 from cacheproxy.sim.policy import Policy
-from cacheproxy.sim.reviews import (
+from cacheproxy.sim.reviewanswers import (
     self_subject_access_review,
     subject_access_review,
     token_review,

@@ -1,6 +1,6 @@
 """Upstream answers by HTTP code, measured where the daemon composes its ListerWatchers.
 
-The informer's :class:`~cacheproxy.informer.metrics.InformerMetrics` counts the requests its
+The informer's :class:`~cacheproxy.informer.instruments.InformerMetrics` counts the requests its
 Reflector makes, not how upstream answered; rather than widen that protocol, the daemon wraps
 each upstream ListerWatcher in a :class:`MeteredListerWatcher` that reports every answer to
 :meth:`ServerMetrics.upstream_response <cacheproxy.server.metrics.ServerMetrics.upstream_response>`

@@ -43,7 +43,7 @@ from cacheproxy.informer.reflector import RESUME_CONFIRMATION
 
 __all__ = ["CachePersister", "PersistenceOptions", "identity_of", "prefetch_snapshots"]
 
-log = logging.getLogger("cacheproxy.daemon.persistence")
+log = logging.getLogger("cacheproxy.daemon.warmrestart")
 
 
 @dataclass(frozen=True, slots=True)

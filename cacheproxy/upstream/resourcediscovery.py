@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 
 from cacheproxy.kube.resources import GroupVersion, ResourceType
+from cacheproxy.upstream.apilistwatch import send_for_json
 from cacheproxy.upstream.client import LIST_TIMEOUT
-from cacheproxy.upstream.listwatch import send_for_json
 
 __all__ = ["resource_types"]
 

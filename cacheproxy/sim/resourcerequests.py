@@ -1,6 +1,6 @@
 """Serving one request on a resource path of the simulator: which verb it is, whether the user
 may, the request's record, an injected failure, then the verb — read (list, get), write, or
-watch (:mod:`cacheproxy.sim.watching`).
+watch (:mod:`cacheproxy.sim.watchserving`).
 
 A path's type and scope are checked as the API server checks them (a namespaced path for a
 cluster-scoped resource, or a named one without its namespace, is a 404); the verbs themselves
@@ -17,7 +17,7 @@ import orjson
 
 from cacheproxy.errors import ApiError
 from cacheproxy.kube import status
-from cacheproxy.kube.access import UserInfo
+from cacheproxy.kube.attributes import UserInfo
 from cacheproxy.kube.fields import validate_field_selector
 from cacheproxy.kube.listoptions import ListOptions, parse_list_options
 from cacheproxy.kube.protobuf import PROTOBUF
@@ -27,14 +27,14 @@ from cacheproxy.kube.resources import ResourceRegistry, ResourceType
 from cacheproxy.kube.versions import KubeVersion
 from cacheproxy.serving import Request, Send
 from cacheproxy.sim import render, statuses
-from cacheproxy.sim.admission import SimAccess
 from cacheproxy.sim.api import SimApi
-from cacheproxy.sim.config import SimConfig
 from cacheproxy.sim.faults import Faults
 from cacheproxy.sim.render import JSON_ANSWERS
-from cacheproxy.sim.routing import resource_verb
-from cacheproxy.sim.store import SimStore
-from cacheproxy.sim.watching import serve_watch
+from cacheproxy.sim.requestauth import SimAccess
+from cacheproxy.sim.simconfig import SimConfig
+from cacheproxy.sim.storage import SimStore
+from cacheproxy.sim.verbs import resource_verb
+from cacheproxy.sim.watchserving import serve_watch
 from cacheproxy.sim.writes import PATCH_TYPES
 
 __all__ = ["RequestRecord", "Served", "list_options", "serve_resource"]
@@ -54,7 +54,7 @@ class RequestRecord:
 
 
 class Served(Protocol):
-    """What a resource request is answered from (the :class:`~cacheproxy.sim.app.Simulator`
+    """What a resource request is answered from (the :class:`~cacheproxy.sim.simulator.Simulator`
     is one): its resources, who may do what, its API over the store, the faults to inject, the
     request counts and log."""
 
