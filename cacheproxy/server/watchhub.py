@@ -1,12 +1,12 @@
 """The WatchHub: every open watch of one resource, fed synchronously by its informer.
 
 - Each event's line bytes are built once and shared by every watcher that gets it (docs/design.md §3);
-  what each watcher gets is :func:`~.watchevents.watcher_sees`'s decision (the transition rule).
+  what each watcher gets is :func:`~.watchfilter.watcher_sees`'s decision (the transition rule).
 - Every watcher has a bounded buffer; one that falls behind is closed (and counted), so the
   informer and the other watchers never wait for it (docs/design.md §7).
 - Only events newer than a watcher's starting point reach it.
 - Watchers survive an upstream relist (the API server closes them all when its watch cache
-  reinitialises): the relist's difference is delivered as events (:func:`~.watchevents.
+  reinitialises): the relist's difference is delivered as events (:func:`~.watchfilter.
   relist_events`), then those that asked for bookmarks get one at the relist's RV. So a relist
   upstream costs connected clients no relist.
 """
