@@ -19,6 +19,7 @@ SCENARIOS = {
     "consistentbench": "consistent reads against a real kube-apiserver, quiet and under writes",
     "defaultreads": "reads with resourceVersion unset: default and strict beside the API server",
     "passthroughbench": "what pass-through costs beside the same requests sent straight upstream",
+    "gzipbench": "a 10 000-pod list gzipped and not, beside the API server's, over 1 Gbit/s and 10 Mbit/s",
     "informerbench": "cacheproxy's informer beside the official Python client's: memory, sync",
     "warmrestart": "a restart from snapshots against a cold start, on a real kube-apiserver",
     "soak": "the chaos soak against the simulator (make soak)",

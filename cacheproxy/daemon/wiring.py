@@ -168,6 +168,7 @@ def wire(config: DaemonConfig) -> Wiring:
             max_header_bytes=limits.max_header_bytes,
             ready_max_staleness=limits.ready_max_staleness_seconds,
             staleness_header=server.staleness_header,
+            compression=server.compression.options(),
         ),
         access=None
         if auth.mode is AuthMode.NONE

@@ -3,10 +3,11 @@ how it answers."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.serving import JsonAnswers
+from cacheproxy.serving.compression import Compression
 
 __all__ = ["JSON_ANSWERS", "READ_VERBS", "ServerOptions", "read_verbs"]
 
@@ -46,6 +47,9 @@ class ServerOptions:
     (seconds); 0: ready once synced, whatever happens upstream (the cache keeps serving)."""
     watch_stall: float = 10.0
     """A watch whose client takes no bytes for this long while events wait for it is dropped."""
+    compression: Compression = field(default_factory=Compression)
+    """Gzip of large list and get answers for clients that accept it (the API server's rule:
+    above 128 KiB, level 1)."""
     staleness_header: bool = False
     """Add ``X-Cacheproxy-Staleness-Seconds`` (seconds since upstream last moved this
     resource's cache) to list, get and watch responses."""

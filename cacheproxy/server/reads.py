@@ -36,6 +36,7 @@ from cacheproxy.server.options import JSON_ANSWERS
 from cacheproxy.server.query import Query, parse_index_selector, validate_fields
 from cacheproxy.server.resource import ServedList, ServedResource
 from cacheproxy.serving import Send, send_parts
+from cacheproxy.serving.compression import IDENTITY, Compression
 
 __all__ = ["ResponseForm", "build_query", "negotiate", "serve_get", "serve_list"]
 
@@ -112,8 +113,10 @@ async def serve_get(
     namespace: str | None,
     name: str,
     form: ResponseForm,
+    compression: Compression = IDENTITY,
 ) -> None:
-    """A get, from the cache's current state (:func:`.readexec.decide` chose it)."""
+    """A get, from the cache's current state (:func:`.readexec.decide` chose it); gzipped as
+    ``compression`` says (an object passes the API server's 128 KiB rarely)."""
     entry = res.get(namespace, name)
     if form.table:
         obj = entry.object()
@@ -124,12 +127,12 @@ async def serve_get(
             include=form.include,
             resource_version=str(obj.get("metadata", {}).get("resourceVersion", "")),
         )
-        await JSON_ANSWERS.send(send, req, orjson.dumps(doc))
+        await JSON_ANSWERS.send(send, req, orjson.dumps(doc), compression=compression)
         return
     if form.reform is not None:
-        await JSON_ANSWERS.send(send, req, form.reform.encode(entry.raw))
+        await JSON_ANSWERS.send(send, req, form.reform.encode(entry.raw), compression=compression)
         return
-    await JSON_ANSWERS.send(send, req, entry.raw)
+    await JSON_ANSWERS.send(send, req, entry.raw, compression=compression)
 
 
 async def serve_list(
@@ -142,9 +145,11 @@ async def serve_list(
     form: ResponseForm,
     max_page_size: int,
     at: int | None = None,
+    compression: Compression = IDENTITY,
 ) -> None:
     """A list (one page), from the cache's current state or ``at`` an older RV's (as
-    :func:`.readexec.decide` chose)."""
+    :func:`.readexec.decide` chose); gzipped as ``compression`` says for a client that accepts
+    it (in a worker thread, streamed as it is made: :mod:`cacheproxy.serving.compression`)."""
     if opts.limit > max_page_size:
         opts = dataclasses.replace(opts, limit=max_page_size)
     page = res.list(query, opts, at=at)
@@ -158,17 +163,23 @@ async def serve_list(
             continue_token=page.continue_token,
             remaining=page.remaining,
         )
-        await JSON_ANSWERS.send(send, req, orjson.dumps(doc))
+        await JSON_ANSWERS.send(send, req, orjson.dumps(doc), compression=compression)
         return
     if form.reform is not None or query.shard is not None:
         parts = await _reformed_parts(page, form, query)
     else:
         parts = page.parts()
     if req.pretty:
-        await JSON_ANSWERS.send(send, req, b"".join(parts))
+        await JSON_ANSWERS.send(send, req, b"".join(parts), compression=compression)
         return
     req.started = True  # past here a failure can only end the response
-    await send_parts(send, parts, writer=req.writer)
+    await send_parts(
+        send,
+        parts,
+        writer=req.writer,
+        compression=compression,
+        accept_encoding=req.header("accept-encoding"),
+    )
 
 
 async def _reformed_parts(page: ServedList, form: ResponseForm, query: Query) -> list[bytes]:

@@ -292,7 +292,13 @@ class ResourceReads:
                 )
                 return
             await serve_get(
-                req, _warned(send, answer), res, namespace=path.namespace, name=path.name, form=form
+                req,
+                _warned(send, answer),
+                res,
+                namespace=path.namespace,
+                name=path.name,
+                form=form,
+                compression=self.options.compression,
             )
             return
         opts = parse_list_options(
@@ -317,6 +323,7 @@ class ResourceReads:
                 form=form,
                 max_page_size=self.options.max_page_size,
                 at=answer.at,
+                compression=self.options.compression,
             )
             return
         await self._watch(req, send, res, query, opts, form)

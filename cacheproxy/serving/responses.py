@@ -28,6 +28,7 @@ from cacheproxy.kube.protobuf import PROTOBUF, accepts_only_protobuf, status_pro
 from cacheproxy.kube.request import REPRESENTATIONS, check_accepts_json
 from cacheproxy.kube.watchevents import event_line
 from cacheproxy.serving.asgi import BodyWriter, Message, Request, Scope, Send
+from cacheproxy.serving.compression import IDENTITY, Compression, send_gzipped
 
 __all__ = [
     "JSON",
@@ -95,9 +96,11 @@ class JsonAnswers:
         content_type: bytes = JSON,
         headers: Headers = (),
         cache_control: bytes = NO_CACHE,
+        compression: Compression | None = None,
     ) -> None:
         """A whole answer: negotiated when JSON (and ``negotiate``), indented when the request
-        wants it pretty, compressed when long; ``headers`` go after ``Cache-Control``."""
+        wants it pretty, compressed when long — by ``compression`` when given (off the loop,
+        chunked), else by ``compress_above``; ``headers`` go after ``Cache-Control``."""
         if self.negotiate and content_type == JSON:
             self.check(req)
         if req.pretty:
@@ -105,7 +108,13 @@ class JsonAnswers:
         out = [(b"content-type", content_type), (b"cache-control", cache_control)]
         if headers:
             out.extend(headers)
-        limit = self.compress_above
+        if compression is not None and compression.wanted(req.header("accept-encoding"), len(body)):
+            req.started = True
+            await send_gzipped(
+                send, [body], out, compression=compression, writer=req.writer, code=code
+            )
+            return
+        limit = None if compression is not None else self.compress_above
         if limit is not None and len(body) > limit and "gzip" in req.header("accept-encoding"):
             body = gzip.compress(body, compresslevel=1)
             out += [(b"content-encoding", b"gzip"), (b"vary", b"Accept-Encoding")]
@@ -122,8 +131,12 @@ async def send_parts(
     writer: BodyWriter | None = None,
     content_type: bytes = JSON,
     chunk_bytes: int = 128 << 10,
+    compression: Compression = IDENTITY,
+    accept_encoding: str = "",
 ) -> None:
-    """A 200 whose body is ``parts`` one after the other, with a ``Content-Length``.
+    """A 200 whose body is ``parts`` one after the other, with a ``Content-Length`` — or gzipped
+    and chunked when ``compression`` wants it for a client that sent this ``accept_encoding``
+    (:func:`~.compression.send_gzipped`: compressed in a worker thread, piece by piece).
 
     With ``writer`` (the server's :data:`~cacheproxy.serving.asgi.BODY_WRITER`) all parts go to
     the transport at once: it holds references, not copies, and writes them with ``writev`` as
@@ -131,11 +144,11 @@ async def send_parts(
     than the same bytes joined, and than in groups with a drain between). Otherwise through
     ``send``, joined into pieces of ~``chunk_bytes`` (the one copy of each byte)."""
     length = sum(map(len, parts))
-    headers = [
-        (b"content-type", content_type),
-        (b"cache-control", NO_CACHE),
-        (b"content-length", str(length).encode()),
-    ]
+    headers = [(b"content-type", content_type), (b"cache-control", NO_CACHE)]
+    if compression.wanted(accept_encoding, length):
+        await send_gzipped(send, parts, headers, compression=compression, writer=writer)
+        return
+    headers.append((b"content-length", str(length).encode()))
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     if writer is not None:
         await writer.write(parts, length)

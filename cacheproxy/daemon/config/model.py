@@ -30,6 +30,7 @@ from cacheproxy.server.app import ServerOptions
 from cacheproxy.server.consistent import ConsistencyOptions
 from cacheproxy.server.forwarded import AutoCacheOptions
 from cacheproxy.server.passthrough import PassThroughOptions
+from cacheproxy.serving.compression import Compression
 from cacheproxy.upstream import (
     UpstreamConfig,
     build_client,
@@ -42,6 +43,7 @@ __all__ = [
     "SETTINGS",
     "AuthMode",
     "AuthSettings",
+    "CompressionSettings",
     "DaemonConfig",
     "LogFormat",
     "LogLevel",
@@ -229,6 +231,23 @@ class AuthSettings(Section):
     Health checks (`/healthz`, `/livez`, `/readyz`) always answer everyone."""
 
 
+class CompressionSettings(Section):
+    """``server.compression``: gzip of large answers, as the API server."""
+
+    enabled: bool = library_default(Compression, "enabled")
+    """Gzip list and get answers whose body is longer than `minBytes` for clients that send
+    `Accept-Encoding: gzip` (kubectl, client-go, the Python client), with
+    `Content-Encoding: gzip`, as the API server does. Compressed in a worker thread and sent as
+    it is made; watches are sent uncompressed (as the API server's)."""
+    min_bytes: Annotated[int, Field(ge=0, le=1 << 30)] = library_default(Compression, "min_bytes")
+    """Smaller bodies go out as they are (the API server's threshold: 128 KiB)."""
+    level: Annotated[int, Field(ge=1, le=9)] = library_default(Compression, "level")
+    """zlib's compression level: `1` is the fastest (the API server's), `9` the smallest."""
+
+    def options(self) -> Compression:
+        return Compression(enabled=self.enabled, min_bytes=self.min_bytes, level=self.level)
+
+
 class ServerSettings(Section):
     """``server``: where and how the daemon listens."""
 
@@ -262,6 +281,7 @@ class ServerSettings(Section):
     credentials (they reach upstream anonymous): set `server.tls` for theirs to be forwarded."""
     auth: AuthSettings = AuthSettings()
     limits: ServerLimits = ServerLimits()
+    compression: CompressionSettings = CompressionSettings()
 
     @field_validator("tls")
     @classmethod
