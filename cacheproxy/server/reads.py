@@ -179,6 +179,7 @@ async def serve_list(
         writer=req.writer,
         compression=compression,
         accept_encoding=req.header("accept-encoding"),
+        loopback=req.loopback,
     )
 
 

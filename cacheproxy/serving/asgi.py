@@ -12,6 +12,7 @@ handlers fall back to plain ``send`` messages.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any, Protocol
 from urllib.parse import parse_qs
@@ -157,6 +158,17 @@ class Request:
     def receive(self) -> Receive:
         """The ASGI ``receive`` of the request, for handing it on whole to another app."""
         return self._receive
+
+    @property
+    def loopback(self) -> bool:
+        """The client is on this machine: a loopback address, or a Unix socket (no address)."""
+        client = self.scope.get("client")
+        if not client:
+            return True
+        try:
+            return ipaddress.ip_address(client[0]).is_loopback
+        except ValueError:
+            return False
 
     def header(self, name: str) -> str:
         """A header's value (``name`` in lower case); "" when absent."""

@@ -50,7 +50,10 @@ GZIP_WBITS = 16 + zlib.MAX_WBITS
 class Compression:
     """When and how a server gzips its answers."""
 
-    enabled: bool = True
+    enabled: bool | None = None
+    """True: for every client that accepts gzip; False: never; None (auto): for those clients
+    unless they are on this machine (loopback), where compressing costs far more time than the
+    bytes it saves (a 10 000-pod list: ~1.4 s of deflate against ~15 ms sent as it is)."""
     min_bytes: int = API_SERVER_THRESHOLD
     """Bodies longer than this are compressed (for clients that accept gzip)."""
     level: int = 1
@@ -58,10 +61,12 @@ class Compression:
     chunk_bytes: int = 1 << 20
     """Input compressed per hop to the worker thread (one HTTP chunk of output each)."""
 
-    def wanted(self, accept_encoding: str, length: int) -> bool:
+    def wanted(self, accept_encoding: str, length: int, *, loopback: bool = False) -> bool:
         """Whether a body of ``length`` bytes goes out gzipped to a client that sent this
-        ``Accept-Encoding``."""
-        return self.enabled and length > self.min_bytes and accepts_gzip(accept_encoding)
+        ``Accept-Encoding`` (from a loopback address or not)."""
+        if self.enabled is False or (self.enabled is None and loopback):
+            return False
+        return length > self.min_bytes and accepts_gzip(accept_encoding)
 
 
 IDENTITY = Compression(enabled=False)

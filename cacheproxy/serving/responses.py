@@ -108,7 +108,9 @@ class JsonAnswers:
         out = [(b"content-type", content_type), (b"cache-control", cache_control)]
         if headers:
             out.extend(headers)
-        if compression is not None and compression.wanted(req.header("accept-encoding"), len(body)):
+        if compression is not None and compression.wanted(
+            req.header("accept-encoding"), len(body), loopback=req.loopback
+        ):
             req.started = True
             await send_gzipped(
                 send, [body], out, compression=compression, writer=req.writer, code=code
@@ -133,9 +135,11 @@ async def send_parts(
     chunk_bytes: int = 128 << 10,
     compression: Compression = IDENTITY,
     accept_encoding: str = "",
+    loopback: bool = False,
 ) -> None:
     """A 200 whose body is ``parts`` one after the other, with a ``Content-Length`` — or gzipped
     and chunked when ``compression`` wants it for a client that sent this ``accept_encoding``
+    (from a ``loopback`` address or not)
     (:func:`~.compression.send_gzipped`: compressed in a worker thread, piece by piece).
 
     With ``writer`` (the server's :data:`~cacheproxy.serving.asgi.BODY_WRITER`) all parts go to
@@ -145,7 +149,7 @@ async def send_parts(
     ``send``, joined into pieces of ~``chunk_bytes`` (the one copy of each byte)."""
     length = sum(map(len, parts))
     headers = [(b"content-type", content_type), (b"cache-control", NO_CACHE)]
-    if compression.wanted(accept_encoding, length):
+    if compression.wanted(accept_encoding, length, loopback=loopback):
         await send_gzipped(send, parts, headers, compression=compression, writer=writer)
         return
     headers.append((b"content-length", str(length).encode()))

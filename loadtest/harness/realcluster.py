@@ -138,17 +138,23 @@ async def load(
 
 
 def write_config(
-    workdir: Path, cluster: Cluster, *, name: str, http2: bool = False, label_selector: str = ""
+    workdir: Path,
+    cluster: Cluster,
+    *,
+    name: str,
+    http2: bool = False,
+    label_selector: str = "",
+    server: dict[str, Any] | None = None,
 ) -> Path:
     """The daemon's config: :data:`RESOURCES` (each with ``label_selector`` if given), the admin
-    kubeconfig, ``upstream.http2`` only when true, port 0."""
+    kubeconfig, ``upstream.http2`` only when true, port 0 and any other ``server`` settings."""
     resources: list[Any] = [
         {"resource": r, "labelSelector": label_selector} if label_selector else r for r in RESOURCES
     ]
     upstream: dict[str, Any] = {"kubeconfig": str(cluster.admin.kubeconfig)}
     if http2:
         upstream["http2"] = True
-    doc = {"resources": resources, "upstream": upstream, "server": {"port": 0}}
+    doc = {"resources": resources, "upstream": upstream, "server": {"port": 0, **(server or {})}}
     path = workdir / f"{name}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path

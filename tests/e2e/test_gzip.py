@@ -1,19 +1,30 @@
 """Gzipped lists against the real API server: asked for gzip, the API server and the daemon both
 compress a list past 128 KiB, and the two bodies decompress to the same items (the daemon's
 without ``managedFields``, its default transform); small answers (a page, the same list as
-metadata only) are identity from both."""
+metadata only) are identity from both. The daemon here compresses for every client
+(``server.compression.enabled: true``); by default (``auto``) it answers its loopback clients —
+a sidecar's program — as they are, which a last test shows."""
 
 from __future__ import annotations
 
 import asyncio
 import gzip
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
 import pytest
 
-from tests.e2e.support import converged, create, fresh_namespace, without_managed_fields
+from cacheproxy.envtest import Cluster
+from tests.e2e.support import (
+    converged,
+    create,
+    daemon_over,
+    fresh_namespace,
+    without_managed_fields,
+)
 
 pytestmark = pytest.mark.every_server
 
@@ -40,9 +51,22 @@ def decoded(headers: httpx.Headers, body: bytes, *, gzipped: bool = True) -> dic
     return doc
 
 
+@pytest.fixture
+async def gzipping(cluster: Cluster, tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+    """A daemon that gzips for every client, loopback ones included."""
+    extra = {"server.compression.enabled": True}
+    async with (
+        daemon_over(cluster, tmp_path, extra=extra) as daemon,
+        httpx.AsyncClient(base_url=daemon.url, timeout=30) as client,
+    ):
+        yield client
+
+
 async def test_our_gzip_list_decompresses_to_the_items_of_the_api_servers(
-    upstream: httpx.AsyncClient, proxy: httpx.AsyncClient
+    upstream: httpx.AsyncClient, gzipping: httpx.AsyncClient, proxy: httpx.AsyncClient
 ) -> None:
+    default = proxy
+    proxy = gzipping
     namespace = await fresh_namespace(upstream, "gzip")
     path = f"/api/v1/namespaces/{namespace}/configmaps"
     await asyncio.gather(
@@ -58,6 +82,7 @@ async def test_our_gzip_list_decompresses_to_the_items_of_the_api_servers(
     ours = decoded(*await raw_get(proxy, path))
     assert ours["items"] == without_managed_fields(theirs)["items"]
     assert (ours["kind"], ours["apiVersion"]) == (theirs["kind"], theirs["apiVersion"])
+    full_items = ours["items"]
 
     headers, _ = await raw_get(proxy, path)
     assert headers["vary"] == "Accept-Encoding"
@@ -73,3 +98,8 @@ async def test_our_gzip_list_decompresses_to_the_items_of_the_api_servers(
         headers, body = await raw_get(client, path, limit="2")
         assert "content-encoding" not in headers
         assert len(orjson.loads(body)["items"]) == 2
+
+    # The default daemon (compression auto) answers a loopback client as it is.
+    headers, body = await raw_get(default, path)
+    assert "content-encoding" not in headers
+    assert orjson.loads(body)["items"] == full_items

@@ -16,6 +16,7 @@ import orjson
 import pytest
 from kubernetes import client as kube_client
 
+from cacheproxy.daemon.config.model import CompressionSettings
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.sim import SimServer, Simulator
 from cacheproxy.sim.workload import DemoSpec, demo_objects
@@ -42,7 +43,7 @@ async def big_server(big_sim: Simulator) -> AsyncIterator[SimServer]:
 
 @pytest.fixture
 async def daemon(big_server: SimServer) -> AsyncIterator[Daemon]:
-    async with daemon_for(big_server.url) as d:
+    async with daemon_for(big_server.url, compression=CompressionSettings(enabled=True)) as d:
         yield d
 
 

@@ -234,11 +234,13 @@ class AuthSettings(Section):
 class CompressionSettings(Section):
     """``server.compression``: gzip of large answers, as the API server."""
 
-    enabled: bool = library_default(Compression, "enabled")
+    enabled: Annotated[bool | None, TRISTATE] = library_default(Compression, "enabled")
     """Gzip list and get answers whose body is longer than `minBytes` for clients that send
     `Accept-Encoding: gzip` (kubectl, client-go, the Python client), with
     `Content-Encoding: gzip`, as the API server does. Compressed in a worker thread and sent as
-    it is made; watches are sent uncompressed (as the API server's)."""
+    it is made; watches are sent uncompressed (as the API server's). `auto`: for every such
+    client except those on this machine (loopback: a sidecar's program), for which deflating a
+    large list takes far longer than sending it; `true`: for every client."""
     min_bytes: Annotated[int, Field(ge=0, le=1 << 30)] = library_default(Compression, "min_bytes")
     """Smaller bodies go out as they are (the API server's threshold: 128 KiB)."""
     level: Annotated[int, Field(ge=1, le=9)] = library_default(Compression, "level")

@@ -21,7 +21,7 @@ from cacheproxy.serving.compression import IDENTITY, Compression
 from tests.unit.server.test_metadata_and_shards import LOWER, METADATA, METADATA_LIST, Rig
 
 TABLE = "application/json;as=Table;g=meta.k8s.io;v=v1,application/json"
-ALWAYS = Compression(min_bytes=0, chunk_bytes=300)
+ALWAYS = Compression(enabled=True, min_bytes=0, chunk_bytes=300)
 """Every body compressed, in many small batches."""
 FORMS: dict[str, tuple[str, dict[str, str]]] = {
     "stored": ("", {}),
@@ -134,17 +134,19 @@ async def test_a_list_under_the_threshold_or_not_accepting_gzip_is_the_identity_
     _, plain = await answer(rig, IDENTITY)
     size = len(plain)
     for compression, encoding in (
-        (Compression(min_bytes=size), "gzip"),  # not longer than the threshold
-        (Compression(min_bytes=0), ""),
-        (Compression(min_bytes=0), "gzip;q=0"),
-        (Compression(min_bytes=0), "br, deflate"),
+        (Compression(enabled=True, min_bytes=size), "gzip"),  # not longer than the threshold
+        (Compression(enabled=True, min_bytes=0), ""),
+        (Compression(enabled=True, min_bytes=0), "gzip;q=0"),
+        (Compression(enabled=True, min_bytes=0), "br, deflate"),
         (Compression(enabled=False, min_bytes=0), "gzip"),
     ):
         headers, body = await answer(rig, compression, encoding=encoding)
         assert b"content-encoding" not in headers, (compression, encoding)
         assert headers[b"content-length"] == str(size).encode()
         assert body == plain
-    headers, body = await answer(rig, Compression(min_bytes=size - 1), encoding="deflate, *")
+    headers, body = await answer(
+        rig, Compression(enabled=True, min_bytes=size - 1), encoding="deflate, *"
+    )
     assert headers[b"content-encoding"] == b"gzip"
     assert gzip.decompress(body) == plain
 
@@ -156,5 +158,7 @@ async def test_a_large_get_is_gzipped_as_a_list_is() -> None:
         headers, body = await answer(rig, ALWAYS, verb="get", accept=accept, **params)
         assert headers[b"content-encoding"] == b"gzip", accept
         assert gzip.decompress(body) == plain
-        small, same = await answer(rig, Compression(), verb="get", accept=accept, **params)
+        small, same = await answer(
+            rig, Compression(enabled=True), verb="get", accept=accept, **params
+        )
         assert b"content-encoding" not in small and same == plain

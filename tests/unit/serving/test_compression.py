@@ -46,7 +46,7 @@ def test_accept_encoding_is_parsed_with_its_weights(header: str, accepted: bool)
 
 
 def test_a_body_is_compressed_only_past_the_threshold_when_accepted_and_enabled() -> None:
-    on = Compression(min_bytes=100)
+    on = Compression(enabled=True, min_bytes=100)
     assert on.wanted("gzip", 101)
     assert not on.wanted("gzip", 100)
     assert not on.wanted("identity", 10_000)
@@ -102,7 +102,7 @@ async def _respond(
 def test_a_gzipped_body_decompresses_to_exactly_the_parts(
     parts: list[bytes], chunk_bytes: int, level: int, direct: bool
 ) -> None:
-    on = Compression(min_bytes=0, level=level, chunk_bytes=chunk_bytes)
+    on = Compression(enabled=True, min_bytes=0, level=level, chunk_bytes=chunk_bytes)
     body = b"".join(parts)
     headers, pieces, _ = asyncio.run(_respond(parts, on, direct=direct, accept="gzip"))
     if not body:  # nothing past the threshold of 0
@@ -119,7 +119,7 @@ def test_a_gzipped_body_decompresses_to_exactly_the_parts(
 async def test_without_gzip_accepted_the_body_is_the_parts_as_they_are(accept: str) -> None:
     parts = [b'{"items":[', b"x" * 5000, b"]}"]
     headers, _, bodies = await _respond(
-        parts, Compression(min_bytes=0), direct=False, accept=accept
+        parts, Compression(enabled=True, min_bytes=0), direct=False, accept=accept
     )
     assert b"content-encoding" not in headers
     assert headers[b"content-length"] == b"5012"
@@ -155,7 +155,7 @@ async def test_the_body_is_compressed_in_a_worker_thread_and_sent_as_it_is_made(
 
     # Incompressible input: every batch makes output at once.
     parts = [bytes(range(256)) * 400 for _ in range(8)]  # 8 parts of 100 KiB
-    on = Compression(min_bytes=0, chunk_bytes=200_000)
+    on = Compression(enabled=True, min_bytes=0, chunk_bytes=200_000)
     await send_parts(send, parts, writer=writer, compression=on, accept_encoding="gzip")
     assert gzip.decompress(b"".join(writer.chunks)) == b"".join(parts)
     assert len(deflating) == 4
@@ -181,7 +181,7 @@ async def test_whole_json_answers_are_gzipped_by_the_given_compression() -> None
             },
             _no_receive,
         )
-        await answers.send(send, req, body, compression=Compression(min_bytes=1000))
+        await answers.send(send, req, body, compression=Compression(enabled=True, min_bytes=1000))
         headers = dict(sent[0]["headers"])
         out = b"".join(m.get("body", b"") for m in sent[1:])
         if compressed:
@@ -195,3 +195,35 @@ async def test_whole_json_answers_are_gzipped_by_the_given_compression() -> None
 
 async def _no_receive() -> dict[str, Any]:
     raise AssertionError("nothing is read")
+
+
+def test_auto_compresses_for_distant_clients_only() -> None:
+    auto = Compression(min_bytes=100)
+    assert auto.enabled is None  # the default
+    assert auto.wanted("gzip", 10_000)
+    assert not auto.wanted("gzip", 10_000, loopback=True)
+    assert Compression(enabled=True, min_bytes=100).wanted("gzip", 10_000, loopback=True)
+    assert not Compression(enabled=False, min_bytes=100).wanted("gzip", 10_000)
+
+
+@pytest.mark.parametrize(
+    ("client", "loopback"),
+    [
+        (("127.0.0.1", 5000), True),
+        (("::1", 5000), True),
+        (("10.1.2.3", 5000), False),
+        (("fd00::5", 5000), False),
+        (None, True),  # a Unix socket
+    ],
+)
+def test_a_request_knows_whether_its_client_is_on_this_machine(
+    client: tuple[str, int] | None, loopback: bool
+) -> None:
+    from cacheproxy.serving.asgi import Request
+
+    scope = {"type": "http", "method": "GET", "path": "/", "headers": [], "client": client}
+
+    async def receive() -> dict[str, object]:
+        return {"type": "http.disconnect"}
+
+    assert Request(scope, receive).loopback is loopback
