@@ -2,8 +2,13 @@
 
 - Each event's line bytes are built once and shared by every watcher that gets it (docs/design.md §3);
   what each watcher gets is :func:`~.watchfilter.watcher_sees`'s decision (the transition rule).
-- Every watcher has a bounded buffer; one that falls behind is closed (and counted), so the
-  informer and the other watchers never wait for it (docs/design.md §7).
+- Every watcher has a buffer bounded in events and in bytes, and the bytes queued for all
+  watchers of the daemon are bounded together (:class:`QueuedBytes`: over it, the watcher with
+  the most queued is evicted). One that falls behind is closed and counted by reason
+  (:data:`EVICTION_REASONS`), so the informer and the other watchers never wait for it
+  (docs/design.md §7). A watcher evicted for bytes loses what was queued for it at once (that
+  memory is what the bound is for); its client sees its stream end as for any eviction, after
+  a prefix of its events, and resumes from the last RV it got.
 - Only events newer than a watcher's starting point reach it.
 - Watchers survive an upstream relist (the API server closes them all when its watch cache
   reinitialises): the relist's difference is delivered as events (:func:`~.watchfilter.
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Final
 
 from cacheproxy.informer.events import Changed, InformerEvent, Relisted
 from cacheproxy.informer.store import Store
@@ -25,7 +31,48 @@ from cacheproxy.server.query import EntryView, Query
 from cacheproxy.server.watchfilter import EventLines, relist_events, watcher_sees
 from cacheproxy.serving import Mailbox
 
-__all__ = ["ServedWatch", "WatchHub"]
+__all__ = ["EVICTION_REASONS", "QueuedBytes", "ServedWatch", "WatchHub"]
+
+EVICTION_REASONS: Final = ("events", "bytes", "total_bytes", "stall")
+"""Why a watcher was evicted: its buffer held ``server.limits.watchBuffer`` events, or
+``watchBufferBytes`` bytes; the bytes queued for all watchers passed
+``watchBuffersTotalBytes`` and it had the most; its client took nothing for
+``watchStallSeconds``."""
+
+_DISCARDED: Final = frozenset(("bytes", "total_bytes"))
+"""Evictions that drop what was queued for the watcher at once."""
+
+
+class QueuedBytes:
+    """The bytes queued for every watcher of a daemon (all its resources' hubs share one), and
+    their bound: :meth:`WatchHub.on_event` evicts the watcher with the most queued while the
+    total is over ``limit``. Each watcher's queued lines count in full, even where the same
+    line is queued for many: that is what each slow watcher pins."""
+
+    __slots__ = ("hubs", "limit", "total")
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = limit
+        """None: unbounded."""
+        self.total = 0
+        self.hubs: dict[ServedWatch, WatchHub] = {}
+        """Every registered watcher, and its hub."""
+
+    def over(self) -> bool:
+        return self.limit is not None and self.total > self.limit
+
+    def largest(self) -> ServedWatch | None:
+        """The registered watcher with the most bytes queued (None: none holds any)."""
+        best = max(self.hubs, key=lambda w: w.queued_bytes, default=None)
+        return best if best is not None and best.queued_bytes > 0 else None
+
+    def shed(self) -> None:
+        """Evict the watchers with the most queued until the total is within the limit."""
+        while self.over():
+            watcher = self.largest()
+            if watcher is None:  # what is left is queued for watchers already gone
+                return
+            self.hubs[watcher].evict(watcher, "total_bytes")
 
 
 class ServedWatch(Mailbox[bytes]):
@@ -36,11 +83,14 @@ class ServedWatch(Mailbox[bytes]):
         query: Query,
         *,
         buffer: int,
+        max_bytes: int | None = None,
         min_rv: int = 0,
         bookmarks: bool = False,
         reform: Reform | None = None,
     ) -> None:
-        super().__init__(buffer)
+        super().__init__(buffer, max_bytes=max_bytes)
+        self.budget: QueuedBytes | None = None
+        """The daemon's total it counts in (set by its hub)."""
         self.query = query
         self.bookmarks = bookmarks
         """The client asked for bookmarks (``allowWatchBookmarks``)."""
@@ -53,14 +103,28 @@ class ServedWatch(Mailbox[bytes]):
         """The RV of the last line queued."""
 
     def offer(self, line: bytes, rv: int) -> bool:
-        """Queue a line; False (and closed) when the buffer is full."""
-        if not self.put(line):
+        """Queue a line; False (and closed, :attr:`overflow` saying why) when the buffer is
+        full."""
+        size = len(line)
+        if not self.put(line, size):
             return False
         self.last_rv = rv
+        if self.budget is not None:
+            self.budget.total += size
         return True
 
     def take(self) -> list[bytes]:
-        return self.drain()
+        freed = self.queued_bytes
+        lines = self.drain()
+        if self.budget is not None:
+            self.budget.total -= freed
+        return lines
+
+    def discard(self) -> int:
+        freed = super().discard()
+        if self.budget is not None:
+            self.budget.total -= freed
+        return freed
 
 
 class WatchHub:
@@ -68,14 +132,27 @@ class WatchHub:
     (:meth:`observe`)."""
 
     def __init__(
-        self, rtype: ResourceType, store: Store, *, clock: Callable[[], float] = time.monotonic
+        self,
+        rtype: ResourceType,
+        store: Store,
+        *,
+        budget: QueuedBytes | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.rtype = rtype
         self.store = store
+        self.budget = budget if budget is not None else QueuedBytes()
+        """The bytes queued for all the daemon's watchers (shared between its hubs)."""
         self.watchers: set[ServedWatch] = set()
-        self.evicted = 0
+        self.evictions: dict[str, int] = dict.fromkeys(EVICTION_REASONS, 0)
+        """Watchers evicted, by reason."""
         self.delivered = 0
         self._clock = clock
+
+    @property
+    def evicted(self) -> int:
+        """Watchers evicted, whatever the reason."""
+        return sum(self.evictions.values())
 
     def on_event(self, event: Changed) -> None:
         """An event of the informer (or of a relist's difference): to every watcher it
@@ -89,9 +166,10 @@ class WatchHub:
         new = EntryView(event.entry, rtype, store)
         old = EntryView(event.prev, rtype, store) if event.prev is not None else None
         rv = event.rv
+        budget = self.budget
         for watcher in list(self.watchers):
-            if watcher.closed:  # its client went away or its deadline passed: not an eviction
-                self.watchers.discard(watcher)
+            if watcher.closed:  # its client went away, or it was evicted by another's event
+                self._drop(watcher)
                 continue
             if rv <= watcher.min_rv:
                 continue
@@ -100,9 +178,10 @@ class WatchHub:
                 continue
             if watcher.offer(lines.line(kind, watcher.reform), rv):
                 self.delivered += 1
+                if budget.limit is not None and budget.total > budget.limit:
+                    budget.shed()
             else:
-                self.evicted += 1
-                self.watchers.discard(watcher)
+                self._overflowed(watcher)
 
     def observe(self, event: InformerEvent) -> None:
         """Its informer's subscriber: each change, and what a relist changed (not the first
@@ -130,7 +209,7 @@ class WatchHub:
         lines: dict[str | None, bytes] = {}
         for watcher in list(self.watchers):
             if watcher.closed:
-                self.watchers.discard(watcher)
+                self._drop(watcher)
                 continue
             if not watcher.bookmarks:
                 continue
@@ -138,25 +217,50 @@ class WatchHub:
             line = lines.get(metadata)
             if line is None:
                 line = lines[metadata] = bookmark_line(self.rtype, rv, metadata=metadata)
-            if not watcher.offer(line, rv):
-                self.evicted += 1
-                self.watchers.discard(watcher)
+            if watcher.offer(line, rv):
+                if self.budget.over():
+                    self.budget.shed()
+            else:
+                self._overflowed(watcher)
 
-    def evict(self, watcher: ServedWatch, reason: str) -> None:
-        """Drop a watcher whose client does not keep up (counted; a closed one is not)."""
+    def _overflowed(self, watcher: ServedWatch) -> None:
+        """``watcher`` refused a line: evicted, counted by the bound it hit (not when it was
+        closed already)."""
+        reason = watcher.overflow
+        if reason is not None:
+            self.evictions[reason] += 1
+            if reason in _DISCARDED:
+                watcher.discard()
+        self._drop(watcher)
+
+    def evict(self, watcher: ServedWatch, reason: str, detail: str = "") -> None:
+        """Drop a watcher whose client does not keep up, for ``reason`` (one of
+        :data:`EVICTION_REASONS`; counted, unless it was closed already). ``detail`` goes in its
+        close reason."""
         if not watcher.closed:
-            watcher.close(f"too slow: {reason}")
-            self.evicted += 1
+            watcher.close(f"too slow: {detail or reason}")
+            self.evictions[reason] += 1
+            if reason in _DISCARDED:
+                watcher.discard()
+        self._drop(watcher)
+
+    def _drop(self, watcher: ServedWatch) -> None:
         self.watchers.discard(watcher)
+        self.budget.hubs.pop(watcher, None)
 
     def add(self, watcher: ServedWatch) -> None:
         self.watchers.add(watcher)
+        watcher.budget = self.budget
+        self.budget.hubs[watcher] = self
 
     def remove(self, watcher: ServedWatch) -> None:
-        self.watchers.discard(watcher)
+        """``watcher``'s response ended: what is still queued for it is dropped."""
+        self._drop(watcher)
+        watcher.discard()
 
     def close_all(self, reason: str) -> None:
         """End every watch (their clients see the stream end)."""
         for watcher in list(self.watchers):
             watcher.close(reason)
+            self.budget.hubs.pop(watcher, None)
         self.watchers.clear()
