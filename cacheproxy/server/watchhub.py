@@ -10,6 +10,14 @@
   memory is what the bound is for); its client sees its stream end as for any eviction, after
   a prefix of its events, and resumes from the last RV it got.
 - Only events newer than a watcher's starting point reach it.
+- Fan-out by index, as the API server's cacher with its ``indexedTriggers``: a watcher whose
+  query pins one value of an indexed attribute — its namespace, a field selector ``path=value``
+  on a configured index path, a label ``key=value`` — is kept under that (attribute, value), and
+  an event is offered only to the watchers under the values of its new and its previous state
+  (an object that moved from one value to another reaches the watchers of both, each as
+  :func:`~.watchfilter.watcher_sees` decides), plus the watchers with no such value. What each
+  watcher gets is exactly what offering every event to every watcher gives; an event costs its
+  candidates, not every watcher.
 - Watchers survive an upstream relist (the API server closes them all when its watch cache
   reinitialises): the relist's difference is delivered as events (:func:`~.watchfilter.
   relist_events`), then those that asked for bookmarks get one at the relist's RV. So a relist
@@ -24,6 +32,7 @@ from typing import Final
 
 from cacheproxy.informer.events import Changed, InformerEvent, Relisted
 from cacheproxy.informer.store import Store
+from cacheproxy.kube.labels import Operator
 from cacheproxy.kube.partial import Reform
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.watchevents import bookmark_line
@@ -75,6 +84,43 @@ class QueuedBytes:
             self.hubs[watcher].evict(watcher, "total_bytes")
 
 
+Attribute = tuple[str, str]
+"""What the fan-out indexes watchers by: ``("namespace", "")``, ``("field", path)`` (a configured
+index path) or ``("label", key)``."""
+
+_NAMESPACE: Final = ("namespace", "")
+_EQUALITY: Final = (Operator.EQUALS, Operator.DOUBLE_EQUALS, Operator.IN)
+
+
+def fanout_key(query: Query, store: Store) -> tuple[Attribute, str] | None:
+    """The (attribute, value) every object a watcher with ``query`` sees holds — before or after
+    a change — or None when its query pins none (it is offered every event). A configured
+    index path's value is any of the values the index holds (a multi-valued path)."""
+    for freq in query.fields.requirements:
+        if freq.operator == "=" and freq.value and store.has_index(freq.field):
+            return ("field", freq.field), freq.value
+    for req in query.labels.requirements:
+        if req.operator in _EQUALITY and len(req.values) == 1:
+            return ("label", req.key), req.values[0]
+    if query.namespace:
+        return _NAMESPACE, query.namespace
+    for freq in query.fields.requirements:
+        if freq.operator == "=" and freq.field == "metadata.namespace" and freq.value:
+            return _NAMESPACE, freq.value
+    return None
+
+
+def _values(view: EntryView, attribute: Attribute) -> tuple[str, ...]:
+    """``attribute``'s values in one state of an object (none when it has none)."""
+    kind, name = attribute
+    if kind == "field":
+        return view.index_values(name)
+    if kind == "label":
+        value = view.labels.get(name)
+        return () if value is None else (value,)
+    return (view.entry.namespace,)
+
+
 class ServedWatch(Mailbox[bytes]):
     """One client's watch: its query and a bounded mailbox of event lines."""
 
@@ -101,6 +147,8 @@ class ServedWatch(Mailbox[bytes]):
         """Events at or before this RV are not sent (the watch started after them)."""
         self.last_rv = min_rv
         """The RV of the last line queued."""
+        self.fanout_key: tuple[Attribute, str] | None = None
+        """Where its hub keeps it (:func:`fanout_key`; None: offered every event)."""
 
     def offer(self, line: bytes, rv: int) -> bool:
         """Queue a line; False (and closed, :attr:`overflow` saying why) when the buffer is
@@ -144,6 +192,14 @@ class WatchHub:
         self.budget = budget if budget is not None else QueuedBytes()
         """The bytes queued for all the daemon's watchers (shared between its hubs)."""
         self.watchers: set[ServedWatch] = set()
+        """Every open watch."""
+        self._unkeyed: set[ServedWatch] = set()
+        """The watchers offered every event (their queries pin no indexed value)."""
+        self._keyed: dict[Attribute, dict[str, set[ServedWatch]]] = {}
+        """The others, by attribute and value."""
+        self.indexed = True
+        """Offer each event only to its candidates (False: to every watcher, one by one; kept to
+        compare the two)."""
         self.evictions: dict[str, int] = dict.fromkeys(EVICTION_REASONS, 0)
         """Watchers evicted, by reason."""
         self.delivered = 0
@@ -167,7 +223,7 @@ class WatchHub:
         old = EntryView(event.prev, rtype, store) if event.prev is not None else None
         rv = event.rv
         budget = self.budget
-        for watcher in list(self.watchers):
+        for watcher in self._candidates(new, old) if self.indexed else list(self.watchers):
             if watcher.closed:  # its client went away, or it was evicted by another's event
                 self._drop(watcher)
                 continue
@@ -182,6 +238,22 @@ class WatchHub:
                     budget.shed()
             else:
                 self._overflowed(watcher)
+
+    def _candidates(self, new: EntryView, old: EntryView | None) -> list[ServedWatch]:
+        """The watchers an event with these states may concern: those under the values of its
+        new and previous state, and those offered every event."""
+        candidates = list(self._unkeyed)
+        for attribute, by_value in self._keyed.items():
+            values = _values(new, attribute)
+            if old is not None:
+                before = _values(old, attribute)
+                if before != values:
+                    values = tuple(dict.fromkeys((*values, *before)))
+            for value in values:
+                watchers = by_value.get(value)
+                if watchers:
+                    candidates.extend(watchers)
+        return candidates
 
     def observe(self, event: InformerEvent) -> None:
         """Its informer's subscriber: each change, and what a relist changed (not the first
@@ -247,11 +319,29 @@ class WatchHub:
     def _drop(self, watcher: ServedWatch) -> None:
         self.watchers.discard(watcher)
         self.budget.hubs.pop(watcher, None)
+        key = watcher.fanout_key
+        if key is None:
+            self._unkeyed.discard(watcher)
+            return
+        attribute, value = key
+        by_value = self._keyed.get(attribute)
+        if by_value is not None and value in by_value:
+            by_value[value].discard(watcher)
+            if not by_value[value]:
+                del by_value[value]
+                if not by_value:
+                    del self._keyed[attribute]
 
     def add(self, watcher: ServedWatch) -> None:
         self.watchers.add(watcher)
         watcher.budget = self.budget
         self.budget.hubs[watcher] = self
+        key = watcher.fanout_key = fanout_key(watcher.query, self.store)
+        if key is None:
+            self._unkeyed.add(watcher)
+        else:
+            attribute, value = key
+            self._keyed.setdefault(attribute, {}).setdefault(value, set()).add(watcher)
 
     def remove(self, watcher: ServedWatch) -> None:
         """``watcher``'s response ended: what is still queued for it is dropped."""
@@ -264,3 +354,5 @@ class WatchHub:
             watcher.close(reason)
             self.budget.hubs.pop(watcher, None)
         self.watchers.clear()
+        self._unkeyed.clear()
+        self._keyed.clear()
