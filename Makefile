@@ -92,6 +92,7 @@ bench-full: $(TEST_STAMP)
 	$(BIN)/python -m loadtest realserver --kube 1.32 --skip-without-assets --pods 50000 --out $(BENCH_OUT)-real-1.32
 	$(BIN)/python -m loadtest syncmodes --kube 1.32 --pods 10000 50000 --skip-without-assets --out $(BENCH_OUT)-syncmodes
 	$(BIN)/python -m loadtest pagewalk --pods 50000
+	$(BIN)/python -m loadtest fanoutindex
 	$(BIN)/python -m loadtest warmrestart --skip-without-assets --out $(BENCH_OUT)-warmrestart
 
 # Chaos soak (loadtest/scenarios/soak.py): 10 minutes of churn, every simulator fault and daemon restarts,

@@ -13,6 +13,7 @@ SCENARIOS = {
     "authbench": "the latency access control adds, with warm caches",
     "overload": "ten times more clients than the daemon serves at once",
     "pagewalk": "a limit walk at an older resourceVersion against one full list",
+    "fanoutindex": "watch fan-out by index against the scan, 5 000 node watchers in process",
     "realserver": "against a real kube-apiserver: first sync, memory, relists, event lag",
     "syncmodes": "watch-list against paged-list first syncs on a real kube-apiserver",
     "tiers": "a node tier over a central tier over a real kube-apiserver",

@@ -158,6 +158,8 @@ def wire(config: DaemonConfig) -> Wiring:
         reflector=upstream.reflector_options(),
         server=ServerOptions(
             watch_buffer=limits.watch_buffer,
+            watch_buffer_bytes=limits.watch_buffer_bytes,
+            watch_buffers_total_bytes=limits.watch_buffers_total_bytes,
             watch_stall=limits.watch_stall_seconds,
             bookmark_interval=limits.bookmark_interval_seconds,
             max_watchers=limits.max_watchers,

@@ -67,7 +67,7 @@ from cacheproxy.server.routing import (
     upstream_version,
 )
 from cacheproxy.server.statuspage import cache_status
-from cacheproxy.server.watchhub import WatchHub
+from cacheproxy.server.watchhub import QueuedBytes, WatchHub
 from cacheproxy.serving import (
     Discovery,
     Message,
@@ -124,6 +124,8 @@ class CacheServer:
         self.server_address = server_address
         self.resources: dict[ResourceType, ServedResource] = {}
         self.hubs: dict[ResourceType, WatchHub] = {}
+        self.watch_bytes = QueuedBytes(self.options.watch_buffers_total_bytes)
+        """The bytes queued for all watchers, of every resource, and their bound."""
         self.registry = ResourceRegistry()
         self.discovery = Discovery(
             group_versions=self.registry.group_versions,
@@ -221,7 +223,7 @@ class CacheServer:
         self.resources[res.rtype] = res
         res.kube_version = lambda: self.kube_version
         self.registry.add(res.rtype)
-        hub = WatchHub(res.rtype, res.store)
+        hub = WatchHub(res.rtype, res.store, budget=self.watch_bytes)
         self._unhook[res.rtype] = [res.informer.subscribe(hub.observe)]
         self.hubs[res.rtype] = hub
         self._stats[res.rtype] = self.metrics.track(res, hub).stats

@@ -453,11 +453,18 @@ class _CacheCollector:
             "cacheproxy_watch_watchers", "Open watches served.", lambda t: len(t.hub.watchers)
         )
         yield from _consistency_families(tracked)
-        yield counter(
+        evicted = CounterMetricFamily(
             "cacheproxy_watch_evicted",
-            "Watchers closed because they fell behind (buffer full).",
-            lambda t: t.hub.evicted,
+            "Watchers closed because they fell behind, by reason: events (watchBuffer events "
+            "queued), bytes (watchBufferBytes queued), total_bytes (the most queued when all "
+            "watchers' bytes passed watchBuffersTotalBytes), stall (took nothing for "
+            "watchStallSeconds).",
+            labels=["resource", "reason"],
         )
+        for t in tracked:
+            for reason, count in t.hub.evictions.items():
+                evicted.add_metric([t.name, reason], count)
+        yield evicted
         yield counter(
             "cacheproxy_watch_events_delivered",
             "Event lines queued to watchers.",

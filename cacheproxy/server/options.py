@@ -27,6 +27,11 @@ def read_verbs(rtype: ResourceType) -> list[str]:
 class ServerOptions:
     watch_buffer: int = 1000
     """Lines a watcher may have pending before it is closed as too slow."""
+    watch_buffer_bytes: int = 16 << 20
+    """Bytes of lines a watcher may have pending before it is closed as too slow."""
+    watch_buffers_total_bytes: int = 256 << 20
+    """Bytes of lines pending for all watchers together; over it, the watcher with the most is
+    closed as too slow."""
     bookmark_interval: float = 60.0
     min_watch_timeout: float = 1800.0
     """Watches without ``timeoutSeconds`` last ``[min, 2·min)`` seconds (the API server's rule)."""

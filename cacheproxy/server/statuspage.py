@@ -130,6 +130,7 @@ def _resource_status(
         },
         "watchers": len(hub.watchers),
         "evicted": hub.evicted,
+        "evictedBy": dict(hub.evictions),
         **_recent(tracked, history),
         "indexes": [
             {"path": name, "cardinality": len(store.index_values(name))}

@@ -2,9 +2,22 @@
 
 - Each event's line bytes are built once and shared by every watcher that gets it (docs/design.md §3);
   what each watcher gets is :func:`~.watchfilter.watcher_sees`'s decision (the transition rule).
-- Every watcher has a bounded buffer; one that falls behind is closed (and counted), so the
-  informer and the other watchers never wait for it (docs/design.md §7).
+- Every watcher has a buffer bounded in events and in bytes, and the bytes queued for all
+  watchers of the daemon are bounded together (:class:`QueuedBytes`: over it, the watcher with
+  the most queued is evicted). One that falls behind is closed and counted by reason
+  (:data:`EVICTION_REASONS`), so the informer and the other watchers never wait for it
+  (docs/design.md §7). A watcher evicted for bytes loses what was queued for it at once (that
+  memory is what the bound is for); its client sees its stream end as for any eviction, after
+  a prefix of its events, and resumes from the last RV it got.
 - Only events newer than a watcher's starting point reach it.
+- Fan-out by index, as the API server's cacher with its ``indexedTriggers``: a watcher whose
+  query pins one value of an indexed attribute — its namespace, a field selector ``path=value``
+  on a configured index path, a label ``key=value`` — is kept under that (attribute, value), and
+  an event is offered only to the watchers under the values of its new and its previous state
+  (an object that moved from one value to another reaches the watchers of both, each as
+  :func:`~.watchfilter.watcher_sees` decides), plus the watchers with no such value. What each
+  watcher gets is exactly what offering every event to every watcher gives; an event costs its
+  candidates, not every watcher.
 - Watchers survive an upstream relist (the API server closes them all when its watch cache
   reinitialises): the relist's difference is delivered as events (:func:`~.watchfilter.
   relist_events`), then those that asked for bookmarks get one at the relist's RV. So a relist
@@ -15,9 +28,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Final
 
 from cacheproxy.informer.events import Changed, InformerEvent, Relisted
 from cacheproxy.informer.store import Store
+from cacheproxy.kube.labels import Operator
 from cacheproxy.kube.partial import Reform
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.watchevents import bookmark_line
@@ -25,7 +40,85 @@ from cacheproxy.server.query import EntryView, Query
 from cacheproxy.server.watchfilter import EventLines, relist_events, watcher_sees
 from cacheproxy.serving import Mailbox
 
-__all__ = ["ServedWatch", "WatchHub"]
+__all__ = ["EVICTION_REASONS", "QueuedBytes", "ServedWatch", "WatchHub"]
+
+EVICTION_REASONS: Final = ("events", "bytes", "total_bytes", "stall")
+"""Why a watcher was evicted: its buffer held ``server.limits.watchBuffer`` events, or
+``watchBufferBytes`` bytes; the bytes queued for all watchers passed
+``watchBuffersTotalBytes`` and it had the most; its client took nothing for
+``watchStallSeconds``."""
+
+_DISCARDED: Final = frozenset(("bytes", "total_bytes"))
+"""Evictions that drop what was queued for the watcher at once."""
+
+
+class QueuedBytes:
+    """The bytes queued for every watcher of a daemon (all its resources' hubs share one), and
+    their bound: :meth:`WatchHub.on_event` evicts the watcher with the most queued while the
+    total is over ``limit``. Each watcher's queued lines count in full, even where the same
+    line is queued for many: that is what each slow watcher pins."""
+
+    __slots__ = ("hubs", "limit", "total")
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = limit
+        """None: unbounded."""
+        self.total = 0
+        self.hubs: dict[ServedWatch, WatchHub] = {}
+        """Every registered watcher, and its hub."""
+
+    def over(self) -> bool:
+        return self.limit is not None and self.total > self.limit
+
+    def largest(self) -> ServedWatch | None:
+        """The registered watcher with the most bytes queued (None: none holds any)."""
+        best = max(self.hubs, key=lambda w: w.queued_bytes, default=None)
+        return best if best is not None and best.queued_bytes > 0 else None
+
+    def shed(self) -> None:
+        """Evict the watchers with the most queued until the total is within the limit."""
+        while self.over():
+            watcher = self.largest()
+            if watcher is None:  # what is left is queued for watchers already gone
+                return
+            self.hubs[watcher].evict(watcher, "total_bytes")
+
+
+Attribute = tuple[str, str]
+"""What the fan-out indexes watchers by: ``("namespace", "")``, ``("field", path)`` (a configured
+index path) or ``("label", key)``."""
+
+_NAMESPACE: Final = ("namespace", "")
+_EQUALITY: Final = (Operator.EQUALS, Operator.DOUBLE_EQUALS, Operator.IN)
+
+
+def fanout_key(query: Query, store: Store) -> tuple[Attribute, str] | None:
+    """The (attribute, value) every object a watcher with ``query`` sees holds — before or after
+    a change — or None when its query pins none (it is offered every event). A configured
+    index path's value is any of the values the index holds (a multi-valued path)."""
+    for freq in query.fields.requirements:
+        if freq.operator == "=" and freq.value and store.has_index(freq.field):
+            return ("field", freq.field), freq.value
+    for req in query.labels.requirements:
+        if req.operator in _EQUALITY and len(req.values) == 1:
+            return ("label", req.key), req.values[0]
+    if query.namespace:
+        return _NAMESPACE, query.namespace
+    for freq in query.fields.requirements:
+        if freq.operator == "=" and freq.field == "metadata.namespace" and freq.value:
+            return _NAMESPACE, freq.value
+    return None
+
+
+def _values(view: EntryView, attribute: Attribute) -> tuple[str, ...]:
+    """``attribute``'s values in one state of an object (none when it has none)."""
+    kind, name = attribute
+    if kind == "field":
+        return view.index_values(name)
+    if kind == "label":
+        value = view.labels.get(name)
+        return () if value is None else (value,)
+    return (view.entry.namespace,)
 
 
 class ServedWatch(Mailbox[bytes]):
@@ -36,11 +129,14 @@ class ServedWatch(Mailbox[bytes]):
         query: Query,
         *,
         buffer: int,
+        max_bytes: int | None = None,
         min_rv: int = 0,
         bookmarks: bool = False,
         reform: Reform | None = None,
     ) -> None:
-        super().__init__(buffer)
+        super().__init__(buffer, max_bytes=max_bytes)
+        self.budget: QueuedBytes | None = None
+        """The daemon's total it counts in (set by its hub)."""
         self.query = query
         self.bookmarks = bookmarks
         """The client asked for bookmarks (``allowWatchBookmarks``)."""
@@ -51,16 +147,32 @@ class ServedWatch(Mailbox[bytes]):
         """Events at or before this RV are not sent (the watch started after them)."""
         self.last_rv = min_rv
         """The RV of the last line queued."""
+        self.fanout_key: tuple[Attribute, str] | None = None
+        """Where its hub keeps it (:func:`fanout_key`; None: offered every event)."""
 
     def offer(self, line: bytes, rv: int) -> bool:
-        """Queue a line; False (and closed) when the buffer is full."""
-        if not self.put(line):
+        """Queue a line; False (and closed, :attr:`overflow` saying why) when the buffer is
+        full."""
+        size = len(line)
+        if not self.put(line, size):
             return False
         self.last_rv = rv
+        if self.budget is not None:
+            self.budget.total += size
         return True
 
     def take(self) -> list[bytes]:
-        return self.drain()
+        freed = self.queued_bytes
+        lines = self.drain()
+        if self.budget is not None:
+            self.budget.total -= freed
+        return lines
+
+    def discard(self) -> int:
+        freed = super().discard()
+        if self.budget is not None:
+            self.budget.total -= freed
+        return freed
 
 
 class WatchHub:
@@ -68,14 +180,35 @@ class WatchHub:
     (:meth:`observe`)."""
 
     def __init__(
-        self, rtype: ResourceType, store: Store, *, clock: Callable[[], float] = time.monotonic
+        self,
+        rtype: ResourceType,
+        store: Store,
+        *,
+        budget: QueuedBytes | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.rtype = rtype
         self.store = store
+        self.budget = budget if budget is not None else QueuedBytes()
+        """The bytes queued for all the daemon's watchers (shared between its hubs)."""
         self.watchers: set[ServedWatch] = set()
-        self.evicted = 0
+        """Every open watch."""
+        self._unkeyed: set[ServedWatch] = set()
+        """The watchers offered every event (their queries pin no indexed value)."""
+        self._keyed: dict[Attribute, dict[str, set[ServedWatch]]] = {}
+        """The others, by attribute and value."""
+        self.indexed = True
+        """Offer each event only to its candidates (False: to every watcher, one by one; kept to
+        compare the two)."""
+        self.evictions: dict[str, int] = dict.fromkeys(EVICTION_REASONS, 0)
+        """Watchers evicted, by reason."""
         self.delivered = 0
         self._clock = clock
+
+    @property
+    def evicted(self) -> int:
+        """Watchers evicted, whatever the reason."""
+        return sum(self.evictions.values())
 
     def on_event(self, event: Changed) -> None:
         """An event of the informer (or of a relist's difference): to every watcher it
@@ -89,9 +222,10 @@ class WatchHub:
         new = EntryView(event.entry, rtype, store)
         old = EntryView(event.prev, rtype, store) if event.prev is not None else None
         rv = event.rv
-        for watcher in list(self.watchers):
-            if watcher.closed:  # its client went away or its deadline passed: not an eviction
-                self.watchers.discard(watcher)
+        budget = self.budget
+        for watcher in self._candidates(new, old) if self.indexed else list(self.watchers):
+            if watcher.closed:  # its client went away, or it was evicted by another's event
+                self._drop(watcher)
                 continue
             if rv <= watcher.min_rv:
                 continue
@@ -100,9 +234,26 @@ class WatchHub:
                 continue
             if watcher.offer(lines.line(kind, watcher.reform), rv):
                 self.delivered += 1
+                if budget.limit is not None and budget.total > budget.limit:
+                    budget.shed()
             else:
-                self.evicted += 1
-                self.watchers.discard(watcher)
+                self._overflowed(watcher)
+
+    def _candidates(self, new: EntryView, old: EntryView | None) -> list[ServedWatch]:
+        """The watchers an event with these states may concern: those under the values of its
+        new and previous state, and those offered every event."""
+        candidates = list(self._unkeyed)
+        for attribute, by_value in self._keyed.items():
+            values = _values(new, attribute)
+            if old is not None:
+                before = _values(old, attribute)
+                if before != values:
+                    values = tuple(dict.fromkeys((*values, *before)))
+            for value in values:
+                watchers = by_value.get(value)
+                if watchers:
+                    candidates.extend(watchers)
+        return candidates
 
     def observe(self, event: InformerEvent) -> None:
         """Its informer's subscriber: each change, and what a relist changed (not the first
@@ -130,7 +281,7 @@ class WatchHub:
         lines: dict[str | None, bytes] = {}
         for watcher in list(self.watchers):
             if watcher.closed:
-                self.watchers.discard(watcher)
+                self._drop(watcher)
                 continue
             if not watcher.bookmarks:
                 continue
@@ -138,25 +289,70 @@ class WatchHub:
             line = lines.get(metadata)
             if line is None:
                 line = lines[metadata] = bookmark_line(self.rtype, rv, metadata=metadata)
-            if not watcher.offer(line, rv):
-                self.evicted += 1
-                self.watchers.discard(watcher)
+            if watcher.offer(line, rv):
+                if self.budget.over():
+                    self.budget.shed()
+            else:
+                self._overflowed(watcher)
 
-    def evict(self, watcher: ServedWatch, reason: str) -> None:
-        """Drop a watcher whose client does not keep up (counted; a closed one is not)."""
+    def _overflowed(self, watcher: ServedWatch) -> None:
+        """``watcher`` refused a line: evicted, counted by the bound it hit (not when it was
+        closed already)."""
+        reason = watcher.overflow
+        if reason is not None:
+            self.evictions[reason] += 1
+            if reason in _DISCARDED:
+                watcher.discard()
+        self._drop(watcher)
+
+    def evict(self, watcher: ServedWatch, reason: str, detail: str = "") -> None:
+        """Drop a watcher whose client does not keep up, for ``reason`` (one of
+        :data:`EVICTION_REASONS`; counted, unless it was closed already). ``detail`` goes in its
+        close reason."""
         if not watcher.closed:
-            watcher.close(f"too slow: {reason}")
-            self.evicted += 1
+            watcher.close(f"too slow: {detail or reason}")
+            self.evictions[reason] += 1
+            if reason in _DISCARDED:
+                watcher.discard()
+        self._drop(watcher)
+
+    def _drop(self, watcher: ServedWatch) -> None:
         self.watchers.discard(watcher)
+        self.budget.hubs.pop(watcher, None)
+        key = watcher.fanout_key
+        if key is None:
+            self._unkeyed.discard(watcher)
+            return
+        attribute, value = key
+        by_value = self._keyed.get(attribute)
+        if by_value is not None and value in by_value:
+            by_value[value].discard(watcher)
+            if not by_value[value]:
+                del by_value[value]
+                if not by_value:
+                    del self._keyed[attribute]
 
     def add(self, watcher: ServedWatch) -> None:
         self.watchers.add(watcher)
+        watcher.budget = self.budget
+        self.budget.hubs[watcher] = self
+        key = watcher.fanout_key = fanout_key(watcher.query, self.store)
+        if key is None:
+            self._unkeyed.add(watcher)
+        else:
+            attribute, value = key
+            self._keyed.setdefault(attribute, {}).setdefault(value, set()).add(watcher)
 
     def remove(self, watcher: ServedWatch) -> None:
-        self.watchers.discard(watcher)
+        """``watcher``'s response ended: what is still queued for it is dropped."""
+        self._drop(watcher)
+        watcher.discard()
 
     def close_all(self, reason: str) -> None:
         """End every watch (their clients see the stream end)."""
         for watcher in list(self.watchers):
             watcher.close(reason)
+            self.budget.hubs.pop(watcher, None)
         self.watchers.clear()
+        self._unkeyed.clear()
+        self._keyed.clear()

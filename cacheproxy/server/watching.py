@@ -201,6 +201,7 @@ async def serve_watch(
     watcher = ServedWatch(
         query,
         buffer=options.watch_buffer,
+        max_bytes=options.watch_buffer_bytes,
         min_rv=max(res.resource_version, requested),
         bookmarks=opts.allow_watch_bookmarks,
         reform=reform,
@@ -227,7 +228,7 @@ async def serve_watch(
                 watcher, plan, res.rtype, current_rv=lambda: res.resource_version
             ):
                 if not await out.write(lines):
-                    hub.evict(watcher, f"took nothing for {options.watch_stall:g} s")
+                    hub.evict(watcher, "stall", f"took nothing for {options.watch_stall:g} s")
                     return
         finally:
             hub.remove(watcher)

@@ -1,8 +1,9 @@
 """A watch response from its first line to its end: what both servers' watches are made of.
 
-- :class:`Mailbox`: a watcher's bounded buffer. ``put`` never waits (the writer of events never
-  waits for a client); a full mailbox closes itself (docs/design.md §7: a watcher that falls behind is
-  dropped, as the API server drops watchers that do not keep up).
+- :class:`Mailbox`: a watcher's bounded buffer, in items and (when given sizes) in bytes.
+  ``put`` never waits (the writer of events never waits for a client); a full mailbox closes
+  itself and says which bound it hit (docs/design.md §7: a watcher that falls behind is dropped,
+  as the API server drops watchers that do not keep up).
 - :func:`live_lines`: the live part, in batches of whatever is pending, with bookmarks when the
   client asked (about every interval while nothing else is sent, and one shortly before the
   deadline, ``cacheWatcher.nextBookmarkTime``); it ends at the deadline or once the mailbox is
@@ -47,23 +48,45 @@ ItemT = TypeVar("ItemT")
 
 class Mailbox(Generic[ItemT]):
     """A watch's bounded buffer: ``put`` never waits; a full mailbox closes itself (the watcher
-    is too slow, docs/design.md §7), and ``wait`` returns when something arrives or it was closed."""
+    is too slow, docs/design.md §7), and ``wait`` returns when something arrives or it was closed.
 
-    def __init__(self, capacity: int) -> None:
+    Bounded in items (``capacity``) and, when ``max_bytes`` is given, in the bytes queued: each
+    ``put`` says its item's size and ``queued_bytes`` is their sum until the items are drained
+    or discarded. A shared ``bytes`` object queued in many mailboxes counts in each: it is what
+    each one pins while its client does not read."""
+
+    def __init__(self, capacity: int, *, max_bytes: int | None = None) -> None:
         self.capacity = capacity
+        self.max_bytes = max_bytes
+        """The bytes it may hold (None: unbounded in bytes)."""
         self._items: deque[ItemT] = deque()
+        self.queued_bytes = 0
+        """The sizes of the items queued now."""
         self._waiter: asyncio.Future[None] | None = None
         self.closed = False
         self.close_reason = ""
+        self.overflow: str | None = None
+        """Which bound closed it: ``"events"`` (``capacity`` items) or ``"bytes"``
+        (``max_bytes``); None while it has not overflowed."""
 
-    def put(self, item: ItemT) -> bool:
-        """Queue ``item``; False (and closed) when it was closed or is full."""
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def put(self, item: ItemT, size: int = 0) -> bool:
+        """Queue ``item`` of ``size`` bytes; False (and closed) when it was closed or is full."""
         if self.closed:
             return False
         if len(self._items) >= self.capacity:
+            self.overflow = "events"
             self.close("too slow: buffer full")
             return False
+        queued = self.queued_bytes + size
+        if self.max_bytes is not None and queued > self.max_bytes:
+            self.overflow = "bytes"
+            self.close(f"too slow: more than {self.max_bytes} bytes queued")
+            return False
         self._items.append(item)
+        self.queued_bytes = queued
         self._wake()
         return True
 
@@ -75,9 +98,19 @@ class Mailbox(Generic[ItemT]):
         self._wake()
 
     def drain(self) -> list[ItemT]:
+        """Everything queued, in order; the mailbox is empty after."""
         items = list(self._items)
         self._items.clear()
+        self.queued_bytes = 0
         return items
+
+    def discard(self) -> int:
+        """Drop what is queued (its reader will not get it); the bytes freed."""
+        freed = self.queued_bytes
+        self._items.clear()
+        self.queued_bytes = 0
+        self._wake()
+        return freed
 
     def _wake(self) -> None:
         waiter = self._waiter

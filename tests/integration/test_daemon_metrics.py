@@ -97,7 +97,8 @@ async def test_metrics_and_status_after_a_list_a_relist_and_a_watch(
         assert staleness is not None and 0 <= staleness < 10
         assert value(s, "cacheproxy_cache_events_total", resource="pods", type="ADDED") == 1
         assert value(s, "cacheproxy_watch_watchers", resource="pods") == 1
-        assert value(s, "cacheproxy_watch_evicted_total", resource="pods") == 0
+        for reason in ("events", "bytes", "total_bytes", "stall"):
+            assert value(s, "cacheproxy_watch_evicted_total", resource="pods", reason=reason) == 0
         expired = {"resource": "pods", "reason": "expired"}
         assert value(s, "cacheproxy_informer_relists_total", **expired) == 1
         assert value(s, "cacheproxy_informer_watch_errors_total", **expired) == 1

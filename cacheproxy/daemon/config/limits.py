@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Annotated, Final
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from cacheproxy.daemon.config.settings import Section, library_default
+from cacheproxy.daemon.config.settings import Section, library_default, located
 from cacheproxy.server.app import ServerOptions
 from cacheproxy.server.consistent import SERVE_FROM_CACHE, ConsistencyOptions, OnTimeout
 from cacheproxy.server.resource import ServedResource
@@ -60,7 +60,22 @@ class ServerLimits(Section):
         _SERVER, "watch_buffer"
     )
     """Events queued per watcher; a watcher that falls this far behind is closed (it resumes
-    from its last resourceVersion)."""
+    from its last resourceVersion; counted in `cacheproxy_watch_evicted_total` with
+    `reason="events"`)."""
+    watch_buffer_bytes: Annotated[int, Field(ge=1_048_576, le=17_179_869_184)] = library_default(
+        _SERVER, "watch_buffer_bytes"
+    )
+    """Bytes of events queued per watcher (each event line counted in full for each watcher it
+    waits for); a watcher that falls this far behind is closed and what was queued for it
+    dropped at once (`reason="bytes"`). Keep it well above your largest object (the API
+    server accepts objects of about 1.5 MiB)."""
+    watch_buffers_total_bytes: Annotated[int, Field(ge=1_048_576, le=1_099_511_627_776)] = (
+        library_default(_SERVER, "watch_buffers_total_bytes")
+    )
+    """Bytes of events queued for all watchers of the daemon together (every resource, counted
+    as for `watchBufferBytes`): when an event would take the total above it, the watcher with
+    the most queued is closed and its queue dropped (`reason="total_bytes"`), until the total is
+    within it again. What slow clients can make the daemon hold, whatever their number."""
     watch_stall_seconds: Annotated[float, Field(ge=0.1, le=3600)] = library_default(
         _SERVER, "watch_stall"
     )
@@ -129,3 +144,14 @@ class ServerLimits(Section):
     consistent_read_fallback: OnTimeout = SERVE_FROM_CACHE
     """What a consistent read that timed out answers: `cache`: the cache as it is, with a
     `Warning` header saying it may be stale; `error`: 504 with `Retry-After: 1`."""
+
+    @model_validator(mode="after")
+    def _watch_bytes(self) -> ServerLimits:
+        """All watchers together may hold at least what one may."""
+        if self.watch_buffers_total_bytes < self.watch_buffer_bytes:
+            why = (
+                f"{self.watch_buffers_total_bytes} is less than watchBufferBytes "
+                f"({self.watch_buffer_bytes}): one watcher could never use its buffer"
+            )
+            raise located([(("watchBuffersTotalBytes",), why)])
+        return self

@@ -125,6 +125,8 @@ def test_the_components_get_every_value_explicitly_not_their_own_defaults() -> N
     config, wiring = outcome({**BASES["delegated"], **low}) or pytest.fail("refused")
     limits = config.server.limits
     assert wiring.server.watch_buffer == limits.watch_buffer == 1
+    assert wiring.server.watch_buffer_bytes == limits.watch_buffer_bytes == 1 << 20
+    assert wiring.server.watch_buffers_total_bytes == limits.watch_buffers_total_bytes == 1 << 20
     assert wiring.server.max_url_bytes == 256
     assert wiring.reflector.page_size == 1
     assert wiring.resources[0].snapshot_ttl == limits.continue_token_ttl_seconds == 1

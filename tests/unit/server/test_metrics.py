@@ -102,7 +102,8 @@ async def test_cache_gauges_follow_the_store(rig: Rig) -> None:
     assert value(s, "cacheproxy_cache_bytes", resource="pods") == rig.stored_bytes()
     assert value(s, "cacheproxy_cache_synced", resource="pods") == 1
     assert value(s, "cacheproxy_watch_watchers", resource="pods") == 0
-    assert value(s, "cacheproxy_watch_evicted_total", resource="pods") == 0
+    for reason in ("events", "bytes", "total_bytes", "stall"):
+        assert value(s, "cacheproxy_watch_evicted_total", resource="pods", reason=reason) == 0
 
     rig.lw.emit("ADDED", pod("c", "n1"))
     rig.lw.emit("MODIFIED", pod("a", "n3", app="web", extra="a-much-longer-label-value"))
@@ -170,6 +171,16 @@ def test_the_relist_reasons_are_the_ones_the_reflector_gives() -> None:
     source = inspect.getsource(reflector_module)
     given = set(re.findall(r'Relisting\([^()]*"([^"]+)"\)', source))
     assert given == set(RELIST_REASONS), "each reason leads to a Relisting somewhere"
+
+
+async def test_evictions_are_counted_by_reason(rig: Rig) -> None:
+    rig.hub.evictions.update(events=1, bytes=2, total_bytes=3, stall=4)
+    s = samples(rig.metrics)
+    for reason, count in [("events", 1), ("bytes", 2), ("total_bytes", 3), ("stall", 4)]:
+        assert value(s, "cacheproxy_watch_evicted_total", resource="pods", reason=reason) == count
+    pods = cache_status(rig.metrics.tracked, ready=rig.server.ready, now=rig.clock())
+    assert pods["resources"]["pods"]["evicted"] == 10
+    assert pods["resources"]["pods"]["evictedBy"]["bytes"] == 2
 
 
 async def test_the_status_page_reports_each_resource(rig: Rig) -> None:

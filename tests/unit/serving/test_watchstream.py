@@ -40,6 +40,35 @@ def test_a_full_mailbox_closes_itself_and_keeps_what_it_held() -> None:
     assert not box.put(5)
 
 
+def test_a_mailbox_bounded_in_bytes_counts_what_is_queued_until_drained() -> None:
+    box: Mailbox[bytes] = Mailbox(100, max_bytes=10)
+    assert box.put(b"abcd", 4) and box.put(b"efgh", 4)
+    assert box.queued_bytes == 8 and len(box) == 2
+    assert box.drain() == [b"abcd", b"efgh"]
+    assert box.queued_bytes == 0
+    assert box.put(b"ijklmn", 6) and box.put(b"op", 2)
+    assert box.queued_bytes == 8 and box.overflow is None
+    assert not box.put(b"qrs", 3)  # 11 > 10
+    assert box.closed and box.overflow == "bytes"
+    assert box.close_reason == "too slow: more than 10 bytes queued"
+    assert box.drain() == [b"ijklmn", b"op"]
+
+
+def test_a_full_mailbox_says_it_overflowed_in_events() -> None:
+    box: Mailbox[bytes] = Mailbox(2, max_bytes=1000)
+    assert box.put(b"a", 1) and box.put(b"b", 1)
+    assert not box.put(b"c", 1)
+    assert box.overflow == "events"
+
+
+def test_discarding_drops_what_is_queued_and_says_how_many_bytes() -> None:
+    box: Mailbox[bytes] = Mailbox(10)
+    box.put(b"abc", 3)
+    box.put(b"de", 2)
+    assert box.discard() == 5
+    assert box.queued_bytes == 0 and box.drain() == []
+
+
 def test_a_mailbox_keeps_the_first_reason_it_was_closed_for() -> None:
     box: Mailbox[int] = Mailbox(2)
     box.close("client went away")
