@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import socket
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
@@ -210,3 +211,14 @@ def decode_status_protobuf(body: bytes) -> dict[str, Any]:
         "reason": text(status.get(4)),
         "code": status.get(6, 0),
     }
+
+
+async def raw_watch(port: int, path: str) -> socket.socket:
+    """A client that sends a watch request and then never reads (a tiny receive window)."""
+    loop = asyncio.get_running_loop()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+    sock.setblocking(False)
+    await loop.sock_connect(sock, ("127.0.0.1", port))
+    await loop.sock_sendall(sock, f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+    return sock

@@ -22,7 +22,7 @@ from cacheproxy.envtest import Cluster
 from cacheproxy.kube.resources import builtin
 from tests.e2e.support import counters, create, daemon_over, fresh_namespace, merge_patch
 from tests.e2e.watch_support import GUARD
-from tests.support import until
+from tests.support import raw_watch, until
 
 pytestmark = pytest.mark.every_server
 
@@ -37,17 +37,6 @@ def _rss() -> int:
     """This process's resident bytes (the daemon runs in it)."""
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-async def _raw_watch(port: int, path: str) -> socket.socket:
-    """A client that sends a watch request and then never reads (a tiny receive window)."""
-    loop = asyncio.get_running_loop()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
-    sock.setblocking(False)
-    await loop.sock_connect(sock, ("127.0.0.1", port))
-    await loop.sock_sendall(sock, f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
-    return sock
 
 
 async def test_a_watcher_that_never_reads_is_cut_by_bytes_and_a_reader_gets_everything(
@@ -84,7 +73,7 @@ async def test_a_watcher_that_never_reads_is_cut_by_bytes_and_a_reader_gets_ever
                     received.append((event["type"], meta["name"], meta["resourceVersion"]))
 
         reader = asyncio.create_task(read(), name="reader")
-        stalled = await _raw_watch(daemon.port, watch)
+        stalled = await raw_watch(daemon.port, watch)
         try:
             await until(lambda: len(hub.watchers) == 2, "both watchers are registered")
             rss_before = _rss()

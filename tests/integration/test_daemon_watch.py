@@ -27,7 +27,7 @@ from cacheproxy.sim import SimServer, Simulator
 from cacheproxy.sim.churn import ChurnDriver
 from cacheproxy.upstream import UpstreamConfig
 from tests.integration.daemon_support import daemon_for, default_resources
-from tests.support import POD_LIST_BLUEPRINT, end_annotations, until
+from tests.support import POD_LIST_BLUEPRINT, end_annotations, raw_watch, until
 
 PODS = builtin("pods")
 CONFIGMAPS = builtin("configmaps")
@@ -456,17 +456,6 @@ async def test_a_named_watch_sees_only_that_object(
 # ---------------------------------------------------------------------------------- slow clients
 
 
-async def _raw_watch(port: int, path: str) -> socket.socket:
-    """A client that sends a watch request and then never reads (a tiny receive window)."""
-    loop = asyncio.get_running_loop()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
-    sock.setblocking(False)
-    await loop.sock_connect(sock, ("127.0.0.1", port))
-    await loop.sock_sendall(sock, f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
-    return sock
-
-
 async def _read_chunked_events(sock: socket.socket) -> list[Json]:
     """Everything the server wrote on ``sock``, up to the end of the chunked body."""
     loop = asyncio.get_running_loop()
@@ -514,7 +503,7 @@ async def test_a_stalled_client_is_evicted_while_a_hundred_others_get_every_even
                         return
 
         readers = [asyncio.create_task(read(i), name=f"reader-{i}") for i in range(100)]
-        stalled = await _raw_watch(daemon.port, path)
+        stalled = await raw_watch(daemon.port, path)
         try:
             await until(lambda: len(hub.watchers) == 101, "101 watchers are registered")
             written: list[tuple[str, str, int]] = []
@@ -564,7 +553,7 @@ async def test_a_client_that_takes_nothing_is_dropped_after_the_stall_budget(
         assert daemon.server is not None
         hub = daemon.server.hubs[CONFIGMAPS]
         rv = cache_rv(daemon, CONFIGMAPS)
-        stalled = await _raw_watch(
+        stalled = await raw_watch(
             daemon.port, f"/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={rv}"
         )
         try:

@@ -17,22 +17,11 @@ from cacheproxy.daemon.config import ResourceConfig, ServerLimits
 from cacheproxy.kube.resources import builtin
 from cacheproxy.sim import SimServer, Simulator
 from tests.integration.daemon_support import daemon_for
-from tests.support import until
+from tests.support import raw_watch, until
 
 CONFIGMAPS = builtin("configmaps")
 GUARD = 10.0
 """Seconds any single wait may take before the test fails (a guard, never an assertion)."""
-
-
-async def _raw_watch(port: int, path: str) -> socket.socket:
-    """A client that sends a watch request and then never reads (a tiny receive window)."""
-    loop = asyncio.get_running_loop()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
-    sock.setblocking(False)
-    await loop.sock_connect(sock, ("127.0.0.1", port))
-    await loop.sock_sendall(sock, f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
-    return sock
 
 
 async def _until_closed(sock: socket.socket) -> None:
@@ -85,7 +74,7 @@ async def test_a_client_that_stops_reading_is_cut_by_bytes_while_a_reader_gets_e
                         return
 
         reader = asyncio.create_task(read(), name="reader")
-        stalled = await _raw_watch(daemon.port, path)
+        stalled = await raw_watch(daemon.port, path)
         try:
             await until(lambda: len(hub.watchers) == 2, "both watchers are registered")
             written: list[tuple[str, str, str]] = []
