@@ -303,7 +303,8 @@ def render(args: dict[str, Any], runs: list[Run]) -> str:
     command = (
         f"python -m loadtest slowwatchers --watchers {args['watchers']} --non-readers "
         f"{non_readers} --rate {args['rate']:g} --seconds {args['seconds']:g} --object-bytes "
-        f"{args['object_bytes']} --pods {args['pods']}"
+        f"{args['object_bytes']} --pods {args['pods']} --stall-seconds {args['stall_seconds']:g}"
+        + (" --bounded-only" if args.get("bounded_only") else "")
     )
     head = "| | " + " | ".join(r.name for r in runs) + " |"
     lines = [
@@ -314,7 +315,7 @@ def render(args: dict[str, Any], runs: list[Run]) -> str:
         f"{args['watchers']} watchers of pods through the daemon over the simulator, {non_readers}"
         f" of which never read (raw sockets, `SO_RCVBUF` 1 KiB), {readers} read everything; the "
         f"pods patched at {args['rate']:g}/s for {args['seconds']:g} s. `watchStallSeconds` "
-        f"{args['stall_seconds']:g} in both runs (see below). Times are seconds after the first "
+        f"{args['stall_seconds']:g} (see below). Times are seconds after the first "
         "write, when the non-readers' queues start to fill; evictions are read from `/metrics` "
         f"every {SAMPLE_SECONDS:g} s.",
         "",
