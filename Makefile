@@ -80,6 +80,7 @@ bench: $(TEST_STAMP)
 	$(BIN)/python -m loadtest syncmodes --kube 1.32 --pods 10000 --skip-without-assets --out $(BENCH_OUT)-syncmodes
 	$(BIN)/python -m loadtest informerbench --pods 10000 50000 --skip-without-assets --out $(BENCH_OUT)-informerbench
 	$(BIN)/python -m loadtest gzipbench --skip-without-assets --out $(BENCH_OUT)-gzip
+	$(BIN)/python -m loadtest slowwatchers --out $(BENCH_OUT)-slowwatchers
 
 .PHONY: bench-full
 bench-full: $(TEST_STAMP)
