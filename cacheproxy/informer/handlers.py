@@ -151,7 +151,7 @@ class HandlerRegistration:
                     result = self.handler.on_update(a, b)
                 else:
                     result = self.handler.on_delete(a)
-                if inspect.isawaitable(result):
+                if result is not None and inspect.isawaitable(result):
                     await result
             except asyncio.CancelledError:
                 raise

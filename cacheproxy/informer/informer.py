@@ -307,11 +307,15 @@ class SharedInformer:
         before = store.resource_version
         old = store.replace(entries, item.rv)
         self.relists += 1
-        changed: list[tuple[Entry, Entry | None]] = []
-        for entry in entries:
-            prev = old.pop(entry.key, None)
-            if prev is None or not prev.same_object(entry):
-                changed.append((entry, prev))
+        changed: list[tuple[Entry, Entry | None]]
+        if not old:  # nothing held before (the first sync): everything is new
+            changed = [(entry, None) for entry in entries]
+        else:
+            changed = []
+            for entry in entries:
+                prev = old.pop(entry.key, None)
+                if prev is None or not prev.same_object(entry):
+                    changed.append((entry, prev))
         await self._tell(Relisted(item.rv, before, changed, old, first=first, restored=restored))
         if restored:
             self.state = CacheState.RESTORED

@@ -277,15 +277,16 @@ class Store:
 
     def make_entry(self, obj: dict[str, Any]) -> Entry:
         """Transform, index and encode a freshly parsed object (which this may modify)."""
-        obj = self.transform.apply(obj, kind=self.kind, api_version=self.api_version)
+        store_kind, store_api_version = self.kind, self.api_version
+        obj = self.transform.apply(obj, kind=store_kind, api_version=store_api_version)
         meta = obj.get("metadata") or {}
-        namespace = meta.get("namespace") or ""
+        namespace = meta.get("namespace")
         key = object_key(_intern(namespace) if namespace else None, meta.get("name") or "")
         labels, values = self._indexes.record(obj, meta)
         kind = obj.pop("kind", None)
         api_version = obj.pop("apiVersion", None)
         prefix = self._prefix
-        if kind != self.kind or api_version != self.api_version:
+        if kind != store_kind or api_version != store_api_version:
             prefix = type_prefix(kind, api_version)  # not this store's type: kept as it came
         if not obj:
             prefix = prefix[:-1]  # nothing after the type: no comma before the closing brace
@@ -326,14 +327,19 @@ class Store:
     def replace(self, entries: Iterable[Entry], resource_version: int) -> dict[str, Entry]:
         """Swap in a whole new state at once (a relist). Returns the previous state."""
         old = self._entries
-        self._entries = {}
+        entries = entries if isinstance(entries, list) else list(entries)
         indexes = self._indexes
         indexes.clear()
-        for entry in entries:
-            if entry.key in self._entries:
-                indexes.unindex(self._entries[entry.key], None)
-            self._entries[entry.key] = entry
-            indexes.index(entry, None)
+        self._entries = {entry.key: entry for entry in entries}
+        if len(self._entries) == len(entries):
+            indexes.index_all(entries)
+        else:  # a key listed twice: the last one counts, indexed as if put in turn
+            self._entries = {}
+            for entry in entries:
+                if entry.key in self._entries:
+                    indexes.unindex(self._entries[entry.key], None)
+                self._entries[entry.key] = entry
+                indexes.index(entry, None)
         self._sorted = SortedList(self._entries)
         self._rv = resource_version
         return old

@@ -55,9 +55,13 @@ def compile_field_path(path: str) -> FieldPath:
         def simple(obj: Mapping[str, Any]) -> tuple[str, ...]:
             value: Any = obj
             for name in names:
-                if not isinstance(value, Mapping):
+                # A parsed object's dicts are dicts: the Mapping check (an ABC's, slow) is for
+                # the other mappings a caller may hand.
+                if type(value) is not dict and not isinstance(value, Mapping):
                     return ()
                 value = value.get(name)
+            if type(value) is str:
+                return (value,)
             text = stringify(value)
             return () if text is None else (text,)
 

@@ -110,6 +110,43 @@ def test_replace_swaps_the_whole_state_and_returns_the_old_one() -> None:
     assert store.resource_version == 42
 
 
+def test_replace_indexes_as_putting_each_entry_in_turn_would() -> None:
+    pods = [
+        _pod("a", labels={"app": "web", "tier": "x"}, node="n1", containers=["c1", "c2"]),
+        _pod("b", "other", labels={"app": "web"}, node="n2"),
+        _pod("c", labels={"app": "db", "tier": "x"}, node="n1", containers=["c2"]),
+        _pod("d", node="n1", containers=[]),
+    ]
+    replaced, put = _store(), _store()
+    replaced.replace([replaced.make_entry(copy.deepcopy(p)) for p in pods], 3)
+    for p in pods:
+        put.put(put.make_entry(copy.deepcopy(p)))
+    for key in ("app", "tier"):
+        values = replaced.label_values(key)
+        assert {v: list(k) for v, k in values.items()} == {
+            v: list(k) for v, k in put.label_values(key).items()
+        }
+    for index in replaced.index_names:
+        assert {v: list(k) for v, k in replaced.index_values(index).items()} == {
+            v: list(k) for v, k in put.index_values(index).items()
+        }
+    assert list(replaced.sorted_keys()) == list(put.sorted_keys())
+
+
+def test_replace_with_a_key_listed_twice_keeps_the_last_and_only_its_index_values() -> None:
+    store = _store()
+    first = store.make_entry(_pod("a", labels={"app": "web"}, node="n1"))
+    other = store.make_entry(_pod("b", labels={"app": "web"}, node="n1"))
+    last = store.make_entry(_pod("a", labels={"app": "db"}, node="n2"))
+    store.replace([first, other, last], 5)
+    assert store.get("default/a") is last
+    assert len(store) == 2 and list(store.sorted_keys()) == ["default/a", "default/b"]
+    assert store.label_keys("app", "web") == {"default/b"}
+    assert store.label_keys("app", "db") == {"default/a"}
+    assert store.index_keys("spec.nodeName", "n1") == {"default/b"}
+    assert store.index_keys("spec.nodeName", "n2") == {"default/a"}
+
+
 def test_an_entry_returned_earlier_stays_valid_after_the_object_changes() -> None:
     store = _store()
     store.put(store.make_entry(_pod("a", labels={"v": "1"}, rv=1)))

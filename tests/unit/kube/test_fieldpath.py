@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import pytest
 
 from cacheproxy.errors import ConfigError
@@ -39,6 +41,13 @@ POD = {
 )
 def test_paths_yield_the_stringified_values(path: str, values: tuple[str, ...]) -> None:
     assert compile_field_path(path)(POD) == values
+
+
+def test_simple_paths_read_any_mapping_not_only_dicts() -> None:
+    obj = MappingProxyType({"spec": MappingProxyType({"nodeName": "n1", "priority": 7})})
+    assert compile_field_path("spec.nodeName")(obj) == ("n1",)
+    assert compile_field_path("spec.priority")(obj) == ("7",)
+    assert compile_field_path("spec.nodeName.deeper")(obj) == ()
 
 
 @pytest.mark.parametrize("path", ["", ".spec", "spec.", "spec..x", "spec.[*]", "spec.a[0]", "a*"])
