@@ -23,6 +23,7 @@ from cacheproxy.informer import (
     ReflectorOptions,
     SharedInformer,
     SharedInformerFactory,
+    Storage,
     Transform,
 )
 from cacheproxy.kube import ResourceType, builtin
@@ -90,6 +91,7 @@ class InformerFactory(SharedInformerFactory):
         field_indexes: Sequence[str] = (),
         indexers: Mapping[str, IndexFunc] | None = None,
         transform: Transform | None = None,
+        storage: Storage | None = None,
         history: int = 100_000,
         resync_period: float | None = None,
     ) -> SharedInformer:
@@ -97,7 +99,7 @@ class InformerFactory(SharedInformerFactory):
         ``"apps/v1/deployments"``, or a :class:`~cacheproxy.kube.ResourceType` for a custom
         resource), in ``namespace`` (default: all), with the label and field selectors sent
         upstream, and the indexes named (field paths such as ``spec.nodeName``, and functions of
-        the parsed object). Asked again for the same, the same informer."""
+        the parsed object); ``storage`` keeps the objects compressed. Asked again for the same, the same informer."""
         if isinstance(resource, Collection):
             collection = resource
         else:
@@ -108,6 +110,7 @@ class InformerFactory(SharedInformerFactory):
             field_indexes=field_indexes,
             indexers=indexers,
             transform=transform,
+            storage=storage,
             history=history,
             resync_period=resync_period,
         )

@@ -340,6 +340,7 @@ class Daemon:
             options.collection,
             field_indexes=options.field_indexes,
             transform=options.transform,
+            storage=options.storage,
             history=options.history,
         )
         informer.freeze_gc_after_sync = self.manage_gc

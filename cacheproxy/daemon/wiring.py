@@ -28,7 +28,7 @@ from cacheproxy.daemon.config import (
 from cacheproxy.daemon.config.model import SETTINGS, upstream_loader
 from cacheproxy.daemon.warmrestart import PersistenceOptions
 from cacheproxy.errors import ConfigError
-from cacheproxy.informer import Collection, ReflectorOptions, Transform
+from cacheproxy.informer import Collection, ReflectorOptions, Storage, Transform
 from cacheproxy.kube.fields import WATCH_CACHE_INDEXES
 from cacheproxy.kube.resources import BUILTIN_RESOURCES
 from cacheproxy.server.access import AccessSettings
@@ -48,6 +48,7 @@ class ResourceWiring:
     collection: Collection
     field_indexes: tuple[str, ...]
     transform: Transform
+    storage: Storage
     history: int
     rv_wait: float
     snapshot_ttl: float
@@ -123,6 +124,7 @@ def wire_resource(spec: ResourceConfig, limits: ServerLimits) -> ResourceWiring:
             ),
         ),
         transform=spec.transform,
+        storage=spec.storage,
         history=spec.history,
         rv_wait=limits.rv_wait_seconds,
         snapshot_ttl=limits.continue_token_ttl_seconds,
@@ -286,6 +288,12 @@ def _entry(spec: ResourceConfig) -> dict[str, Any]:
         "transform": {
             "dropFields": list(spec.transform.drop_fields),
             "metadataOnly": spec.transform.metadata_only,
+        },
+        "storage": {
+            "compressed": spec.storage.compressed,
+            "level": spec.storage.level,
+            "dictionaryBytes": spec.storage.dictionary_bytes,
+            "trainingBytes": spec.storage.training_bytes,
         },
         "history": spec.history,
     }

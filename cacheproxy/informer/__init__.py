@@ -54,6 +54,7 @@ from cacheproxy.informer.listwatch import (
     WatchStream,
     as_parsed,
 )
+from cacheproxy.informer.packing import Storage
 from cacheproxy.informer.queue import (
     Bookmark,
     DeletedFinalStateUnknown,
@@ -127,6 +128,7 @@ __all__ = [
     "SharedInformer",
     "SharedInformerFactory",
     "ShutDown",
+    "Storage",
     "Store",
     "Synced",
     "TooOld",

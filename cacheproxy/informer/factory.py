@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from cacheproxy.informer.eventlog import EventLog
 from cacheproxy.informer.indexes import IndexFunc
 from cacheproxy.informer.informer import SharedInformer
 from cacheproxy.informer.instruments import InformerMetrics
 from cacheproxy.informer.listwatch import ListerWatcher
+from cacheproxy.informer.packing import Storage
 from cacheproxy.informer.reflector import ReflectorOptions
 from cacheproxy.informer.store import Store, Transform
 from cacheproxy.kube.resources import ResourceType
@@ -50,15 +51,6 @@ class Collection:
 ListerWatcherFactory = Callable[[Collection], ListerWatcher]
 
 
-@dataclass
-class _Options:
-    field_indexes: Sequence[str] = ()
-    indexers: Mapping[str, IndexFunc] = field(default_factory=dict)
-    transform: Transform | None = None
-    history: int = 100_000
-    resync_period: float | None = None
-
-
 class SharedInformerFactory:
     """Makes, starts and stops shared informers. Use ``async with factory:`` or start()/stop()."""
 
@@ -83,6 +75,7 @@ class SharedInformerFactory:
         field_indexes: Sequence[str] = (),
         indexers: Mapping[str, IndexFunc] | None = None,
         transform: Transform | None = None,
+        storage: Storage | None = None,
         history: int = 100_000,
         resync_period: float | None = None,
     ) -> SharedInformer:
@@ -101,6 +94,7 @@ class SharedInformerFactory:
                 field_indexes=field_indexes,
                 indexers=indexers,
                 transform=transform,
+                storage=storage,
             ),
             event_log=EventLog(max_events=history),
             reflector_options=self._reflector_options,

@@ -36,7 +36,7 @@ from typing import Any, Final
 
 import orjson
 
-from cacheproxy.informer.store import Entry, Store, type_prefix
+from cacheproxy.informer.store import Entry, Store, bodies_off_loop, type_prefix
 
 __all__ = [
     "FORMAT_VERSION",
@@ -133,7 +133,7 @@ def write_snapshot(path: Path, view: SnapshotView) -> int:
                 e.labels,
                 e.values,
                 None if e.prefix == shared else e.prefix.decode(),
-                len(e.body),
+                e.size - len(e.prefix),
             ]
         )
         for e in entries
@@ -146,7 +146,7 @@ def write_snapshot(path: Path, view: SnapshotView) -> int:
             "count": len(entries),
             "indexes": list(view.indexes),
             "payloadBytes": sum(
-                len(r) + 1 + len(e.body) for r, e in zip(records, entries, strict=True)
+                len(r) + 1 + e.size - len(e.prefix) for r, e in zip(records, entries, strict=True)
             ),
         }
     )
@@ -173,12 +173,13 @@ def write_snapshot(path: Path, view: SnapshotView) -> int:
 def _chunks(head: bytes, records: Sequence[bytes], entries: Sequence[Entry]) -> Iterator[bytes]:
     """The file before its checksum, in batches (fewer, larger writes; bounded memory)."""
     yield head
-    for start in range(0, len(entries), _BATCH):
-        parts: list[bytes] = []
-        batch = zip(records[start : start + _BATCH], entries[start : start + _BATCH], strict=True)
-        for record, entry in batch:
-            parts += (record, b"\n", entry.body)
-        yield b"".join(parts)
+    parts: list[bytes] = []
+    for record, body in zip(records, bodies_off_loop(entries), strict=True):
+        parts += (record, b"\n", body)
+        if len(parts) >= 3 * _BATCH:
+            yield b"".join(parts)
+            parts = []
+    yield b"".join(parts)
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -20,8 +20,9 @@ Guarantees:
 
 from __future__ import annotations
 
+import operator
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
@@ -30,9 +31,19 @@ import orjson
 from sortedcontainers import SortedList
 
 from cacheproxy.informer.indexes import Indexes, IndexFunc
+from cacheproxy.informer.packing import Buffer, Packer, Storage, unpacked_size
 from cacheproxy.kube.keys import object_key
 
-__all__ = ["Entry", "Store", "Transform", "pick", "type_prefix"]
+__all__ = [
+    "Entry",
+    "PackedEntry",
+    "Store",
+    "Transform",
+    "bodies",
+    "bodies_off_loop",
+    "pick",
+    "type_prefix",
+]
 
 _intern = sys.intern
 
@@ -85,6 +96,9 @@ class Entry:
 
     __slots__ = ("_parsed", "body", "key", "labels", "prefix", "values")
 
+    packer: Packer | None = None
+    """What packed the body (:class:`PackedEntry`); None: ``body`` is the bytes themselves."""
+
     def __init__(
         self,
         key: str,
@@ -134,7 +148,15 @@ class Entry:
 
     def same_object(self, other: Entry) -> bool:
         """The same JSON (what a relist compares to tell changed objects from unchanged)."""
-        return self.body == other.body and self.prefix == other.prefix
+        if self.prefix != other.prefix:
+            return False
+        if (
+            isinstance(self, PackedEntry)
+            and isinstance(other, PackedEntry)
+            and self.packer is other.packer
+        ):
+            return self.packed == other.packed  # packing is deterministic
+        return self.body == other.body
 
     def object(self) -> dict[str, Any]:
         """A fresh parsed copy of the object (callers may modify it)."""
@@ -158,6 +180,79 @@ class Entry:
         return f"Entry({self.key!r}, {self.size} bytes)"
 
 
+class PackedEntry(Entry):
+    """An entry whose body is kept compressed (:mod:`.packing`): ``body`` decompresses it on
+    each read, so callers reading many bodies use :func:`bodies`."""
+
+    __slots__ = ("packed", "packer")
+
+    packer: Packer
+
+    def __init__(
+        self,
+        key: str,
+        labels: tuple[str, ...],
+        values: tuple[tuple[str, ...], ...],
+        packed: bytes,
+        prefix: bytes,
+        packer: Packer,
+    ) -> None:
+        self.key = key
+        self.labels = labels
+        self.values = values
+        self.prefix = prefix
+        self.packed = packed
+        self.packer = packer
+        self._parsed = None
+
+    @property
+    def body(self) -> bytes:  # type: ignore[override]  # the slot's value, made on each read
+        return self.packer.unpack(self.packed)
+
+    @property
+    def size(self) -> int:
+        return len(self.prefix) + unpacked_size(self.packed)
+
+    @classmethod
+    def of(cls, entry: Entry, packer: Packer) -> PackedEntry:
+        """``entry`` packed by ``packer``."""
+        return cls(
+            entry.key, entry.labels, entry.values, packer.pack(entry.body), entry.prefix, packer
+        )
+
+
+_BODY = operator.attrgetter("body")
+_PACKER = operator.attrgetter("packer")
+_PACKED = operator.attrgetter("packed")
+
+
+def bodies(entries: Sequence[Entry]) -> list[Buffer]:
+    """The bodies of ``entries`` in order, without a copy of a plain one; packed ones
+    decompressed together (one batch when one packer packed them all)."""
+    packers = set(map(_PACKER, entries))
+    if packers == {None} or not packers:
+        return list(map(_BODY, entries))
+    if len(packers) == 1:
+        (packer,) = packers
+        assert isinstance(packer, Packer)
+        return packer.unpack_batch(list(map(_PACKED, entries)))
+    return list(map(_BODY, entries))
+
+
+def bodies_off_loop(entries: Sequence[Entry]) -> Iterator[bytes]:
+    """The bodies of ``entries``, for a thread other than the event loop's (a packed one is
+    decompressed with a context of this call's own)."""
+    unpackers: dict[Packer, Callable[[bytes], bytes]] = {}
+    for entry in entries:
+        if isinstance(entry, PackedEntry):
+            unpack = unpackers.get(entry.packer)
+            if unpack is None:
+                unpack = unpackers[entry.packer] = entry.packer.unpacker()
+            yield unpack(entry.packed)
+        else:
+            yield entry.body
+
+
 def pick(entries: Mapping[str, Entry], keys: Iterable[str]) -> list[Entry]:
     """The entries of ``keys`` found in ``entries`` (a store's, or a snapshot), in that order."""
     return list(filter(None, map(entries.get, keys)))
@@ -179,6 +274,7 @@ class Store:
         field_indexes: Sequence[str] = (),
         indexers: Mapping[str, IndexFunc] | None = None,
         transform: Transform | None = None,
+        storage: Storage | None = None,
     ) -> None:
         self.kind = kind
         self.api_version = api_version
@@ -190,6 +286,9 @@ class Store:
         self._index_pos = self._indexes.positions
         self._prefix = type_prefix(kind, api_version)
         self._rv = 0
+        self.storage = storage or Storage()
+        self.packer: Packer | None = Packer(self.storage) if self.storage.compressed else None
+        """Set while objects are (or will be) packed; :attr:`Packer.ready` once trained."""
 
     @property
     def resource_version(self) -> int:
@@ -295,11 +394,29 @@ class Store:
             # The rest of the object without its opening brace. orjson's buffer is
             # over-allocated (~1.8x by the allocator's count): this slice is an exact copy.
             body = orjson.dumps(obj)[1:]
+        packer = self.packer
+        if packer is not None and packer.ready:
+            return PackedEntry(key, labels, values, packer.pack(body), prefix, packer)
         return Entry(key, labels, values, body, prefix)
+
+    def _train(self, packer: Packer) -> None:
+        """Train ``packer`` on what it sampled; once trained, pack every stored entry."""
+        if not packer.train():
+            return
+        entries = self._entries
+        for key, entry in entries.items():
+            if entry.packer is None:
+                entries[key] = PackedEntry.of(entry, packer)
 
     def put(self, entry: Entry, *, rv: int | None = None) -> Entry | None:
         """Insert or replace; returns the previous entry. ``rv``: the change's (the store's)."""
         prev = self._entries.get(entry.key)
+        packer = self.packer
+        if packer is not None and entry.packer is not packer:
+            if not packer.ready and packer.sample(entry.body):  # a collection grown by events
+                self._train(packer)
+            if packer.ready:  # made before the packer was trained
+                entry = PackedEntry.of(entry, packer)
         self._entries[entry.key] = entry
         if prev is None:
             self._sorted.add(entry.key)
@@ -328,6 +445,16 @@ class Store:
         """Swap in a whole new state at once (a relist). Returns the previous state."""
         old = self._entries
         entries = entries if isinstance(entries, list) else list(entries)
+        packer = self.packer
+        if packer is not None:
+            if not packer.ready:  # the end of a list: train on what it gave
+                packer.forget_samples()
+                for entry in entries:
+                    if packer.sample(entry.body):
+                        break
+                packer.train()
+            if packer.ready:
+                entries = [e if e.packer is packer else PackedEntry.of(e, packer) for e in entries]
         indexes = self._indexes
         indexes.clear()
         self._entries = {entry.key: entry for entry in entries}

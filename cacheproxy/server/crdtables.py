@@ -11,6 +11,7 @@ a CRD without printer columns: Name and Age.
 from __future__ import annotations
 
 from cacheproxy.informer.informer import SharedInformer
+from cacheproxy.informer.store import Entry
 from cacheproxy.kube.crdcolumns import CustomColumns, custom_columns, default_columns
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.table import TablePrinter
@@ -32,14 +33,14 @@ class CrdTablePrinter:
     def __init__(self, rtype: ResourceType, crds: SharedInformer | None) -> None:
         self.rtype = rtype
         self.crds = crds
-        self._built: tuple[bytes, CustomColumns] | None = None
+        self._built: tuple[Entry, CustomColumns] | None = None
 
     def __call__(self) -> TablePrinter:
         entry = self.crds.store.get(crd_name(self.rtype)) if self.crds is not None else None
         if entry is None:
             return _NO_COLUMNS
         built = self._built
-        if built is None or built[0] is not entry.body:
+        if built is None or built[0] is not entry:  # a new version of the CRD is a new entry
             columns = custom_columns(entry.object(), self.rtype.version) or _NO_COLUMNS
-            self._built = built = (entry.body, columns)
+            self._built = built = (entry, columns)
         return built[1]

@@ -35,7 +35,7 @@ from cacheproxy.server.admission import ServedRequest
 from cacheproxy.server.options import JSON_ANSWERS
 from cacheproxy.server.query import Query, parse_index_selector, validate_fields
 from cacheproxy.server.resource import ServedList, ServedResource
-from cacheproxy.serving import Send, send_parts
+from cacheproxy.serving import BodyPart, Send, send_parts
 from cacheproxy.serving.compression import IDENTITY, Compression
 
 __all__ = ["ResponseForm", "build_query", "negotiate", "serve_get", "serve_list"]
@@ -183,7 +183,7 @@ async def serve_list(
     )
 
 
-async def _reformed_parts(page: ServedList, form: ResponseForm, query: Query) -> list[bytes]:
+async def _reformed_parts(page: ServedList, form: ResponseForm, query: Query) -> list[BodyPart]:
     """A page's body with what the stored list does not say: its items re-encoded (a
     ``PartialObjectMetadataList``, managedFields dropped; in batches, yielding to the loop
     between them), and the ``shardInfo`` of a sharded list (KEP-5866) in its metadata (the head
@@ -198,7 +198,7 @@ async def _reformed_parts(page: ServedList, form: ResponseForm, query: Query) ->
     if reform is None:
         return page.parts(meta)
     if reform.metadata is not None:
-        parts = [partial_list_head(reform.metadata, meta)]
+        parts: list[BodyPart] = [partial_list_head(reform.metadata, meta)]
         item_of = _whole
     else:
         parts = [page.head(meta)]

@@ -34,6 +34,7 @@ from cacheproxy.informer.eventlog import TooOld
 from cacheproxy.informer.events import Changed, InformerEvent, Relisted
 from cacheproxy.informer.informer import SharedInformer
 from cacheproxy.informer.store import Entry, Store
+from cacheproxy.informer.store import bodies as stored_bodies
 from cacheproxy.kube import status
 from cacheproxy.kube.keys import KeyDigest, key_digest
 from cacheproxy.kube.listoptions import ListOptions
@@ -48,6 +49,7 @@ from cacheproxy.server.query import Query, matches, select_keys
 from cacheproxy.server.readexec import decide
 from cacheproxy.server.readplan import ReadRequest, ReadState, Refuse, Serve
 from cacheproxy.server.snapshots import KEY, Snapshot, SnapshotCache, build_snapshot
+from cacheproxy.serving import BodyPart
 
 __all__ = ["ServedList", "ServedResource"]
 
@@ -78,7 +80,7 @@ class ServedList:
             meta,
         )
 
-    def parts(self, meta: bytes | None = None) -> list[bytes]:
+    def parts(self, meta: bytes | None = None) -> list[BodyPart]:
         """The body as the bytes to write one after the other: the head (with ``meta``, its own
         by default), the stored bytes of every item with the separators between them, the tail.
         Nothing is copied."""
@@ -86,11 +88,11 @@ class ServedList:
         items = self.items
         if not items:
             return [head, b"]}"]
-        bodies = list(map(_BODY, items))
+        bodies = stored_bodies(items)
         if self.rtype.builtin:
             # Typed lists of built-in kinds carry items without kind/apiVersion (as the API
             # server): "{" and the body, so every separator is the same ",{".
-            parts = [_ITEM_SEPARATOR] * (2 * len(bodies) + 1)
+            parts: list[BodyPart] = [_ITEM_SEPARATOR] * (2 * len(bodies) + 1)
             parts[0] = head + b"{"
             parts[1::2] = bodies
         else:
@@ -102,7 +104,6 @@ class ServedList:
         return parts
 
 
-_BODY = operator.attrgetter("body")
 _PREFIX = operator.attrgetter("prefix")
 _ITEM_SEPARATOR = b",{"
 _WAITERS = itertools.count()

@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from cacheproxy.informer.eventlog import TooOld
-from cacheproxy.informer.store import Entry
+from cacheproxy.informer.store import Entry, bodies
 from cacheproxy.kube import status
 from cacheproxy.kube.listoptions import ListOptions
 from cacheproxy.kube.partial import Reform
@@ -38,7 +38,14 @@ from cacheproxy.server.reads import negotiate
 from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.watchfilter import replay_lines
 from cacheproxy.server.watchhub import ServedWatch, WatchHub
-from cacheproxy.serving import Send, WatchWriter, closed_on_disconnect, error_line, watch_batches
+from cacheproxy.serving import (
+    BodyPart,
+    Send,
+    WatchWriter,
+    closed_on_disconnect,
+    error_line,
+    watch_batches,
+)
 
 __all__ = ["INITIAL_BATCH_BYTES", "WatchPlan", "serve_watch", "watch_lines"]
 
@@ -71,17 +78,26 @@ class WatchPlan:
         return self.reform.metadata if self.reform is not None else None
 
 
+_BODIES_AT_ONCE = 256
+"""Initial objects whose bodies are read together (packed ones: one decompression call)."""
+
+
+def _with_bodies(entries: Sequence[Entry]) -> Iterator[tuple[Entry, BodyPart]]:
+    for start in range(0, len(entries), _BODIES_AT_ONCE):
+        group = entries[start : start + _BODIES_AT_ONCE]
+        yield from zip(group, bodies(group), strict=True)
+
+
 def _initial_batches(
     entries: Sequence[Entry], reform: Reform | None = None
-) -> Iterator[list[bytes]]:
+) -> Iterator[list[BodyPart]]:
     """The initial state as ADDED lines, like a list: the stored bytes between the line's two
     halves, in batches of ~128 KiB (a thousand watchers starting at once hold a batch each, not
     the cache each: the next one is made once the client took the last). With ``reform``,
     each object re-encoded (a metadata-only watch's ``PartialObjectMetadata``)."""
-    batch: list[bytes] = []
+    batch: list[BodyPart] = []
     size = 0
-    for entry in entries:
-        body = entry.body
+    for entry, body in _with_bodies(entries):
         if reform is None:
             batch += (_ADDED_HEAD, entry.prefix, body, EVENT_TAIL)
         else:
@@ -101,11 +117,11 @@ def watch_lines(
     *,
     current_rv: Callable[[], int],
     clock: Callable[[], float] = time.monotonic,
-) -> AsyncIterator[list[bytes]]:
+) -> AsyncIterator[Sequence[BodyPart]]:
     """One watch response until its deadline or until the watcher is closed, in batches of whole
     lines (written one after the other, never joined here). ``current_rv`` is the cache's RV."""
 
-    def first() -> Iterator[list[bytes]]:
+    def first() -> Iterator[list[BodyPart]]:
         batches = _initial_batches(plan.initial, plan.reform)
         last = next(batches)  # the initial state's last batch goes out with what follows
         for batch in batches:

@@ -26,6 +26,7 @@ __all__ = [
     "BODY_WRITER",
     "RESPONSE_FLOW",
     "UPGRADE",
+    "BodyPart",
     "BodyWriter",
     "Message",
     "Receive",
@@ -42,16 +43,18 @@ Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
+BodyPart = bytes | memoryview
+"""A piece of a body as written: stored bytes, or a view of bytes decompressed together."""
 
 
 class BodyWriter(Protocol):
     """Writes a started response's body from parts, without joining them: the transport hands
     them to ``writev`` as they are (nothing copied in Python)."""
 
-    async def write(self, parts: Sequence[bytes], size: int) -> None:
+    async def write(self, parts: Sequence[BodyPart], size: int) -> None:
         """Parts of a body whose ``Content-Length`` was sent; ``size`` is their total length."""
 
-    async def write_chunk(self, parts: Sequence[bytes]) -> None:
+    async def write_chunk(self, parts: Sequence[BodyPart]) -> None:
         """One chunk, made of ``parts``, of a response sent without a ``Content-Length``
         (``Transfer-Encoding: chunked``); the last message through ``send`` ends it."""
 

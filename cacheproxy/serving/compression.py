@@ -28,7 +28,7 @@ import zlib
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 
-from cacheproxy.serving.asgi import BodyWriter, Send
+from cacheproxy.serving.asgi import BodyPart, BodyWriter, Send
 
 __all__ = [
     "API_SERVER_THRESHOLD",
@@ -107,10 +107,10 @@ def _weight(params: str) -> float:
     return 1.0
 
 
-def _batches(parts: Sequence[bytes], size: int) -> list[list[bytes]]:
+def _batches(parts: Sequence[BodyPart], size: int) -> list[list[BodyPart]]:
     """``parts`` in consecutive groups of at least ``size`` bytes (the last may be smaller)."""
-    batches: list[list[bytes]] = []
-    batch: list[bytes] = []
+    batches: list[list[BodyPart]] = []
+    batch: list[BodyPart] = []
     total = 0
     for part in parts:
         batch.append(part)
@@ -124,7 +124,7 @@ def _batches(parts: Sequence[bytes], size: int) -> list[list[bytes]]:
     return batches
 
 
-def _deflate(stream: zlib._Compress, batch: list[bytes], last: bool) -> bytes:
+def _deflate(stream: zlib._Compress, batch: list[BodyPart], last: bool) -> bytes:
     """One batch through the stream (in the worker thread: the join, a memcpy, is the only
     part that holds the GIL); the last one ends the gzip member."""
     out = stream.compress(b"".join(batch))
@@ -132,7 +132,7 @@ def _deflate(stream: zlib._Compress, batch: list[bytes], last: bool) -> bytes:
 
 
 async def gzip_chunks(
-    parts: Sequence[bytes], *, level: int, chunk_bytes: int
+    parts: Sequence[BodyPart], *, level: int, chunk_bytes: int
 ) -> AsyncGenerator[bytes]:
     """The gzip member of ``parts`` joined, as the pieces a worker thread makes of it, one
     ~``chunk_bytes`` batch of input each: the next batch is compressed while the caller writes
@@ -160,7 +160,7 @@ async def gzip_chunks(
 
 async def send_gzipped(
     send: Send,
-    parts: Sequence[bytes],
+    parts: Sequence[BodyPart],
     headers: Headers,
     *,
     compression: Compression,

@@ -27,7 +27,7 @@ from cacheproxy.kube import status
 from cacheproxy.kube.protobuf import PROTOBUF, accepts_only_protobuf, status_protobuf
 from cacheproxy.kube.request import REPRESENTATIONS, check_accepts_json
 from cacheproxy.kube.watchevents import event_line
-from cacheproxy.serving.asgi import BodyWriter, Message, Request, Scope, Send
+from cacheproxy.serving.asgi import BodyPart, BodyWriter, Message, Request, Scope, Send
 from cacheproxy.serving.compression import IDENTITY, Compression, send_gzipped
 
 __all__ = [
@@ -128,7 +128,7 @@ class JsonAnswers:
 
 async def send_parts(
     send: Send,
-    parts: Sequence[bytes],
+    parts: Sequence[BodyPart],
     *,
     writer: BodyWriter | None = None,
     content_type: bytes = JSON,
@@ -157,7 +157,7 @@ async def send_parts(
     if writer is not None:
         await writer.write(parts, length)
     else:
-        batch: list[bytes] = []
+        batch: list[BodyPart] = []
         size = 0
         for part in parts:
             batch.append(part)

@@ -33,7 +33,7 @@ from typing import cast
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
-from cacheproxy.serving.asgi import BODY_WRITER, RESPONSE_FLOW, UPGRADE
+from cacheproxy.serving.asgi import BODY_WRITER, RESPONSE_FLOW, UPGRADE, BodyPart
 from cacheproxy.serving.listen import bind
 from cacheproxy.serving.tls import user_from_peer_cert
 
@@ -474,7 +474,7 @@ class _BodyWriter:
             raise RuntimeError("the response's framing is not the one written")
         return cycle.scope["method"] != "HEAD"
 
-    async def write(self, parts: Sequence[bytes], size: int) -> None:
+    async def write(self, parts: Sequence[BodyPart], size: int) -> None:
         if not await self._ready(chunked=False):
             return
         cycle = self._cycle
@@ -483,7 +483,7 @@ class _BodyWriter:
         cycle.expected_content_length -= size
         cycle.transport.writelines(parts)
 
-    async def write_chunk(self, parts: Sequence[bytes]) -> None:
+    async def write_chunk(self, parts: Sequence[BodyPart]) -> None:
         size = sum(map(len, parts))
         if not size or not await self._ready(chunked=True):
             return

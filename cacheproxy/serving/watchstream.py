@@ -22,10 +22,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Generic, Protocol, TypeVar
 
-from cacheproxy.serving.asgi import BodyWriter, Request, ResponseFlow, Send
+from cacheproxy.serving.asgi import BodyPart, BodyWriter, Request, ResponseFlow, Send
 from cacheproxy.serving.responses import JSON, NO_CACHE
 from cacheproxy.tasks import cancel_and_wait
 
@@ -156,7 +156,7 @@ async def live_lines(
     bookmark: Callable[[], bytes | None] | None,
     bookmark_interval: float,
     clock: Callable[[], float],
-) -> AsyncIterator[list[bytes]]:
+) -> AsyncIterator[Sequence[BodyPart]]:
     """A watch's live part: its pending lines as they come (each batch as the list of lines, to
     be written without joining) and, when ``bookmark`` is given (the client asked), a bookmark
     about every ``bookmark_interval`` while nothing else is sent and one shortly before
@@ -193,12 +193,12 @@ async def live_lines(
 async def watch_batches(
     watch: LiveWatch,
     *,
-    first: Iterable[list[bytes]],
+    first: Iterable[Sequence[BodyPart]],
     seconds: float,
     bookmark: Callable[[], bytes | None] | None,
     bookmark_interval: float,
     clock: Callable[[], float],
-) -> AsyncIterator[list[bytes]]:
+) -> AsyncIterator[Sequence[BodyPart]]:
     """A whole watch response in batches of whole lines: ``first`` (what precedes the live
     events; empty batches are skipped), then :func:`live_lines` until ``seconds`` from now (the
     watch's deadline) or until the watch is closed."""
@@ -248,7 +248,7 @@ class WatchWriter:
         await self._send({"type": "http.response.start", "status": 200, "headers": headers})
         req.started = True
 
-    async def write(self, lines: list[bytes]) -> bool:
+    async def write(self, lines: Sequence[BodyPart]) -> bool:
         """One batch of whole lines; False if the client stalled and was dropped."""
         flow = self._flow
         if flow is not None and not await flow.writable(self.stall):

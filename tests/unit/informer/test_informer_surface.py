@@ -53,6 +53,7 @@ def test_the_package_exports_exactly_its_public_names() -> None:
         "SharedInformer",
         "SharedInformerFactory",
         "ShutDown",
+        "Storage",
         "Store",
         "Synced",
         "TooOld",
