@@ -23,6 +23,7 @@ SCENARIOS = {
     "gzipbench": "a 10 000-pod list gzipped and not, beside the API server's, over 1 Gbit/s and 10 Mbit/s",
     "informerbench": "cacheproxy's informer beside the official Python client's: memory, sync",
     "warmrestart": "a restart from snapshots against a cold start, on a real kube-apiserver",
+    "storebench": "the compressed store beside the plain one: memory, ingest, sync, lists, GETs",
     "slowwatchers": "1 000 watchers of pod-sized events, 100 never reading: RSS with byte bounds and without",
     "soak": "the chaos soak against the simulator (make soak)",
     "soakreal": "the chaos soak against a real kube-apiserver (make soak-real)",

@@ -131,8 +131,9 @@ class Packer:
         self._decompress = decompressor.decompress
 
     def pack(self, body: bytes) -> bytes:
-        packed: bytes = self._compress(body)
-        return packed
+        # zstd's bytes keep the buffer made for the worst case (about the input's size): the
+        # copy is what makes a packed body take its own size.
+        return bytes(memoryview(self._compress(body)))
 
     def unpack(self, packed: bytes) -> bytes:
         body: bytes = self._decompress(packed)

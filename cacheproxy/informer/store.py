@@ -239,6 +239,10 @@ def bodies(entries: Sequence[Entry]) -> list[Buffer]:
     return list(map(_BODY, entries))
 
 
+def _packed_size(entries: Iterable[Entry]) -> int:
+    return sum(len(e.packed) for e in entries if isinstance(e, PackedEntry))
+
+
 def bodies_off_loop(entries: Sequence[Entry]) -> Iterator[bytes]:
     """The bodies of ``entries``, for a thread other than the event loop's (a packed one is
     decompressed with a context of this call's own)."""
@@ -289,6 +293,7 @@ class Store:
         self.storage = storage or Storage()
         self.packer: Packer | None = Packer(self.storage) if self.storage.compressed else None
         """Set while objects are (or will be) packed; :attr:`Packer.ready` once trained."""
+        self._packed_bytes = 0
 
     @property
     def resource_version(self) -> int:
@@ -320,6 +325,11 @@ class Store:
 
     def keys(self) -> Iterator[str]:
         return iter(self._entries)
+
+    @property
+    def packed_bytes(self) -> int:
+        """Bytes of the packed bodies held (0 for a plain store)."""
+        return self._packed_bytes
 
     @property
     def index_names(self) -> list[str]:
@@ -407,16 +417,20 @@ class Store:
         for key, entry in entries.items():
             if entry.packer is None:
                 entries[key] = PackedEntry.of(entry, packer)
+        self._packed_bytes = _packed_size(entries.values())
 
     def put(self, entry: Entry, *, rv: int | None = None) -> Entry | None:
         """Insert or replace; returns the previous entry. ``rv``: the change's (the store's)."""
         prev = self._entries.get(entry.key)
         packer = self.packer
-        if packer is not None and entry.packer is not packer:
-            if not packer.ready and packer.sample(entry.body):  # a collection grown by events
-                self._train(packer)
-            if packer.ready:  # made before the packer was trained
-                entry = PackedEntry.of(entry, packer)
+        if packer is not None:
+            if entry.packer is not packer:
+                if not packer.ready and packer.sample(entry.body):  # grown by watch events
+                    self._train(packer)
+                    prev = self._entries.get(entry.key)  # packed now
+                if packer.ready:  # made before the packer was trained
+                    entry = PackedEntry.of(entry, packer)
+            self._packed_bytes += _packed_size((entry,)) - _packed_size((prev,) if prev else ())
         self._entries[entry.key] = entry
         if prev is None:
             self._sorted.add(entry.key)
@@ -431,6 +445,8 @@ class Store:
         """Remove ``key``; returns what was stored. ``rv``: the deletion's (the store's)."""
         prev = self._entries.pop(key, None)
         if prev is not None:
+            if self.packer is not None:
+                self._packed_bytes -= _packed_size((prev,))
             self._sorted.discard(key)
             self._indexes.unindex(prev, None)
         if rv is not None:
@@ -442,7 +458,8 @@ class Store:
         self._rv = max(self._rv, rv)
 
     def replace(self, entries: Iterable[Entry], resource_version: int) -> dict[str, Entry]:
-        """Swap in a whole new state at once (a relist). Returns the previous state."""
+        """Swap in a whole new state at once (a relist). Returns the previous state. A packing
+        store packs the entries of a list given in place (the list then holds the stored ones)."""
         old = self._entries
         entries = entries if isinstance(entries, list) else list(entries)
         packer = self.packer
@@ -453,8 +470,10 @@ class Store:
                     if packer.sample(entry.body):
                         break
                 packer.train()
-            if packer.ready:
-                entries = [e if e.packer is packer else PackedEntry.of(e, packer) for e in entries]
+            if packer.ready:  # packed in the caller's list too: no one keeps the plain ones
+                entries[:] = [
+                    e if e.packer is packer else PackedEntry.of(e, packer) for e in entries
+                ]
         indexes = self._indexes
         indexes.clear()
         self._entries = {entry.key: entry for entry in entries}
@@ -469,4 +488,6 @@ class Store:
                 indexes.index(entry, None)
         self._sorted = SortedList(self._entries)
         self._rv = resource_version
+        if packer is not None:
+            self._packed_bytes = _packed_size(self._entries.values())
         return old

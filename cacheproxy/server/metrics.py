@@ -419,6 +419,11 @@ class _CacheCollector:
             lambda t: t.stats.stored_bytes,
         )
         yield gauge(
+            "cacheproxy_cache_packed_bytes",
+            "Bytes the compressed objects take (resources with storage.compressed; else 0).",
+            lambda t: t.resource.store.packed_bytes,
+        )
+        yield gauge(
             "cacheproxy_cache_staleness_seconds",
             "Seconds since upstream last moved the cache (event, bookmark or relist).",
             lambda t: t.stats.staleness(now),

@@ -119,6 +119,11 @@ def _resource_status(
         "lastError": failure.document(now, tracked.name) if failure is not None else None,
         "objects": len(store),
         "bytes": stats.stored_bytes,
+        "storage": {
+            "compressed": store.packer is not None,
+            "trained": store.packer is not None and store.packer.ready,
+            "packedBytes": store.packed_bytes,
+        },
         "resourceVersion": str(store.resource_version),
         "secondsSinceLastEvent": None if since_change is None else round(since_change, 3),
         "stalenessSeconds": round(stats.staleness(now), 3),

@@ -21,7 +21,7 @@ import time
 import tracemalloc
 from collections.abc import Callable
 
-from cacheproxy.informer import DeletedFinalStateUnknown, Entry, SharedInformer, Store
+from cacheproxy.informer import DeletedFinalStateUnknown, Entry, SharedInformer, Storage, Store
 from loadtest.clients.linewatch import LineListerWatcher
 from loadtest.harness.records import Clock, MemoryResult, PipelineRun
 from loadtest.harness.sizeof import deep_sizeof
@@ -34,9 +34,10 @@ _SETTLE_POLL = 0.05
 _PHASE_DEADLINE = 3_600.0
 
 
-def new_store() -> Store:
-    """The Store every cacheproxy path uses: pods, default transform, a ``spec.nodeName`` index."""
-    return Store(kind="Pod", api_version="v1", field_indexes=FIELD_INDEXES)
+def new_store(storage: Storage | None = None) -> Store:
+    """The Store every cacheproxy path uses: pods, default transform, a ``spec.nodeName`` index
+    (kept as ``storage`` says: plain by default)."""
+    return Store(kind="Pod", api_version="v1", field_indexes=FIELD_INDEXES, storage=storage)
 
 
 class CountingHandler:
@@ -103,6 +104,7 @@ async def run_pipeline(
     trace_memory: bool = False,
     profile: bool = False,
     gc_enabled: bool = True,
+    storage: Storage | None = None,
 ) -> PipelineRun:
     """The sync and modified phases through a real SharedInformer on the running loop.
 
@@ -120,7 +122,7 @@ async def run_pipeline(
         tracemalloc.start()
         base = tracemalloc.get_traced_memory()[0]
         tracemalloc.reset_peak()
-    store = new_store()
+    store = new_store(storage)
     # As the daemon runs it: the synced cache moved out of the GC's way.
     informer = SharedInformer(lw, name="pods", store=store, freeze_gc_after_sync=True)
     handler = CountingHandler()

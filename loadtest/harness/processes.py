@@ -201,6 +201,7 @@ def write_daemon_config(
     indexes: Sequence[str] = ("spec.nodeName",),
     label_selector: str = "",
     consistent_reads: str = "cache",
+    storage: str = "plain",
 ) -> Path:
     """A kubeconfig naming ``upstream`` and the daemon's YAML config (docs/configuration.md).
 
@@ -221,6 +222,8 @@ def write_daemon_config(
     if label_selector:
         resource.append(f"    labelSelector: {label_selector!r}")
     resource.append(f"    consistentReads: {consistent_reads}")
+    if storage != "plain":
+        resource.append(f"    storage: {storage}")
     config = workdir / f"{name}.yaml"
     config.write_text(
         "\n".join(

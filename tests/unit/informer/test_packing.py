@@ -55,6 +55,14 @@ def test_the_first_list_trains_the_dictionary_and_every_object_is_packed() -> No
     assert stored * 4 < sum(e.size for e in plain.entries()), "packed well below the JSON"
 
 
+def test_a_relist_packs_the_list_it_was_given_so_no_plain_copy_outlives_it() -> None:
+    store = _store(SMALL)
+    entries = [store.make_entry(p) for p in _pods(100)]
+    store.replace(entries, 1)
+    assert all(isinstance(e, PackedEntry) for e in entries)
+    assert all(store.get(e.key) is e for e in entries)
+
+
 def test_objects_made_after_training_are_packed_as_they_are_made() -> None:
     store = _filled(SMALL, _pods(100))
     [pod] = _pods(1, seed=9)
@@ -151,3 +159,5 @@ def test_a_packed_store_answers_what_a_plain_store_answers(ops: list[tuple[Any, 
         assert packed.index_keys("spec.nodeName", node) == plain.index_keys("spec.nodeName", node)
     for app in (f"app-{i}" for i in range(4)):
         assert packed.label_keys("app", app) == plain.label_keys("app", app)
+    held = sum(len(e.packed) for e in packed.entries() if isinstance(e, PackedEntry))
+    assert packed.packed_bytes == held and plain.packed_bytes == 0
