@@ -34,8 +34,8 @@ from cacheproxy.kube.table import include_object, table
 from cacheproxy.server.admission import ServedRequest
 from cacheproxy.server.options import JSON_ANSWERS
 from cacheproxy.server.query import Query, parse_index_selector, validate_fields
-from cacheproxy.server.resource import ServedList, ServedResource
-from cacheproxy.serving import BodyPart, Send, send_parts
+from cacheproxy.server.resource import GROUP_ITEMS, ServedList, ServedResource
+from cacheproxy.serving import BodyPart, Send, send_groups, send_parts
 from cacheproxy.serving.compression import IDENTITY, Compression
 
 __all__ = ["ResponseForm", "build_query", "negotiate", "serve_get", "serve_list"]
@@ -165,10 +165,20 @@ async def serve_list(
         )
         await JSON_ANSWERS.send(send, req, orjson.dumps(doc), compression=compression)
         return
-    if form.reform is not None or query.shard is not None:
-        parts = await _reformed_parts(page, form, query)
-    else:
-        parts = page.parts()
+    plain_form = form.reform is None and query.shard is None
+    if (
+        plain_form
+        and not req.pretty
+        and len(page.items) > GROUP_ITEMS
+        and page.packed
+        and not compression.wanted(
+            req.header("accept-encoding"), page.length(), loopback=req.loopback
+        )
+    ):
+        req.started = True  # past here a failure can only end the response
+        await send_groups(send, page.groups(), page.length(), writer=req.writer)
+        return
+    parts = page.parts() if plain_form else await _reformed_parts(page, form, query)
     if req.pretty:
         await JSON_ANSWERS.send(send, req, b"".join(parts), compression=compression)
         return

@@ -23,7 +23,7 @@ import contextlib
 import heapq
 import itertools
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,8 +103,43 @@ class ServedList:
         parts[-1] = b"]}"
         return parts
 
+    @property
+    def packed(self) -> bool:
+        """Some items are kept compressed (their bodies are made as the list is written)."""
+        return any(e.packer is not None for e in self.items)
+
+    def length(self, meta: bytes | None = None) -> int:
+        """The bytes :meth:`parts` would give, from the items' sizes (nothing decompressed)."""
+        items = self.items
+        head = len(self.head(meta)) + 2  # and the closing "]}"
+        if not items:
+            return head
+        sizes = sum(e.size for e in items)
+        if self.rtype.builtin:  # "{" + body, no prefix; "," between items
+            return head + sizes - sum(len(e.prefix) for e in items) + 2 * len(items) - 1
+        return head + sizes + len(items) - 1
+
+    def groups(self, meta: bytes | None = None) -> Iterator[list[BodyPart]]:
+        """:meth:`parts` in consecutive groups of :data:`GROUP_ITEMS` items, each group's
+        bodies made (decompressed) only when it is asked for: a long list of a compressed store
+        never holds more than a group of plain bodies per reader."""
+        items = self.items
+        for start in range(0, max(len(items), 1), GROUP_ITEMS):
+            group = ServedList(self.rtype, items[start : start + GROUP_ITEMS], 0)
+            parts = group.parts(b"")
+            parts[0] = parts[0][len(group.head(b"")) :]  # the group's own head, dropped
+            if start:
+                parts[0] = b"," + parts[0]
+            else:
+                parts[0] = self.head(meta) + parts[0]
+            if start + GROUP_ITEMS < len(items):
+                parts.pop()  # the "]}" only at the very end
+            yield parts
+
 
 _PREFIX = operator.attrgetter("prefix")
+GROUP_ITEMS = 1024
+"""Items whose packed bodies a streamed list decompresses at once (~5 MB of pods)."""
 _ITEM_SEPARATOR = b",{"
 _WAITERS = itertools.count()
 """Orders the reads waiting for one RV (futures do not compare)."""

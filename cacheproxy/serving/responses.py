@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import orjson
@@ -38,6 +38,7 @@ __all__ = [
     "indented",
     "send_body",
     "send_error",
+    "send_groups",
     "send_parts",
     "send_status",
     "websocket_denial",
@@ -124,6 +125,31 @@ class JsonAnswers:
         await send({"type": "http.response.start", "status": code, "headers": out})
         req.started = True
         await send({"type": "http.response.body", "body": body})
+
+
+async def send_groups(
+    send: Send,
+    groups: Iterator[Sequence[BodyPart]],
+    length: int,
+    *,
+    writer: BodyWriter | None = None,
+    content_type: bytes = JSON,
+) -> None:
+    """A 200 of ``length`` bytes whose body is ``groups`` of parts, each made only once the one
+    before is on its way (the transport's flow control waits between them): a body whose parts
+    are made as it is written (a compressed store's list) is never held whole."""
+    headers = [
+        (b"content-type", content_type),
+        (b"cache-control", NO_CACHE),
+        (b"content-length", str(length).encode()),
+    ]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    for parts in groups:
+        if writer is not None:
+            await writer.write(parts, sum(map(len, parts)))
+        else:
+            await send({"type": "http.response.body", "body": b"".join(parts), "more_body": True})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 async def send_parts(

@@ -24,6 +24,7 @@ from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.informer import Storage
 from cacheproxy.informer.store import PackedEntry
 from cacheproxy.kube.resources import builtin
+from cacheproxy.server import reads, resource
 from cacheproxy.sim import SimServer, Simulator
 from cacheproxy.sim.churn import ChurnDriver
 from cacheproxy.sim.workload import DemoSpec, demo_objects
@@ -85,6 +86,7 @@ async def both(
     params: dict[str, str] | None = None,
     headers: dict[str, str] | None = None,
 ) -> bytes:
+    headers = {"Accept-Encoding": "identity", **(headers or {})}
     a, b = await asyncio.gather(
         plain.get(path, params=params, headers=headers),
         packed.get(path, params=params, headers=headers),
@@ -94,9 +96,16 @@ async def both(
     return a.content
 
 
+@pytest.mark.parametrize("group_items", [1024, 37])
 async def test_every_read_of_a_compressed_store_is_the_plain_stores_byte_for_byte(
-    sim: Simulator, daemons: tuple[Daemon, Daemon]
+    sim: Simulator,
+    daemons: tuple[Daemon, Daemon],
+    group_items: int,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """With groups of 37 items, the long lists of the compressed store go out streamed."""
+    monkeypatch.setattr(resource, "GROUP_ITEMS", group_items)
+    monkeypatch.setattr(reads, "GROUP_ITEMS", group_items)
     plain_daemon, packed_daemon = daemons
     assert packed_daemon.server is not None
     store = packed_daemon.server.resources[PODS].informer.store

@@ -14,8 +14,12 @@ from hypothesis import strategies as st
 from cacheproxy.informer import Storage, Store
 from cacheproxy.informer.persistence import SnapshotView, read_snapshot, write_snapshot
 from cacheproxy.informer.store import PackedEntry, bodies, bodies_off_loop
+from cacheproxy.kube.resources import ResourceType
+from cacheproxy.kube.resources import builtin as builtin_type
+from cacheproxy.server.resource import ServedList
 from cacheproxy.sim.workload import make_pod
 
+WIDGETS = ResourceType("example.com", "v1", "widgets", "Widget", namespaced=True)
 SMALL = Storage(compressed=True, training_bytes=64 << 10, min_training_objects=16)
 """Trains after ~30 demo pods: small enough for tests, the same code as the default."""
 
@@ -161,3 +165,22 @@ def test_a_packed_store_answers_what_a_plain_store_answers(ops: list[tuple[Any, 
         assert packed.label_keys("app", app) == plain.label_keys("app", app)
     held = sum(len(e.packed) for e in packed.entries() if isinstance(e, PackedEntry))
     assert packed.packed_bytes == held and plain.packed_bytes == 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(count=st.integers(0, 2600), builtin=st.booleans(), compressed=st.booleans())
+def test_a_list_in_groups_is_the_list_in_one_piece(
+    count: int, builtin: bool, compressed: bool
+) -> None:
+    """The streamed form of a list (groups of parts, bodies made per group) has the bytes and
+    the length of the list in one piece, for typed and custom kinds, packed or not."""
+    pods = _pods(min(count, 60))
+    store = _filled(SMALL if compressed else None, pods)
+    entries = list(store.entries())
+    items = [entries[i % len(entries)] for i in range(count)] if entries else []
+    rtype = builtin_type("pods") if builtin else WIDGETS
+    page = ServedList(rtype, items, 42, continue_token="abc" if count % 2 else "")
+    whole = b"".join(page.parts())
+    assert b"".join(b"".join(g) for g in page.groups()) == whole
+    assert page.length() == len(whole)
+    assert orjson.loads(whole)["metadata"]["resourceVersion"] == "42"
