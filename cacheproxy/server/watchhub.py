@@ -209,7 +209,7 @@ class WatchHub:
         self.rtype = rtype
         self.store = store
         self.budget = budget if budget is not None else QueuedBytes()
-        """The bytes queued for all the daemon's watchers (shared between its hubs)."""
+        """The lines queued for all the daemon's watchers (shared between its hubs)."""
         self.watchers: set[ServedWatch] = set()
         """Every open watch."""
         self._unkeyed: set[ServedWatch] = set()
