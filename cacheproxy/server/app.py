@@ -125,7 +125,8 @@ class CacheServer:
         self.resources: dict[ResourceType, ServedResource] = {}
         self.hubs: dict[ResourceType, WatchHub] = {}
         self.watch_bytes = QueuedBytes(self.options.watch_buffers_total_bytes)
-        """The bytes queued for all watchers, of every resource, and their bound."""
+        """The lines queued for all watchers, of every resource (each counted once), and their
+        bound."""
         self.registry = ResourceRegistry()
         self.discovery = Discovery(
             group_versions=self.registry.group_versions,

@@ -461,9 +461,9 @@ class _CacheCollector:
         evicted = CounterMetricFamily(
             "cacheproxy_watch_evicted",
             "Watchers closed because they fell behind, by reason: events (watchBuffer events "
-            "queued), bytes (watchBufferBytes queued), total_bytes (the most queued when all "
-            "watchers' bytes passed watchBuffersTotalBytes), stall (took nothing for "
-            "watchStallSeconds).",
+            "queued), bytes (watchBufferBytes queued), total_bytes (the most queued when the "
+            "lines queued for all watchers, each counted once, passed watchBuffersTotalBytes), "
+            "stall (took nothing for watchStallSeconds).",
             labels=["resource", "reason"],
         )
         for t in tracked:

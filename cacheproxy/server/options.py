@@ -30,8 +30,8 @@ class ServerOptions:
     watch_buffer_bytes: int = 16 << 20
     """Bytes of lines a watcher may have pending before it is closed as too slow."""
     watch_buffers_total_bytes: int = 256 << 20
-    """Bytes of lines pending for all watchers together; over it, the watcher with the most is
-    closed as too slow."""
+    """Bytes of lines pending for all watchers together, a line shared by many counted once; over
+    it, the watchers with the most pending are closed as too slow until it is within."""
     bookmark_interval: float = 60.0
     min_watch_timeout: float = 1800.0
     """Watches without ``timeoutSeconds`` last ``[min, 2·min)`` seconds (the API server's rule)."""

@@ -9,7 +9,8 @@ line per event and form, and RVs for what a relist changed.
 - :class:`EventLines` builds an event's line in each form watchers see it on first use, shared by
   all of them (docs/design.md §3: the bytes of each event are built once): ADDED, MODIFIED and DELETED
   from the stored parts without copying the object, the DELETED of an object that left a selector
-  (the previous object restamped with the event's RV) once.
+  (the previous object restamped with the event's RV) once. Each is a :class:`SharedLine`, which
+  counts the watcher queues holding it, so the bytes queued are counted once per line.
 - :func:`relist_events` turns what an upstream relist changed into events for connected watchers
   (they survive a relist; the API server would close them): when each vanished object was deleted
   is unknown, so serving decides which RVs its DELETED events carry.
@@ -31,7 +32,7 @@ from cacheproxy.kube.transitions import Seen, seen
 from cacheproxy.kube.watchevents import EVENT_HEADS, EVENT_TAIL, event_line
 from cacheproxy.server.query import EntryView, Query, matches_view
 
-__all__ = ["EventLines", "relist_events", "replay_lines", "watcher_sees"]
+__all__ = ["EventLines", "SharedLine", "relist_events", "replay_lines", "watcher_sees"]
 
 log = logging.getLogger(__name__)
 
@@ -68,19 +69,37 @@ def _restamped(entry: Entry, rv: int) -> bytes:
     return orjson.dumps(obj)
 
 
+class SharedLine:
+    """One line, built once, as the queues of the watchers it is for hold it: its bytes, and how
+    many queues hold it now (one more when a queue takes it, one less when it leaves that queue,
+    sent or dropped). The bytes queued for all watchers count it while any queue holds it
+    (:class:`~.watchhub.QueuedBytes`)."""
+
+    __slots__ = ("data", "holders", "size")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.size = len(data)
+        self.holders = 0
+        """The queues holding it now (a queue holding it twice counts twice)."""
+
+    def __repr__(self) -> str:
+        return f"SharedLine({self.size} bytes, {self.holders} holders)"
+
+
 class EventLines:
-    """The line bytes of one event, built on first use and shared by all watchers: per kind of
+    """The lines of one event, built on first use and shared by all watchers: per kind of
     watcher_sees, and per form (as stored, or re-encoded by a :class:`~cacheproxy.kube.partial.Reform`)."""
 
     __slots__ = ("_cache", "event")
 
     def __init__(self, event: Changed) -> None:
         self.event = event
-        self._cache: dict[tuple[Seen, Reform | None], bytes] = {}
+        self._cache: dict[tuple[Seen, Reform | None], SharedLine] = {}
 
-    def line(self, kind: Seen, reform: Reform | None = None) -> bytes:
-        line = self._cache.get((kind, reform))
-        if line is None:
+    def line(self, kind: Seen, reform: Reform | None = None) -> SharedLine:
+        shared = self._cache.get((kind, reform))
+        if shared is None:
             event = self.event
             if kind is Seen.LEFT:  # stopped matching: the old object at this event's RV
                 assert event.prev is not None
@@ -93,8 +112,8 @@ class EventLines:
             else:
                 entry = event.entry
                 line = b"".join((_EVENT_HEADS[kind], entry.prefix, entry.body, EVENT_TAIL))
-            self._cache[kind, reform] = line
-        return line
+            shared = self._cache[kind, reform] = SharedLine(line)
+        return shared
 
 
 def replay_lines(
@@ -113,7 +132,7 @@ def replay_lines(
         old = EntryView(event.prev, rtype, store) if event.prev is not None else None
         kind = watcher_sees(event, query, new, old)
         if kind is not None:
-            lines.append(EventLines(event).line(kind, reform))
+            lines.append(EventLines(event).line(kind, reform).data)
     return lines
 
 

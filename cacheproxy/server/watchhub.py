@@ -3,8 +3,9 @@
 - Each event's line bytes are built once and shared by every watcher that gets it (docs/design.md §3);
   what each watcher gets is :func:`~.watchfilter.watcher_sees`'s decision (the transition rule).
 - Every watcher has a buffer bounded in events and in bytes, and the bytes queued for all
-  watchers of the daemon are bounded together (:class:`QueuedBytes`: over it, the watcher with
-  the most queued is evicted). One that falls behind is closed and counted by reason
+  watchers of the daemon are bounded together, each shared line counted once
+  (:class:`QueuedBytes`: over it, the watchers with the most queued are evicted). One that
+  falls behind is closed and counted by reason
   (:data:`EVICTION_REASONS`), so the informer and the other watchers never wait for it
   (docs/design.md §7). A watcher evicted for bytes loses what was queued for it at once (that
   memory is what the bound is for); its client sees its stream end as for any eviction, after
@@ -27,7 +28,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Final
 
 from cacheproxy.informer.events import Changed, InformerEvent, Relisted
@@ -37,15 +38,15 @@ from cacheproxy.kube.partial import Reform
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.watchevents import bookmark_line
 from cacheproxy.server.query import EntryView, Query
-from cacheproxy.server.watchfilter import EventLines, relist_events, watcher_sees
+from cacheproxy.server.watchfilter import EventLines, SharedLine, relist_events, watcher_sees
 from cacheproxy.serving import Mailbox
 
 __all__ = ["EVICTION_REASONS", "QueuedBytes", "ServedWatch", "WatchHub"]
 
 EVICTION_REASONS: Final = ("events", "bytes", "total_bytes", "stall")
 """Why a watcher was evicted: its buffer held ``server.limits.watchBuffer`` events, or
-``watchBufferBytes`` bytes; the bytes queued for all watchers passed
-``watchBuffersTotalBytes`` and it had the most; its client took nothing for
+``watchBufferBytes`` bytes; the distinct lines queued for all watchers passed
+``watchBuffersTotalBytes`` and it had the most queued; its client took nothing for
 ``watchStallSeconds``."""
 
 _DISCARDED: Final = frozenset(("bytes", "total_bytes"))
@@ -54,9 +55,14 @@ _DISCARDED: Final = frozenset(("bytes", "total_bytes"))
 
 class QueuedBytes:
     """The bytes queued for every watcher of a daemon (all its resources' hubs share one), and
-    their bound: :meth:`WatchHub.on_event` evicts the watcher with the most queued while the
-    total is over ``limit``. Each watcher's queued lines count in full, even where the same
-    line is queued for many: that is what each slow watcher pins."""
+    their bound: :meth:`WatchHub.on_event` evicts the watchers with the most queued while the
+    total is over ``limit``.
+
+    A line counts once, however many queues hold it, from the first queue that takes it until
+    the last one lets it go (sent, or dropped when its watcher is evicted or its watch ends):
+    an event's line is built once and shared by every watcher it is for (:class:`SharedLine`),
+    so that is the memory the queues pin. Which watcher goes is chosen by its own queue counted
+    in full (``queued_bytes``): evicting it frees its lines that no other queue holds."""
 
     __slots__ = ("hubs", "limit", "total")
 
@@ -64,24 +70,38 @@ class QueuedBytes:
         self.limit = limit
         """None: unbounded."""
         self.total = 0
+        """The sizes of the distinct lines queued now."""
         self.hubs: dict[ServedWatch, WatchHub] = {}
         """Every registered watcher, and its hub."""
 
     def over(self) -> bool:
         return self.limit is not None and self.total > self.limit
 
-    def largest(self) -> ServedWatch | None:
-        """The registered watcher with the most bytes queued (None: none holds any)."""
-        best = max(self.hubs, key=lambda w: w.queued_bytes, default=None)
-        return best if best is not None and best.queued_bytes > 0 else None
+    def release(self, lines: Iterable[SharedLine]) -> list[bytes]:
+        """``lines`` each left a queue (sent or dropped): those no queue holds any more no longer
+        count. Their bytes, in order."""
+        freed = 0
+        data = []
+        for line in lines:
+            line.holders -= 1
+            if not line.holders:
+                freed += line.size
+            data.append(line.data)
+        self.total -= freed
+        return data
 
     def shed(self) -> None:
-        """Evict the watchers with the most queued until the total is within the limit."""
-        while self.over():
-            watcher = self.largest()
-            if watcher is None:  # what is left is queued for watchers already gone
+        """Evict the watchers with the most queued, the largest first, until the total is within
+        the limit. Lines shared with other queues stay until their last holder goes, so it may
+        take more than one."""
+        if not self.over():
+            return
+        for watcher in sorted(self.hubs, key=lambda w: w.queued_bytes, reverse=True):
+            if not watcher.queued_bytes:  # what is left is queued for watchers already gone
                 return
             self.hubs[watcher].evict(watcher, "total_bytes")
+            if not self.over():
+                return
 
 
 Attribute = tuple[str, str]
@@ -121,8 +141,9 @@ def _values(view: EntryView, attribute: Attribute) -> tuple[str, ...]:
     return (view.entry.namespace,)
 
 
-class ServedWatch(Mailbox[bytes]):
-    """One client's watch: its query and a bounded mailbox of event lines."""
+class ServedWatch(Mailbox[SharedLine]):
+    """One client's watch: its query and a bounded mailbox of event lines (shared with the other
+    watchers they are for; :meth:`take` hands out their bytes)."""
 
     def __init__(
         self,
@@ -135,8 +156,8 @@ class ServedWatch(Mailbox[bytes]):
         reform: Reform | None = None,
     ) -> None:
         super().__init__(buffer, max_bytes=max_bytes)
-        self.budget: QueuedBytes | None = None
-        """The daemon's total it counts in (set by its hub)."""
+        self.budget = QueuedBytes()
+        """The daemon's total it counts in (its hub's, once added)."""
         self.query = query
         self.bookmarks = bookmarks
         """The client asked for bookmarks (``allowWatchBookmarks``)."""
@@ -150,29 +171,27 @@ class ServedWatch(Mailbox[bytes]):
         self.fanout_key: tuple[Attribute, str] | None = None
         """Where its hub keeps it (:func:`fanout_key`; None: offered every event)."""
 
-    def offer(self, line: bytes, rv: int) -> bool:
+    def offer(self, line: SharedLine, rv: int) -> bool:
         """Queue a line; False (and closed, :attr:`overflow` saying why) when the buffer is
         full."""
-        size = len(line)
+        size = line.size
         if not self.put(line, size):
             return False
         self.last_rv = rv
-        if self.budget is not None:
+        line.holders += 1
+        if line.holders == 1:  # the first queue to hold it: its bytes are pinned from now
             self.budget.total += size
         return True
 
     def take(self) -> list[bytes]:
-        freed = self.queued_bytes
+        """The lines queued, in order (the queue is empty after)."""
         lines = self.drain()
-        if self.budget is not None:
-            self.budget.total -= freed
-        return lines
+        return self.budget.release(lines) if lines else []
 
-    def discard(self) -> int:
-        freed = super().discard()
-        if self.budget is not None:
-            self.budget.total -= freed
-        return freed
+    def discard(self) -> list[SharedLine]:
+        lines = super().discard()
+        self.budget.release(lines)
+        return lines
 
 
 class WatchHub:
@@ -190,7 +209,7 @@ class WatchHub:
         self.rtype = rtype
         self.store = store
         self.budget = budget if budget is not None else QueuedBytes()
-        """The bytes queued for all the daemon's watchers (shared between its hubs)."""
+        """The lines queued for all the daemon's watchers (shared between its hubs)."""
         self.watchers: set[ServedWatch] = set()
         """Every open watch."""
         self._unkeyed: set[ServedWatch] = set()
@@ -278,7 +297,7 @@ class WatchHub:
         for event in events:
             self.on_event(event)
         rv = difference.rv
-        lines: dict[str | None, bytes] = {}
+        lines: dict[str | None, SharedLine] = {}
         for watcher in list(self.watchers):
             if watcher.closed:
                 self._drop(watcher)
@@ -288,7 +307,9 @@ class WatchHub:
             metadata = watcher.reform.metadata if watcher.reform is not None else None
             line = lines.get(metadata)
             if line is None:
-                line = lines[metadata] = bookmark_line(self.rtype, rv, metadata=metadata)
+                line = lines[metadata] = SharedLine(
+                    bookmark_line(self.rtype, rv, metadata=metadata)
+                )
             if watcher.offer(line, rv):
                 if self.budget.over():
                     self.budget.shed()

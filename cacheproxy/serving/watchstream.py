@@ -104,13 +104,11 @@ class Mailbox(Generic[ItemT]):
         self.queued_bytes = 0
         return items
 
-    def discard(self) -> int:
-        """Drop what is queued (its reader will not get it); the bytes freed."""
-        freed = self.queued_bytes
-        self._items.clear()
-        self.queued_bytes = 0
+    def discard(self) -> list[ItemT]:
+        """Drop what is queued (its reader will not get it); what was dropped."""
+        items = self.drain()
         self._wake()
-        return freed
+        return items
 
     def _wake(self) -> None:
         waiter = self._waiter

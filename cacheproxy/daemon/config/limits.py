@@ -72,10 +72,13 @@ class ServerLimits(Section):
     watch_buffers_total_bytes: Annotated[int, Field(ge=1_048_576, le=1_099_511_627_776)] = (
         library_default(_SERVER, "watch_buffers_total_bytes")
     )
-    """Bytes of events queued for all watchers of the daemon together (every resource, counted
-    as for `watchBufferBytes`): when an event would take the total above it, the watcher with
-    the most queued is closed and its queue dropped (`reason="total_bytes"`), until the total is
-    within it again. What slow clients can make the daemon hold, whatever their number."""
+    """Bytes of event lines queued for all watchers of the daemon together (every resource),
+    each line counted once however many watchers it waits for: a line is built once and shared
+    by their queues, and held until the last of them sends or drops it. When an event would
+    take the total above it, the watchers with the most queued (each counted as for
+    `watchBufferBytes`) are closed and their queues dropped (`reason="total_bytes"`), the
+    largest first, until the total is within it again. What slow clients can make the daemon
+    hold, whatever their number."""
     watch_stall_seconds: Annotated[float, Field(ge=0.1, le=3600)] = library_default(
         _SERVER, "watch_stall"
     )

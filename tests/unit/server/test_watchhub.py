@@ -1,5 +1,6 @@
 """The WatchHub's fan-out: what each watcher gets of each event (the transition rule, its start),
-the line bytes built once and shared, bounded buffers, and a relist's difference.
+the line bytes built once and shared, buffers bounded in events (in bytes:
+``test_watchhub_bytes.py``), and a relist's difference.
 
 History replay decides with the same function as the live fan-out: a property test checks that a
 watch resumed from the history sees exactly what a connected one saw.
@@ -21,7 +22,7 @@ from cacheproxy.kube.resources import builtin
 from cacheproxy.kube.transitions import Seen, seen
 from cacheproxy.server.query import Query
 from cacheproxy.server.watchfilter import relist_events, replay_lines
-from cacheproxy.server.watchhub import QueuedBytes, ServedWatch, WatchHub
+from cacheproxy.server.watchhub import ServedWatch, WatchHub
 
 CONFIGMAPS = builtin("configmaps")
 
@@ -194,114 +195,6 @@ def test_evicting_counts_a_watcher_once(hub: WatchHub) -> None:
     assert watcher.close_reason == "too slow: took nothing for 10 s"
     assert hub.evicted == 1 and not hub.watchers
     assert hub.evictions == {"events": 0, "bytes": 0, "total_bytes": 0, "stall": 1}
-
-
-def big(store: Store, name: str, rv: int, size: int) -> Entry:
-    meta = {"name": name, "namespace": "default", "resourceVersion": str(rv)}
-    return store.make_entry({"metadata": meta, "data": {"b": "x" * size}})
-
-
-class BigChanges(Changes):
-    """Changes whose objects carry ``size`` bytes of data each."""
-
-    def __init__(self, hub: WatchHub, size: int) -> None:
-        super().__init__(hub)
-        self.size = size
-
-    def put(self, name: str, color: str | None = None) -> Changed:
-        self.rv += 1
-        entry = big(self.store, name, self.rv, self.size)
-        prev = self.store.put(entry, rv=self.rv)
-        return self._applied(Changed(self.rv, "MODIFIED" if prev else "ADDED", entry, prev, 0))
-
-
-def test_queued_bytes_count_each_watchers_lines_and_drained_ones_no_longer(hub: WatchHub) -> None:
-    first, second = ServedWatch(Query(), buffer=100), ServedWatch(Query(), buffer=100)
-    hub.add(first)
-    hub.add(second)
-    changes = BigChanges(hub, 1000)
-    changes.put("a")
-    changes.put("b")
-    sizes = [len(line) for line in first.take()]
-    assert first.queued_bytes == 0 and second.queued_bytes == sum(sizes)
-    # The same line queued for two watchers counts twice: each pins it.
-    assert hub.budget.total == sum(sizes)
-    changes.put("c")
-    assert hub.budget.total == first.queued_bytes + second.queued_bytes > sum(sizes)
-    second.take()
-    first.take()
-    assert hub.budget.total == 0
-
-
-def test_a_watcher_over_its_bytes_is_evicted_its_queue_dropped_and_the_others_go_on(
-    hub: WatchHub,
-) -> None:
-    slow = ServedWatch(Query(), buffer=1000, max_bytes=5_000)
-    fast = ServedWatch(Query(), buffer=1000, max_bytes=5_000)
-    hub.add(slow)
-    hub.add(fast)
-    changes = BigChanges(hub, 1000)
-    for i in range(10):
-        changes.put(f"c{i}")
-        fast.take()
-    assert slow.closed and slow.overflow == "bytes" and slow not in hub.watchers
-    assert slow.close_reason == "too slow: more than 5000 bytes queued"
-    assert hub.evictions == {"events": 0, "bytes": 1, "total_bytes": 0, "stall": 0}
-    # What was queued for it is gone at once (it is what the bound is for) and not counted.
-    assert slow.take() == [] and hub.budget.total == 0
-    assert not fast.closed and fast in hub.watchers
-
-
-def test_over_the_total_the_watcher_with_the_most_queued_is_evicted() -> None:
-    budget = QueuedBytes(10_000)
-    pods, cms = (
-        WatchHub(CONFIGMAPS, _store(), budget=budget),
-        WatchHub(CONFIGMAPS, _store(), budget=budget),
-    )
-    # Roomy buffers: only the total can act.
-    lagging = ServedWatch(Query(), buffer=1000, max_bytes=1 << 20)
-    behind = ServedWatch(Query(), buffer=1000, max_bytes=1 << 20)
-    reader = ServedWatch(Query(), buffer=1000, max_bytes=1 << 20)
-    pods.add(lagging)
-    cms.add(behind)
-    cms.add(reader)
-    for_pods, for_cms = BigChanges(pods, 1000), BigChanges(cms, 1000)
-    for i in range(6):  # the pods watcher is ahead in bytes: it goes first, from the other hub
-        for_pods.put(f"p{i}")
-    assert budget.total == lagging.queued_bytes > 6_000
-    for i in range(20):
-        for_cms.put(f"c{i}")
-        reader.take()
-        if lagging.closed:
-            break
-    assert lagging.closed and lagging.close_reason == "too slow: total_bytes"
-    assert behind.queued_bytes < 6_000
-    assert pods.evictions["total_bytes"] == 1 and cms.evicted == 0
-    assert lagging not in pods.watchers and lagging.take() == []
-    assert not behind.closed and budget.total == behind.queued_bytes <= 10_000
-    for i in range(20, 40):
-        for_cms.put(f"c{i}")
-        reader.take()
-    # Then the next largest, in the hub that holds it; the one that reads is never chosen.
-    assert behind.closed and cms.evictions == {
-        "events": 0,
-        "bytes": 0,
-        "total_bytes": 1,
-        "stall": 0,
-    }
-    assert not reader.closed and budget.total <= 10_000
-    assert not budget.hubs.keys() - {reader}
-
-
-def test_a_finished_watch_gives_back_what_was_queued_for_it(hub: WatchHub) -> None:
-    watcher = ServedWatch(Query(), buffer=100)
-    hub.add(watcher)
-    BigChanges(hub, 1000).put("a")
-    assert hub.budget.total > 0
-    watcher.close("client went away")
-    hub.remove(watcher)
-    assert hub.budget.total == 0 and not hub.budget.hubs
-    assert hub.evicted == 0
 
 
 def test_close_all_ends_every_watch(hub: WatchHub) -> None:

@@ -61,11 +61,11 @@ def test_a_full_mailbox_says_it_overflowed_in_events() -> None:
     assert box.overflow == "events"
 
 
-def test_discarding_drops_what_is_queued_and_says_how_many_bytes() -> None:
+def test_discarding_drops_what_is_queued_and_returns_it() -> None:
     box: Mailbox[bytes] = Mailbox(10)
     box.put(b"abc", 3)
     box.put(b"de", 2)
-    assert box.discard() == 5
+    assert box.discard() == [b"abc", b"de"]
     assert box.queued_bytes == 0 and box.drain() == []
 
 
