@@ -226,21 +226,38 @@ _PACKER = operator.attrgetter("packer")
 _PACKED = operator.attrgetter("packed")
 
 
-def bodies(entries: Sequence[Entry]) -> list[Buffer]:
+def bodies(
+    entries: Sequence[Entry],
+    *,
+    off_loop: dict[Packer, Callable[[list[bytes]], list[Buffer]]] | None = None,
+) -> list[Buffer]:
     """The bodies of ``entries`` in order, without a copy of a plain one; packed ones
-    decompressed together (one batch when one packer packed them all)."""
+    decompressed together (one batch when one packer packed them all). ``off_loop``: for a
+    thread other than the event loop's, batch unpackers of its own by packer (filled here)."""
     packers = set(map(_PACKER, entries))
     if packers == {None} or not packers:
         return list(map(_BODY, entries))
     if len(packers) == 1:
         (packer,) = packers
         assert isinstance(packer, Packer)
-        return packer.unpack_batch(list(map(_PACKED, entries)))
+        packed = list(map(_PACKED, entries))
+        if off_loop is None:
+            return packer.unpack_batch(packed)
+        unpack = off_loop.get(packer)
+        if unpack is None:
+            unpack = off_loop[packer] = packer.batch_unpacker()
+        return unpack(packed)
+    if off_loop is not None:
+        return list(bodies_off_loop(entries))
     return list(map(_BODY, entries))
 
 
 def _packed_size(entries: Iterable[Entry]) -> int:
     return sum(len(e.packed) for e in entries if isinstance(e, PackedEntry))
+
+
+def _packed_len(entry: Entry | None) -> int:
+    return len(entry.packed) if isinstance(entry, PackedEntry) else 0
 
 
 def bodies_off_loop(entries: Sequence[Entry]) -> Iterator[bytes]:
@@ -430,7 +447,7 @@ class Store:
                     prev = self._entries.get(entry.key)  # packed now
                 if packer.ready:  # made before the packer was trained
                     entry = PackedEntry.of(entry, packer)
-            self._packed_bytes += _packed_size((entry,)) - _packed_size((prev,) if prev else ())
+            self._packed_bytes += _packed_len(entry) - _packed_len(prev)
         self._entries[entry.key] = entry
         if prev is None:
             self._sorted.add(entry.key)
@@ -446,7 +463,7 @@ class Store:
         prev = self._entries.pop(key, None)
         if prev is not None:
             if self.packer is not None:
-                self._packed_bytes -= _packed_size((prev,))
+                self._packed_bytes -= _packed_len(prev)
             self._sorted.discard(key)
             self._indexes.unindex(prev, None)
         if rv is not None:

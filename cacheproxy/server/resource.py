@@ -33,6 +33,7 @@ from cacheproxy.errors import ApiError
 from cacheproxy.informer.eventlog import TooOld
 from cacheproxy.informer.events import Changed, InformerEvent, Relisted
 from cacheproxy.informer.informer import SharedInformer
+from cacheproxy.informer.packing import Packer
 from cacheproxy.informer.store import Entry, Store
 from cacheproxy.informer.store import bodies as stored_bodies
 from cacheproxy.kube import status
@@ -80,7 +81,12 @@ class ServedList:
             meta,
         )
 
-    def parts(self, meta: bytes | None = None) -> list[BodyPart]:
+    def parts(
+        self,
+        meta: bytes | None = None,
+        *,
+        off_loop: dict[Packer, Callable[[list[bytes]], list[BodyPart]]] | None = None,
+    ) -> list[BodyPart]:
         """The body as the bytes to write one after the other: the head (with ``meta``, its own
         by default), the stored bytes of every item with the separators between them, the tail.
         Nothing is copied."""
@@ -88,7 +94,7 @@ class ServedList:
         items = self.items
         if not items:
             return [head, b"]}"]
-        bodies = stored_bodies(items)
+        bodies = stored_bodies(items, off_loop=off_loop)
         if self.rtype.builtin:
             # Typed lists of built-in kinds carry items without kind/apiVersion (as the API
             # server): "{" and the body, so every separator is the same ",{".
@@ -122,16 +128,20 @@ class ServedList:
     def groups(self, meta: bytes | None = None) -> Iterator[list[BodyPart]]:
         """:meth:`parts` in consecutive groups of :data:`GROUP_ITEMS` items, each group's
         bodies made (decompressed) only when it is asked for: a long list of a compressed store
-        never holds more than a group of plain bodies per reader."""
+        never holds more than a group of plain bodies per reader. The groups may be made in
+        another thread than the event loop's (one at a time): they decompress with contexts
+        of their own."""
         items = self.items
+        head = self.head(meta)  # on the caller's thread
+        off_loop: dict[Packer, Callable[[list[bytes]], list[BodyPart]]] = {}
         for start in range(0, max(len(items), 1), GROUP_ITEMS):
             group = ServedList(self.rtype, items[start : start + GROUP_ITEMS], 0)
-            parts = group.parts(b"")
+            parts = group.parts(b"", off_loop=off_loop)
             parts[0] = parts[0][len(group.head(b"")) :]  # the group's own head, dropped
             if start:
                 parts[0] = b"," + parts[0]
             else:
-                parts[0] = self.head(meta) + parts[0]
+                parts[0] = head + parts[0]
             if start + GROUP_ITEMS < len(items):
                 parts.pop()  # the "]}" only at the very end
             yield parts

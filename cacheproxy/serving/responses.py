@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gzip
 import logging
@@ -137,14 +138,17 @@ async def send_groups(
 ) -> None:
     """A 200 of ``length`` bytes whose body is ``groups`` of parts, each made only once the one
     before is on its way (the transport's flow control waits between them): a body whose parts
-    are made as it is written (a compressed store's list) is never held whole."""
+    are made as it is written (a compressed store's list) is never held whole. Each group is made
+    in a worker thread while the one before is written (``groups`` must allow that)."""
     headers = [
         (b"content-type", content_type),
         (b"cache-control", NO_CACHE),
         (b"content-length", str(length).encode()),
     ]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
-    for parts in groups:
+    made = asyncio.ensure_future(asyncio.to_thread(next, groups, None))
+    while (parts := await made) is not None:
+        made = asyncio.ensure_future(asyncio.to_thread(next, groups, None))
         if writer is not None:
             await writer.write(parts, sum(map(len, parts)))
         else:

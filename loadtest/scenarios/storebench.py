@@ -49,6 +49,7 @@ from loadtest.scenarios.ingest import _python_command
 __all__ = ["main"]
 
 STORAGES = ("plain", "compressed")
+_DEFAULT = Storage(compressed=True)
 READS = ("full", "label", "get")
 
 
@@ -203,7 +204,8 @@ def _render(sizes: Sequence[SizeResult], args: argparse.Namespace, machine: Mach
         f"{machine.memory}; load average at start {machine.load_average}",
         f"- demo pods over {args.namespaces} namespaces, {args.apps} apps, {args.nodes} nodes; "
         "pods keep `spec.nodeName` indexed; storage `compressed` is the defaults "
-        "(zstd level 3, 64 KiB dictionary trained on 8 MiB of the first list)",
+        f"(zstd level {_DEFAULT.level}, {_DEFAULT.dictionary_bytes >> 10} KiB dictionary trained "
+        f"on {_DEFAULT.training_bytes >> 20} MiB of the first list)",
         "",
         "## Verdicts",
         "",
