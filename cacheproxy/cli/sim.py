@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from cacheproxy.cli.running import HelpFormatter, env_default, stop_on_signals
+from cacheproxy.cli.running import HelpFormatter, env_default, resume_collector, stop_on_signals
 from cacheproxy.errors import ListenError
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.tasks import cancel_and_wait
@@ -136,6 +136,9 @@ async def sim_main(args: argparse.Namespace) -> int:
         )
         created = sim.load(demo_objects(spec))
         log.info("created %d demo objects", created)
+    # Paused by main() until now: with it on, building and loading the demo walked every object
+    # made so far again and again (a start with 40 000 pods: 59 s, 44 s without).
+    resume_collector()
     pki = None
     if args.tls or args.tls_dir:
         tls_dir = args.tls_dir or Path(tempfile.mkdtemp(prefix="cacheproxy-sim-tls-"))
