@@ -8,6 +8,7 @@ import asyncio
 import logging
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +135,7 @@ async def sim_main(args: argparse.Namespace) -> int:
             pods=args.pods,
             seed=args.seed,
         )
-        created = sim.load(demo_objects(spec))
+        created = sim.load(_handed_over(demo_objects(spec)))
         log.info("created %d demo objects", created)
     # Paused by main() until now: with it on, building and loading the demo walked every object
     # made so far again and again (a start with 40 000 pods: 59 s, 44 s without).
@@ -165,6 +166,14 @@ async def sim_main(args: argparse.Namespace) -> int:
     await cancel_and_wait(churn_task)
     await server.stop()
     return 0
+
+
+def _handed_over(objects: list[tuple[str, dict[str, Any]]]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each of ``objects``, dropped from the list as it is taken: the store keeps a copy, so the
+    memory of each demo object holds the next copy (10 000 pods: 669 MiB RSS, not 1 025)."""
+    objects.reverse()
+    while objects:
+        yield objects.pop()
 
 
 def _print_banner(server: object, *, demo: bool, token_hint: bool) -> None:
