@@ -201,12 +201,15 @@ def write_daemon_config(
     indexes: Sequence[str] = ("spec.nodeName",),
     label_selector: str = "",
     consistent_reads: str = "cache",
+    storage: str = "plain",
 ) -> Path:
     """A kubeconfig naming ``upstream`` and the daemon's YAML config (docs/configuration.md).
 
     ``consistent_reads`` is the pods' ``consistentReads``: ``cache`` by default, because these
     benchmarks measure what serving from memory costs (a consistent read adds a wait for
-    upstream's RV, which :mod:`loadtest.scenarios.consistentbench` measures)."""
+    upstream's RV, which :mod:`loadtest.scenarios.consistentbench` measures). ``storage`` is
+    written only when it is not ``plain``, the default, so a daemon without the setting reads
+    the file."""
     kubeconfig = workdir / f"{name}-kubeconfig.yaml"
     kubeconfig.write_text(
         "apiVersion: v1\nkind: Config\n"
@@ -221,6 +224,8 @@ def write_daemon_config(
     if label_selector:
         resource.append(f"    labelSelector: {label_selector!r}")
     resource.append(f"    consistentReads: {consistent_reads}")
+    if storage != "plain":
+        resource.append(f"    storage: {storage}")
     config = workdir / f"{name}.yaml"
     config.write_text(
         "\n".join(
