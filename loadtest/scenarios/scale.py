@@ -1,0 +1,405 @@
+"""Scaling curve: every cost of the daemon against the number of cached pods, its growth checked.
+
+``python -m loadtest scale [--pods 10000 25000 50000 100000 200000] [--storage plain ...]
+[--out DIR]`` starts, for each pod count N, the simulator (``cacheproxy sim --pods N`` with
+N/``--selected`` apps and as many nodes, so that ``app=app-K`` and ``spec.nodeName=node-K``
+select ~``--selected`` pods whatever N), and for each ``--storage`` the daemon (pods with a
+``spec.nodeName`` index; ``storage`` in its config when not ``plain``), each in its own process
+on 127.0.0.1 (:mod:`loadtest.harness.processes`). It measures, in this order:
+
+1. **Memory and first sync**: a daemon caching nothing (its RSS: the fixed cost), stopped; then
+   the daemon: its first sync (URL → ``/readyz``), RSS over the empty one, ÷ stored JSON.
+2. **Lists** (:mod:`loadtest.clients.listbench`, one client): the full list, the label and index
+   field lists (a constant ~``--selected`` items) and a GET, p50.
+3. **Ingest**: merge patches at ``--ingest-rate`` through the simulator; the daemon's CPU per
+   MODIFIED event applied (read from ``/proc`` and its ``/status``), nobody watching.
+4. **Watch delivery** (:mod:`loadtest.clients.fanout`): p99 lag at 100 and 1 000 watchers, at
+   ``--fanout-rate`` events/s.
+5. **Relists**: ``--relists`` times, the simulator fails the daemon's next watch with 410 and
+   ends its watches; the relist's time from ``/status`` (the reflector's backoff left out).
+
+One full list at a time only: the 16-client lists of :mod:`loadtest.scenarios.serve` would hold
+16 bodies of ~1 GB at 200 000 pods. Writes ``scale.md`` (also printed), ``scale.json`` and one PNG
+per cost (:mod:`loadtest.reports.scale_report`: the growth exponents and their verdicts) to
+``--out`` (default ``loadtest/results/<today>-scale``). Verdicts are reported, never asserted:
+the exit status is 0 unless something crashed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import datetime as dt
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from loadtest.clients import fanout
+from loadtest.clients.httpclient import fetch, open_connection
+from loadtest.clients.listbench import Measurement, Scenario, measure, scenarios, verify
+from loadtest.harness.processes import (
+    Service,
+    rss_bytes,
+    start_daemon,
+    start_sim,
+    write_daemon_config,
+)
+from loadtest.harness.scale_records import IngestReading, RelistTiming, ScalePoint, ScaleResult
+from loadtest.reports.report import collect_machine_info
+from loadtest.reports.scale_report import growth, render_scale_report, write_charts
+from loadtest.scenarios.ingest import _loop_factory, _python_command
+
+__all__ = ["main"]
+
+LISTS = ("full", "label", "field", "get")
+STORAGES = ("plain", "compressed")
+_IDLE_SECONDS = 2.0
+
+
+def _progress(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+async def _pods_status(url: str) -> dict[str, Any]:
+    code, body = await fetch(url, "/status")
+    if code != 200:
+        raise RuntimeError(f"GET {url}/status: {code}")
+    pods: dict[str, Any] = orjson.loads(body)["resources"]["pods"]
+    return pods
+
+
+async def _post(url: str, target: str, body: dict[str, Any] | None = None) -> None:
+    conn = await open_connection(url)
+    try:
+        response = await conn.request(target, method="POST", body=orjson.dumps(body or {}))
+    finally:
+        conn.close()
+    if response.status != 200:
+        raise RuntimeError(f"POST {url}{target}: {response.status}")
+
+
+# ---------------------------------------------------------------------- measurements
+
+
+async def _lists(url: str, plan: Sequence[Scenario], args: argparse.Namespace) -> list[Measurement]:
+    out = []
+    for scenario in plan:
+        full = scenario.key == "full"
+        out.append(
+            await measure(
+                url,
+                scenario,
+                server="daemon",
+                concurrency=1,
+                min_requests=args.heavy_requests if full else 20,
+                min_seconds=args.list_seconds,
+                max_seconds=max(60.0, args.list_seconds * 4) if full else args.list_seconds * 4,
+            )
+        )
+    return out
+
+
+async def _ingest(
+    daemon: Service, writer: fanout.StampWriter, args: argparse.Namespace
+) -> IngestReading:
+    """Writes at ``--ingest-rate``; the daemon's CPU until it applied every one of them."""
+    idle0 = daemon.cpu()
+    await asyncio.sleep(_IDLE_SECONDS)
+    before = int((await _pods_status(daemon.url))["events"]["MODIFIED"])
+    cpu0 = daemon.cpu()
+    idle = (cpu0 - idle0) / _IDLE_SECONDS
+    writes, write_rate = await writer.run(args.ingest_rate, args.ingest_seconds)
+    written_at = time.monotonic()
+    applied = 0
+    while time.monotonic() - written_at < 30.0:
+        applied = int((await _pods_status(daemon.url))["events"]["MODIFIED"]) - before
+        if applied >= writes:
+            break
+        await asyncio.sleep(args.poll_seconds)
+    return IngestReading(
+        rate=args.ingest_rate,
+        writes=writes,
+        write_rate=write_rate,
+        applied=applied,
+        daemon_cpu_s=daemon.cpu() - cpu0,
+        catch_up_s=time.monotonic() - written_at,
+        idle_cpu=idle,
+    )
+
+
+async def _fanout(
+    daemon: Service, sim: Service, writer: fanout.StampWriter, args: argparse.Namespace
+) -> list[fanout.FanoutPoint]:
+    points = []
+    for watchers in args.watchers:
+        _progress(f"watch delivery: {watchers} watchers x {args.fanout_rate:g} events/s")
+        points.append(
+            await fanout.run_point(
+                target="daemon",
+                url=daemon.url,
+                writer=writer,
+                watchers=watchers,
+                rate=args.fanout_rate,
+                duration=args.fanout_seconds,
+                drain=args.drain_seconds,
+                max_procs=args.watch_procs,
+                evictions=lambda: fanout.daemon_evictions(daemon.url),
+                server_cpu=daemon.cpu,
+                sim_cpu=sim.cpu,
+            )
+        )
+        await fanout.wait_watchers_gone(daemon.url)
+    return points
+
+
+async def _relist(daemon: str, sim: str, *, poll: float, deadline: float) -> RelistTiming:
+    """One relist forced by a 410 on the daemon's next watch (see the module docstring)."""
+    relists = int((await _pods_status(daemon))["relists"])
+    await _post(sim, "/_sim/fail", {"verb": "watch", "code": 410})
+    started = time.monotonic()
+    await _post(sim, "/_sim/end-watches")
+    backing_off = started
+    while time.monotonic() - started < deadline:
+        asked = time.monotonic()
+        status = await _pods_status(daemon)
+        if status["phase"] == "backing-off":
+            backing_off = asked
+        elif int(status["relists"]) > relists and status["phase"] == "watching":
+            done = time.monotonic()
+            return RelistTiming(seconds=done - backing_off, total_s=done - started)
+        await asyncio.sleep(poll)
+    raise RuntimeError(f"the daemon did not relist its pods within {deadline:g} s")
+
+
+# ---------------------------------------------------------------------- one N
+
+
+def _empty_rss(workdir: Path, sim: Service) -> int:
+    config = write_daemon_config(
+        workdir, name="daemon-empty", upstream=sim.url, label_selector="loadtest/none=1"
+    )
+    empty = start_daemon(workdir, config, name="daemon-empty")
+    try:
+        empty.wait_ready(60)
+        time.sleep(0.5)  # as long as the daemon's settle below
+        return empty.rss()
+    finally:
+        empty.stop()
+
+
+def _measure_daemon(
+    n: int,
+    storage: str,
+    *,
+    sim: Service,
+    sim_start_s: float,
+    rss_empty: int,
+    args: argparse.Namespace,
+    workdir: Path,
+    runner: asyncio.Runner,
+) -> ScalePoint:
+    """Every reading of one daemon of ``storage`` over the simulator's ``n`` pods."""
+    config = write_daemon_config(
+        workdir, name=f"daemon-{storage}", upstream=sim.url, storage=storage
+    )
+    spawned = time.monotonic()
+    daemon = start_daemon(workdir, config, name=f"daemon-{storage}")
+    try:
+        start_s = time.monotonic() - spawned
+        _progress(f"N={n}, {storage}: first sync")
+        sync_s = daemon.wait_ready(120 + n / 500)
+        time.sleep(0.5)  # the daemon's post-sync gc.freeze
+        rss = daemon.rss()
+        status = runner.run(_pods_status(daemon.url))
+        _, names = runner.run(fetch(daemon.url, "/api/v1/pods?limit=1000"))
+        pods = [
+            (i["metadata"]["namespace"], i["metadata"]["name"])
+            for i in orjson.loads(names)["items"]
+        ]
+        apps = max(1, n // args.selected)
+        plan = [
+            s
+            for s in scenarios(namespaces=args.namespaces, apps=apps, nodes=apps, pods=pods)
+            if s.key in LISTS
+        ]
+        items = {s.key: runner.run(verify(daemon.url, s))[0] for s in plan if s.key != "full"}
+        items["full"] = int(status["objects"])
+        _progress(f"N={n}, {storage}: lists")
+        lists = runner.run(_lists(daemon.url, plan, args))
+        writer = fanout.StampWriter(sim.url)
+        runner.run(writer.open())
+        try:
+            _progress(f"N={n}, {storage}: ingest at {args.ingest_rate:g} writes/s")
+            ingest = runner.run(_ingest(daemon, writer, args))
+            fanned = runner.run(_fanout(daemon, sim, writer, args))
+        finally:
+            writer.close()
+        relists = []
+        for i in range(args.relists):
+            _progress(f"N={n}, {storage}: relist {i + 1} of {args.relists}")
+            relists.append(
+                runner.run(
+                    _relist(daemon.url, sim.url, poll=args.poll_seconds, deadline=120 + n / 500)
+                )
+            )
+            time.sleep(1.0)  # the old state let go before the next
+        return ScalePoint(
+            pods=n,
+            storage=storage,
+            selected=args.selected,
+            sim_start_s=sim_start_s,
+            start_s=start_s,
+            sync_s=sync_s,
+            objects=int(status["objects"]),
+            stored_bytes=int(status["bytes"]),
+            rss=rss,
+            rss_empty=rss_empty,
+            hwm=rss_bytes(daemon.pid, "VmHWM"),
+            items=items,
+            lists=lists,
+            ingest=ingest,
+            fanout=fanned,
+            relists=relists,
+        )
+    finally:
+        daemon.stop()
+
+
+def _measure_size(
+    n: int, args: argparse.Namespace, workdir: Path, runner: asyncio.Runner
+) -> list[ScalePoint]:
+    apps = max(1, n // args.selected)
+    _progress(f"N={n}: starting the simulator ({apps} apps, {apps} nodes)")
+    started = time.monotonic()
+    sim = start_sim(
+        workdir,
+        pods=n,
+        namespaces=args.namespaces,
+        nodes=apps,
+        apps=apps,
+        seed=args.seed,
+    )
+    try:
+        sim_start_s = time.monotonic() - started
+        _progress(f"N={n}: the empty daemon")
+        rss_empty = _empty_rss(workdir, sim)
+        return [
+            _measure_daemon(
+                n,
+                storage,
+                sim=sim,
+                sim_start_s=sim_start_s,
+                rss_empty=rss_empty,
+                args=args,
+                workdir=workdir,
+                runner=runner,
+            )
+            for storage in args.storage
+        ]
+    finally:
+        sim.stop()
+
+
+# ---------------------------------------------------------------------- command line
+
+
+def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m loadtest scale", description=__doc__)
+    parser.add_argument(
+        "--pods", type=int, nargs="+", default=[10_000, 25_000, 50_000, 100_000, 200_000]
+    )
+    parser.add_argument(
+        "--storage",
+        choices=STORAGES,
+        action="append",
+        help="the pods' storage (repeatable; default plain)",
+    )
+    parser.add_argument("--out", type=Path, help="default loadtest/results/<YYYY-MM-DD>-scale")
+    parser.add_argument("--namespaces", type=int, default=10)
+    parser.add_argument(
+        "--selected", type=int, default=500, help="pods per app and per node (N/this of each)"
+    )
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--list-seconds", type=float, default=2.0, help="least time per list")
+    parser.add_argument("--heavy-requests", type=int, default=3, help="full lists, at least")
+    parser.add_argument("--ingest-rate", type=float, default=1000.0, help="writes/s")
+    parser.add_argument("--ingest-seconds", type=float, default=5.0)
+    parser.add_argument("--watchers", type=int, nargs="+", default=[100, 1000])
+    parser.add_argument("--fanout-rate", type=float, default=20.0, help="events/s")
+    parser.add_argument("--fanout-seconds", type=float, default=5.0)
+    parser.add_argument("--drain-seconds", type=float, default=3.0)
+    parser.add_argument("--watch-procs", type=int, default=2, help="watch client processes")
+    parser.add_argument("--relists", type=int, default=3, help="relists per N")
+    parser.add_argument("--poll-seconds", type=float, default=0.02, help="/status polls")
+    parser.add_argument("--keep-logs", action="store_true", help="keep the servers' logs")
+    args = parser.parse_args(argv)
+    args.storage = list(dict.fromkeys(args.storage or ["plain"]))
+    args.pods = sorted(set(args.pods))
+    args.out = args.out or Path("loadtest/results") / f"{dt.date.today().isoformat()}-scale"
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _parse_args(argv)
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    command = " ".join([_python_command(), "-m", "loadtest", "scale", *argv])
+    machine = collect_machine_info(command=command, loop="uvloop (every process)", cpu=None)
+    workdir = Path(tempfile.mkdtemp(prefix="loadtest-scale-"))
+    points: list[ScalePoint] = []
+    ok = False
+    try:
+        with asyncio.Runner(loop_factory=_loop_factory("uvloop")) as runner:
+            for n in args.pods:
+                points += _measure_size(n, args, workdir, runner)
+        ok = True
+    finally:
+        if ok and not args.keep_logs:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            _progress(f"server logs kept in {workdir}")
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    settings.pop("keep_logs")
+    result = ScaleResult(
+        machine=machine,
+        points=points,
+        settings=settings,
+        load_average_end=" ".join(f"{x:.2f}" for x in os.getloadavg()),
+        storages=args.storage,
+    )
+    charts = write_charts(result, out)
+    report = render_scale_report(result, charts=charts)
+    (out / "scale.md").write_text(report)
+    (out / "scale.json").write_bytes(orjson.dumps(_jsonable(result), option=orjson.OPT_INDENT_2))
+    print(report, flush=True)
+    _progress(f"report written to {out / 'scale.md'}")
+    return 0
+
+
+def _jsonable(result: ScaleResult) -> dict[str, Any]:
+    """The result as JSON: each list's latencies as p50/p99/rate, each point's derived costs."""
+    doc = dataclasses.asdict(result)
+    for point, raw in zip(result.points, doc["points"], strict=True):
+        for m, d in zip(point.lists, raw["lists"], strict=True):
+            d.pop("latencies")
+            d.update(p50=m.p50, p99=m.p99, rate=m.rate)
+        raw["ingest"].update(
+            cpu_us_per_event=point.ingest.cpu_us_per_event,
+            events_per_cpu_s=point.ingest.events_per_cpu_s,
+        )
+        raw.update(net_rss=point.net_rss, rss_ratio=point.rss_ratio, relist_s=point.relist_s)
+    doc["growth"] = growth(result)
+    return doc
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
