@@ -60,6 +60,9 @@ class ScalePoint:
     selected: int
     """Pods per app and per node: what the label and index field lists select at every N."""
     sim_start_s: float
+    sim_rss: int
+    """The simulator's ``VmRSS`` once it listened (what a run at this N needs besides the
+    daemon's)."""
     start_s: float
     """Daemon process start until it logged its URL (imports, configuration, listening)."""
     sync_s: float

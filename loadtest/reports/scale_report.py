@@ -205,7 +205,7 @@ def _details(p: ScalePoint) -> str:
     rows: list[tuple[str, str]] = [
         ("objects / stored JSON", f"{_num(p.objects)} / {p.stored_bytes / MIB:,.1f} MiB"),
         ("apps, nodes (pods each)", f"{_num(p.pods // max(1, p.selected))} ({_num(p.selected)})"),
-        ("simulator start (s)", f"{p.sim_start_s:.1f}"),
+        ("simulator start (s); its RSS", f"{p.sim_start_s:.1f}; {p.sim_rss / MIB:,.0f} MiB"),
         ("daemon start → URL / URL → ready (s)", f"{p.start_s:.2f} / {p.sync_s:.2f}"),
         (
             "RSS / empty daemon / net ÷ stored JSON",

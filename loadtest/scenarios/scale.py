@@ -201,6 +201,7 @@ def _measure_daemon(
     *,
     sim: Service,
     sim_start_s: float,
+    sim_rss: int,
     rss_empty: int,
     args: argparse.Namespace,
     workdir: Path,
@@ -256,6 +257,7 @@ def _measure_daemon(
             storage=storage,
             selected=args.selected,
             sim_start_s=sim_start_s,
+            sim_rss=sim_rss,
             start_s=start_s,
             sync_s=sync_s,
             objects=int(status["objects"]),
@@ -288,7 +290,7 @@ def _measure_size(
         seed=args.seed,
     )
     try:
-        sim_start_s = time.monotonic() - started
+        sim_start_s, sim_rss = time.monotonic() - started, sim.rss()
         _progress(f"N={n}: the empty daemon")
         rss_empty = _empty_rss(workdir, sim)
         return [
@@ -297,6 +299,7 @@ def _measure_size(
                 storage,
                 sim=sim,
                 sim_start_s=sim_start_s,
+                sim_rss=sim_rss,
                 rss_empty=rss_empty,
                 args=args,
                 workdir=workdir,

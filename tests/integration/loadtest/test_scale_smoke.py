@@ -55,6 +55,7 @@ def test_selected_lists_keep_their_size_as_the_pods_double(
 def test_memory_sync_and_relists_are_read(run: tuple[Path, dict[str, Any], str]) -> None:
     for p in run[1]["points"]:
         assert 0 < p["rss_empty"] < p["rss"] <= p["hwm"], p
+        assert p["sim_rss"] > p["stored_bytes"]  # managedFields kept, dicts beside the bytes
         assert 2_000 < p["stored_bytes"] / p["pods"] < 20_000  # demo pods, managedFields dropped
         assert 0 < p["sync_s"] < 30 and 0 < p["start_s"] < 30
         (relist,) = p["relists"]

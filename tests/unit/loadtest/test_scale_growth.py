@@ -121,6 +121,7 @@ def _point(n: int) -> ScalePoint:
         storage="plain",
         selected=500,
         sim_start_s=n / 2000,
+        sim_rss=n * 60_000,
         start_s=0.9,
         sync_s=n / 20_000,
         objects=n,
