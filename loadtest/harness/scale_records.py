@@ -79,8 +79,11 @@ class ScalePoint:
     items: dict[str, int]
     """Items of one answer per list scenario (-1: not a 200)."""
     lists: list[Measurement]
-    ingest: IngestReading
+    """Every repeat of every list scenario."""
+    ingest: list[IngestReading]
+    """Every repeat."""
     fanout: list[FanoutPoint]
+    """Every repeat at every watcher count."""
     relists: list[RelistTiming]
 
     @property
@@ -95,18 +98,24 @@ class ScalePoint:
     @property
     def relist_s(self) -> float:
         """The median relist."""
-        return statistics.median(r.seconds for r in self.relists) if self.relists else _NAN
+        return _median([r.seconds for r in self.relists])
 
     def p50(self, scenario: str) -> float:
-        m = self.find(scenario)
-        return m.p50 if m is not None else _NAN
+        """The median of the repeats' p50 latencies."""
+        return _median([m.p50 for m in self.lists if m.scenario == scenario])
 
-    def find(self, scenario: str) -> Measurement | None:
-        return next((m for m in self.lists if m.scenario == scenario), None)
+    @property
+    def ingest_us_per_event(self) -> float:
+        """The median of the repeats' daemon CPU per event."""
+        return _median([g.cpu_us_per_event for g in self.ingest])
 
     def watch_lag_p99(self, watchers: int) -> float:
-        point = next((p for p in self.fanout if p.watchers == watchers), None)
-        return point.lag_p99 if point is not None else _NAN
+        """The median of the repeats' p99 delivery lags."""
+        return _median([f.lag_p99 for f in self.fanout if f.watchers == watchers])
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else _NAN
 
 
 @dataclass(frozen=True, slots=True)

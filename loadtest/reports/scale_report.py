@@ -13,7 +13,7 @@ where a curve bends. :func:`write_charts` draws one PNG per curve (matplotlib, t
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -68,7 +68,7 @@ CURVES: tuple[Curve, ...] = (
     Curve("label-list", "label list p50 (app=app-K)", "ms", "flat", lambda p: _ms(p.p50("label"))),
     Curve("field-list", "index field list p50 (spec.nodeName)", "ms", "flat", lambda p: _ms(p.p50("field"))),
     Curve("get", "single GET p50", "ms", "flat", lambda p: _ms(p.p50("get"))),
-    Curve("ingest", "ingest: daemon CPU per MODIFIED event", "µs", "flat", lambda p: p.ingest.cpu_us_per_event),
+    Curve("ingest", "ingest: daemon CPU per MODIFIED event", "µs", "flat", lambda p: p.ingest_us_per_event),
 )  # fmt: skip
 """Every cost but watch delivery, which has a curve per watcher count (:func:`curves`)."""
 
@@ -131,6 +131,10 @@ def _expected(growth: Growth) -> str:
 
 def _k(k: float) -> str:
     return f"{k:.2f}" if math.isfinite(k) else "n/a"
+
+
+def _each(values: Iterable[float]) -> str:
+    return ", ".join(map(_value, values))
 
 
 def _value(x: float) -> str:
@@ -217,32 +221,38 @@ def _details(p: ScalePoint) -> str:
             ", ".join(f"{r.seconds:.2f} / {r.total_s:.2f}" for r in p.relists) or "n/a",
         ),
     ]
-    for m in p.lists:
+    for key in dict.fromkeys(m.scenario for m in p.lists):
+        runs = [m for m in p.lists if m.scenario == key]
         rows.append(
             (
-                f"{m.scenario}: p50 / p99 ms (items; KiB; requests)",
-                f"{_value(_ms(m.p50))} / {_value(_ms(m.p99))} ({_num(p.items.get(m.scenario, -1))};"
-                f" {m.bytes_per_request / 1024:,.0f}; {m.requests})",
+                f"{key}: p50 ms, median (each run); p99 ms (items; KiB; requests)",
+                f"{_value(_ms(p.p50(key)))} ({_each(_ms(m.p50) for m in runs)});"
+                f" {_each(_ms(m.p99) for m in runs)} ({_num(p.items.get(key, -1))};"
+                f" {runs[0].bytes_per_request / 1024:,.0f}; {_num(sum(m.requests for m in runs))})",
             )
         )
-    g = p.ingest
-    rows += [
-        (
-            "ingest: writes at rate asked / achieved (applied)",
-            f"{_num(g.writes)} at {_num(g.rate)} / {_num(g.write_rate)}/s ({_num(g.applied)})",
-        ),
-        (
-            "ingest: daemon CPU µs per event; events per CPU-second; catch-up (s); idle CPU",
-            f"{g.cpu_us_per_event:.1f}; {_num(g.events_per_cpu_s)}; {g.catch_up_s:.2f};"
-            f" {g.idle_cpu * 100:.1f} %",
-        ),
-    ]
-    for f in p.fanout:
+    if p.ingest:
+        rows += [
+            (
+                f"ingest: writes at {_num(p.ingest[0].rate)}/s asked: achieved (applied)",
+                ", ".join(f"{_num(g.write_rate)}/s ({_num(g.applied)})" for g in p.ingest),
+            ),
+            (
+                "ingest: daemon CPU µs per event, median (each run); idle CPU before",
+                f"{p.ingest_us_per_event:.1f} ({_each(g.cpu_us_per_event for g in p.ingest)});"
+                f" {p.ingest[0].idle_cpu * 100:.1f} %",
+            ),
+        ]
+    for watchers in dict.fromkeys(f.watchers for f in p.fanout):
+        points = [f for f in p.fanout if f.watchers == watchers]
         rows.append(
             (
-                f"watch, {_num(f.watchers)} watchers x {f.rate:g}/s: p50 / p99 / max ms",
-                f"{_value(_ms(f.lag_p50))} / {_value(_ms(f.lag_p99))} / {_value(_ms(f.lag_max))}"
-                f" (delivered {_num(f.delivered)} of {_num(f.expected)}, evicted {f.evicted})",
+                f"watch, {_num(watchers)} watchers x {points[0].rate:g}/s: p99 ms, median (each run);"
+                " p50 ms; delivered; evicted",
+                f"{_value(_ms(p.watch_lag_p99(watchers)))} ({_each(_ms(f.lag_p99) for f in points)});"
+                f" {_each(_ms(f.lag_p50) for f in points)};"
+                f" {_num(sum(f.delivered for f in points))} of {_num(sum(f.expected for f in points))};"
+                f" {sum(f.evicted for f in points)}",
             )
         )
     return _markdown((f"N = {_num(p.pods)}, {p.storage}", ""), rows)
@@ -256,15 +266,18 @@ own process on 127.0.0.1: a daemon caching nothing (its RSS is the fixed cost), 
 daemon (pods with a `spec.nodeName` index; `storage` as the column says). In order:
 *first sync*: from the daemon's URL in its log to `/readyz` 200 (the process start before it is
 beside it in the details). *RSS*: `VmRSS` 0.5 s after the sync less the empty daemon's.
+Lists, ingest and watch delivery run {repeats} times each; the curves take the median run.
 *Lists* (`loadtest/clients/listbench.py`): one client, keep-alive, p50 of at least
-{list_seconds:g} s of requests (the full list: at least {heavy} requests); the label and field
-lists vary K, the GET its pod. *Ingest*: merge patches of an annotation on 500 pods at
-{ingest_rate:g}/s for {ingest_seconds:g} s through the simulator; the daemon's CPU time (`/proc`)
-from the first write until its `/status` counted every write as a MODIFIED event applied, ÷ the
-events: the cost of one event through watch, decode, store, indexes and EventLog, nobody
-watching. *Watch delivery* (`loadtest/clients/fanout.py`): {watchers} watchers of every pod
-in watch-client processes, {fanout_rate:g} patches/s for {fanout_seconds:g} s, each stamped with its
-send time; p99 of write → client read, a missing delivery counting as infinite. *Relist*
+{list_seconds:g} s of requests (the full list: at least {heavy} requests), the client and the
+daemon on one CPU (across two, each request's wake-ups cost 0.1-0.3 ms more, varying with where
+the scheduler put them); the label and field lists vary K, the GET its pod. *Ingest*: merge
+patches of an annotation on 500 pods at {ingest_rate:g}/s for {ingest_seconds:g} s through the
+simulator; the daemon's CPU time (`/proc`) from the first write until its `/status` counted
+every write as a MODIFIED event applied, ÷ the events: the cost of one event through watch,
+decode, store, indexes and EventLog, nobody watching, at a rate where each event comes in a
+read of its own. *Watch delivery* (`loadtest/clients/fanout.py`): {watchers} watchers of every
+pod in watch-client processes, {fanout_rate:g} patches/s for {fanout_seconds:g} s, each stamped
+with its send time; p99 of write → client read, a missing delivery counting as infinite. *Relist*
 ({relists} times, last): the simulator's next watch fails 410 (`/_sim/fail`) and its watches
 end (`/_sim/end-watches`); the daemon's reflector backs off (0.8-1.6 s) and syncs again. The
 time is from the last `/status` poll (every {poll_ms:g} ms) that saw it back off to the first
@@ -301,6 +314,7 @@ def render_scale_report(result: ScaleResult, *, charts: Sequence[str] = ()) -> s
         fanout_rate=s.get("fanout_rate", 0.0),
         fanout_seconds=s.get("fanout_seconds", 0.0),
         relists=s.get("relists"),
+        repeats=s.get("repeats"),
         watchers=", then ".join(_num(w) for w in s.get("watchers", ())),
         poll_ms=s.get("poll_seconds", 0.0) * 1000,
         linear=LINEAR_MAX,

@@ -131,14 +131,17 @@ def _point(n: int) -> ScalePoint:
         hwm=90 * mib + n * 14_000,
         items={"full": n, "label": 500, "field": 500, "get": 1},
         lists=lists,
-        ingest=IngestReading(
-            rate=1000.0,
-            writes=5000,
-            write_rate=1000.0,
-            applied=5000,
-            daemon_cpu_s=0.4,
-            catch_up_s=0.02,
-        ),
+        ingest=[
+            IngestReading(
+                rate=1000.0,
+                writes=5000,
+                write_rate=1000.0,
+                applied=5000,
+                daemon_cpu_s=cpu,
+                catch_up_s=0.02,
+            )
+            for cpu in (0.45, 0.4, 0.35)
+        ],
         fanout=fanout,
         relists=[RelistTiming(seconds=n / 25_000, total_s=n / 25_000 + 1.2)],
     )
