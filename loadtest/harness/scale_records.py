@@ -27,30 +27,35 @@ class RelistTiming:
 
 @dataclass(frozen=True, slots=True)
 class IngestReading:
-    rate: float
-    """Writes/s asked of the writer."""
+    """One burst: writes the daemon did not see as they were made (its watch silent), then
+    delivered to it all at once by its resumed watch."""
+
     writes: int
     """Merge patches the simulator acknowledged."""
     write_rate: float
-    """Writes/s the writer achieved."""
+    """Writes/s the simulator took (as fast as it would)."""
+    early: int
+    """MODIFIED events the daemon applied before the burst (0 unless its watch was not silent)."""
     applied: int
-    """MODIFIED events the daemon applied over the same time (its ``/status``)."""
+    """MODIFIED events the daemon applied in the burst (its ``/status``)."""
+    burst_s: float
+    """From the silent watch's end until the daemon had applied every write."""
     daemon_cpu_s: float
-    """Daemon CPU time from the first write until every write was applied."""
-    catch_up_s: float
-    """From the last write's acknowledgement until the daemon had applied every write."""
-    idle_cpu: float = 0.0
-    """Daemon CPU seconds per second over a moment without writes just before: what the
-    per-event figure holds of the daemon's own timers."""
+    sim_cpu_s: float
+    """The simulator's CPU over the burst (sending the events from its history)."""
 
     @property
     def cpu_us_per_event(self) -> float:
         return self.daemon_cpu_s / self.applied * 1e6 if self.applied else _NAN
 
     @property
-    def events_per_cpu_s(self) -> float:
-        """What one core would apply per second at this cost."""
-        return self.applied / self.daemon_cpu_s if self.daemon_cpu_s > 0 else _NAN
+    def events_per_s(self) -> float:
+        return self.applied / self.burst_s if self.burst_s > 0 else _NAN
+
+    @property
+    def daemon_busy(self) -> float:
+        """The daemon's CPU ÷ the burst's time: near 1, it was the limit; well below, upstream."""
+        return self.daemon_cpu_s / self.burst_s if self.burst_s > 0 else _NAN
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,8 +11,9 @@ on 127.0.0.1 (:mod:`loadtest.harness.processes`). It measures, in this order:
    the daemon: its first sync (URL → ``/readyz``), RSS over the empty one, ÷ stored JSON.
 2. **Lists** (:mod:`loadtest.clients.listbench`, one client): the full list, the label and index
    field lists (a constant ~``--selected`` items) and a GET, p50.
-3. **Ingest**: merge patches at ``--ingest-rate`` through the simulator; the daemon's CPU per
-   MODIFIED event applied (read from ``/proc`` and its ``/status``), nobody watching.
+3. **Ingest**: ``--ingest-writes`` merge patches made while the daemon's watch is silent, then
+   delivered to it at once: how fast it applies them and its CPU per event (``/proc``, its
+   ``/status``), nobody watching.
 4. **Watch delivery** (:mod:`loadtest.clients.fanout`): p99 lag at 100 and 1 000 watchers, at
    ``--fanout-rate`` events/s.
 5. **Relists**: ``--relists`` times, the simulator fails the daemon's next watch with 410 and
@@ -62,7 +63,8 @@ __all__ = ["main"]
 
 LISTS = ("full", "label", "field", "get")
 STORAGES = ("plain", "compressed")
-_IDLE_SECONDS = 2.0
+_AS_FAST = 1e6
+"""A write rate no simulator takes: the writer sends each write when the previous is answered."""
 
 
 def _progress(message: str) -> None:
@@ -133,38 +135,47 @@ def _one_cpu(*pids: int) -> Iterator[None]:
 
 
 async def _ingest(
-    daemon: Service, writer: fanout.StampWriter, args: argparse.Namespace
-) -> list[IngestReading]:
-    """``--repeats`` runs of writes at ``--ingest-rate``, each timed until the daemon applied
-    every one of them; the first after a moment without writes, to see the daemon's idle CPU."""
-    idle0 = daemon.cpu()
-    await asyncio.sleep(_IDLE_SECONDS)
-    idle = (daemon.cpu() - idle0) / _IDLE_SECONDS
-    return [await _ingest_run(daemon, writer, args, idle) for _ in range(args.repeats)]
-
-
-async def _ingest_run(
-    daemon: Service, writer: fanout.StampWriter, args: argparse.Namespace, idle: float
+    daemon: Service, sim: Service, writer: fanout.StampWriter, writes: int
 ) -> IngestReading:
+    """One burst of ``writes`` MODIFIED events: the simulator's next watch stream is silent and
+    its watches end, so the daemon watches again and hears nothing; the writes are made; its
+    watches end again, and the daemon's resumed watch gets every write from the simulator's
+    history at once. Timed from there until the daemon's ``/status`` counted them all."""
     before = int((await _pods_status(daemon.url))["events"]["MODIFIED"])
-    cpu0 = daemon.cpu()
-    writes, write_rate = await writer.run(args.ingest_rate, args.ingest_seconds)
-    written_at = time.monotonic()
+    injected = await _faults_injected(sim.url)
+    await _post(sim.url, "/_sim/stream-fault", {"fault": "silent"})
+    await _post(sim.url, "/_sim/end-watches")
+    for _ in range(3000):
+        if await _faults_injected(sim.url) > injected:
+            break  # the daemon's silent watch started
+        await asyncio.sleep(0.01)
+    else:
+        raise RuntimeError("the daemon did not watch again within 30 s")
+    acked, write_rate = await writer.run(_AS_FAST, writes / _AS_FAST)
+    early = int((await _pods_status(daemon.url))["events"]["MODIFIED"]) - before
+    cpu0, sim0 = daemon.cpu(), sim.cpu()
+    started = time.monotonic()
+    await _post(sim.url, "/_sim/end-watches")
     applied = 0
-    while time.monotonic() - written_at < 30.0:
-        applied = int((await _pods_status(daemon.url))["events"]["MODIFIED"]) - before
-        if applied >= writes:
+    while time.monotonic() - started < 60.0:
+        applied = int((await _pods_status(daemon.url))["events"]["MODIFIED"]) - before - early
+        if applied >= acked - early:
             break
-        await asyncio.sleep(args.poll_seconds)
+        await asyncio.sleep(0.01)
     return IngestReading(
-        rate=args.ingest_rate,
-        writes=writes,
+        writes=acked,
         write_rate=write_rate,
+        early=early,
         applied=applied,
+        burst_s=time.monotonic() - started,
         daemon_cpu_s=daemon.cpu() - cpu0,
-        catch_up_s=time.monotonic() - written_at,
-        idle_cpu=idle,
+        sim_cpu_s=sim.cpu() - sim0,
     )
+
+
+async def _faults_injected(sim: str) -> int:
+    _, body = await fetch(sim, "/_sim/stats")
+    return int(orjson.loads(body)["faultsInjected"])
 
 
 async def _fanout(
@@ -275,8 +286,12 @@ def _measure_daemon(
         writer = fanout.StampWriter(sim.url)
         runner.run(writer.open())
         try:
-            _progress(f"N={n}, {storage}: ingest at {args.ingest_rate:g} writes/s")
-            ingest = runner.run(_ingest(daemon, writer, args))
+            ingest = []
+            for i in range(args.repeats):
+                _progress(
+                    f"N={n}, {storage}: ingest, a burst of {args.ingest_writes} writes ({i + 1} of {args.repeats})"
+                )
+                ingest.append(runner.run(_ingest(daemon, sim, writer, args.ingest_writes)))
             fanned = runner.run(_fanout(daemon, sim, writer, args))
         finally:
             writer.close()
@@ -370,8 +385,9 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--list-seconds", type=float, default=2.0, help="least time per list")
     parser.add_argument("--heavy-requests", type=int, default=3, help="full lists, at least")
-    parser.add_argument("--ingest-rate", type=float, default=1000.0, help="writes/s")
-    parser.add_argument("--ingest-seconds", type=float, default=5.0)
+    parser.add_argument(
+        "--ingest-writes", type=int, default=10_000, help="MODIFIED events in an ingest burst"
+    )
     parser.add_argument("--watchers", type=int, nargs="+", default=[100, 1000])
     parser.add_argument("--fanout-rate", type=float, default=20.0, help="events/s")
     parser.add_argument("--fanout-seconds", type=float, default=5.0)
@@ -436,7 +452,7 @@ def _jsonable(result: ScaleResult) -> dict[str, Any]:
             d.pop("latencies")
             d.update(p50=m.p50, p99=m.p99, rate=m.rate)
         for g, d in zip(point.ingest, raw["ingest"], strict=True):
-            d.update(cpu_us_per_event=g.cpu_us_per_event, events_per_cpu_s=g.events_per_cpu_s)
+            d.update(cpu_us_per_event=g.cpu_us_per_event, events_per_s=g.events_per_s)
         raw.update(net_rss=point.net_rss, rss_ratio=point.rss_ratio, relist_s=point.relist_s)
     doc["growth"] = growth(result)
     return doc

@@ -133,12 +133,13 @@ def _point(n: int) -> ScalePoint:
         lists=lists,
         ingest=[
             IngestReading(
-                rate=1000.0,
                 writes=5000,
                 write_rate=1000.0,
+                early=0,
                 applied=5000,
+                burst_s=cpu * 1.1,
                 daemon_cpu_s=cpu,
-                catch_up_s=0.02,
+                sim_cpu_s=0.1,
             )
             for cpu in (0.45, 0.4, 0.35)
         ],
