@@ -90,6 +90,11 @@ class ScalePoint:
     fanout: list[FanoutPoint]
     """Every repeat at every watcher count."""
     relists: list[RelistTiming]
+    wall_s: float = _NAN
+    """How long this N took, the simulator's start to its stop (every storage)."""
+    other_cpu_s: float = _NAN
+    """CPU-seconds the machine was busy over ``wall_s`` beyond this benchmark's processes: other
+    work (the numbers are then not this daemon's alone) and the kernel's loopback work."""
 
     @property
     def net_rss(self) -> int:

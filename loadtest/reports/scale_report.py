@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from loadtest.harness.scale_records import ScalePoint, ScaleResult
-from loadtest.reports.figures import MIB, times
+from loadtest.reports.figures import MIB, div, times
 from loadtest.reports.report import _markdown, _num
 
 __all__ = [
@@ -137,6 +137,10 @@ def _each(values: Iterable[float]) -> str:
     return ", ".join(map(_value, values))
 
 
+def _fixed(x: float, digits: int) -> str:
+    return f"{x:.{digits}f}" if math.isfinite(x) else "n/a"
+
+
 def _value(x: float) -> str:
     if not math.isfinite(x):
         return "n/a"
@@ -210,6 +214,11 @@ def _details(p: ScalePoint) -> str:
         ("objects / stored JSON", f"{_num(p.objects)} / {p.stored_bytes / MIB:,.1f} MiB"),
         ("apps, nodes (pods each)", f"{_num(p.pods // max(1, p.selected))} ({_num(p.selected)})"),
         ("simulator start (s); its RSS", f"{p.sim_start_s:.1f}; {p.sim_rss / MIB:,.0f} MiB"),
+        (
+            "this N: wall s; other CPU on the machine (s; mean cores)",
+            f"{_fixed(p.wall_s, 0)}; {_fixed(p.other_cpu_s, 0)};"
+            f" {_fixed(div(p.other_cpu_s, p.wall_s), 2)}",
+        ),
         ("daemon start → URL / URL → ready (s)", f"{p.start_s:.2f} / {p.sync_s:.2f}"),
         (
             "RSS / empty daemon / net ÷ stored JSON",
@@ -304,6 +313,11 @@ with k ≤ {flat:g}. Verdicts are reported, never asserted. The charts draw each
 def render_scale_report(result: ScaleResult, *, charts: Sequence[str] = ()) -> str:
     m = result.machine
     s = result.settings
+    other = ", ".join(
+        f"{_num(p.pods)}: {_fixed(div(p.other_cpu_s, p.wall_s), 2)}"
+        for p in sorted(result.points, key=lambda p: p.pods)
+        if p.storage == result.storages[0]
+    )
     header = f"""\
 # Scaling curve: each cost against the number of cached pods
 
@@ -313,6 +327,9 @@ def render_scale_report(result: ScaleResult, *, charts: Sequence[str] = ()) -> s
 - machine: nproc {m.nproc}, {m.cpu_model}, {m.memory} RAM; load average at start
   {m.load_average}, at the end {result.load_average_end or "n/a"}
 - storage: {", ".join(result.storages)}
+- other CPU on the machine over each N, beside this benchmark's processes (the kernel's
+  loopback work included; more than a few tenths of a core is other work), mean cores:
+  {other}
 """
     method = _METHOD.format(
         namespaces=s.get("namespaces"),

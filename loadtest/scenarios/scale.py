@@ -49,6 +49,7 @@ from loadtest.clients.httpclient import fetch, open_connection
 from loadtest.clients.listbench import Measurement, Scenario, measure, scenarios, verify
 from loadtest.harness.processes import (
     Service,
+    machine_cpu,
     rss_bytes,
     start_daemon,
     start_sim,
@@ -332,6 +333,7 @@ def _measure_size(
 ) -> list[ScalePoint]:
     apps = max(1, n // args.selected)
     _progress(f"N={n}: starting the simulator ({apps} apps, {apps} nodes)")
+    usage = _Usage()
     started = time.monotonic()
     sim = start_sim(
         workdir,
@@ -345,7 +347,7 @@ def _measure_size(
         sim_start_s, sim_rss = time.monotonic() - started, sim.rss()
         _progress(f"N={n}: the empty daemon")
         rss_empty = _empty_rss(workdir, sim)
-        return [
+        points = [
             _measure_daemon(
                 n,
                 storage,
@@ -361,6 +363,29 @@ def _measure_size(
         ]
     finally:
         sim.stop()
+    wall_s, other_cpu_s = usage.other()
+    return [dataclasses.replace(p, wall_s=wall_s, other_cpu_s=other_cpu_s) for p in points]
+
+
+class _Usage:
+    """The machine's busy CPU time beyond this process and its children (each server and client
+    process is one, waited for once stopped): other work on the machine, and the kernel's
+    network work, which no process is charged with."""
+
+    def __init__(self) -> None:
+        self._at = time.monotonic()
+        self._busy = machine_cpu()[0]
+        self._own = self._own_cpu()
+
+    @staticmethod
+    def _own_cpu() -> float:
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system
+
+    def other(self) -> tuple[float, float]:
+        """(Seconds since made, CPU-seconds of other work over them.)"""
+        busy = machine_cpu()[0] - self._busy
+        return time.monotonic() - self._at, busy - (self._own_cpu() - self._own)
 
 
 # ---------------------------------------------------------------------- command line

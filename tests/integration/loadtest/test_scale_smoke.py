@@ -59,6 +59,7 @@ def test_memory_sync_and_relists_are_read(run: tuple[Path, dict[str, Any], str])
         assert p["sim_rss"] > p["stored_bytes"]  # managedFields kept, dicts beside the bytes
         assert 2_000 < p["stored_bytes"] / p["pods"] < 20_000  # demo pods, managedFields dropped
         assert 0 < p["sync_s"] < 30 and 0 < p["start_s"] < 30
+        assert p["wall_s"] > p["sim_start_s"] and math.isfinite(p["other_cpu_s"])
         (relist,) = p["relists"]
         assert 0 < relist["seconds"] < relist["total_s"] < 30, relist
 
