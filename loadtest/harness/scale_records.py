@@ -84,7 +84,7 @@ class ScalePoint:
     items: dict[str, int]
     """Items of one answer per list scenario (-1: not a 200)."""
     lists: list[Measurement]
-    """Every repeat of every list scenario."""
+    """Every connection's run of every list scenario."""
     ingest: list[IngestReading]
     """Every repeat."""
     fanout: list[FanoutPoint]
@@ -111,8 +111,10 @@ class ScalePoint:
         return _median([r.seconds for r in self.relists])
 
     def p50(self, scenario: str) -> float:
-        """The median of the repeats' p50 latencies."""
-        return _median([m.p50 for m in self.lists if m.scenario == scenario])
+        """The mean of the connections' p50 latencies (each connection settles at one of a few
+        speeds: their mean moves little from one run to the next, a median jumps)."""
+        runs = [m.p50 for m in self.lists if m.scenario == scenario]
+        return statistics.fmean(runs) if runs else _NAN
 
     @property
     def ingest_us_per_event(self) -> float:
