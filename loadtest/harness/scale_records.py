@@ -80,7 +80,10 @@ class ScalePoint:
     rss_empty: int
     """``VmRSS`` of the same daemon caching nothing (an upstream selector matching no pod)."""
     hwm: int
-    """Daemon ``VmHWM`` (peak RSS) after every measurement, the relists last."""
+    """Daemon ``VmHWM`` (peak RSS) before the relists: the sync, lists, ingest and watches."""
+    rss_before_relists: int
+    relist_peak: int
+    """Daemon ``VmHWM`` over the relists alone (the peak reset before them; 0: not allowed)."""
     items: dict[str, int]
     """Items of one answer per list scenario (-1: not a 200)."""
     lists: list[Measurement]
@@ -104,6 +107,11 @@ class ScalePoint:
     def rss_ratio(self) -> float:
         """(RSS - empty RSS) ÷ stored JSON."""
         return self.net_rss / self.stored_bytes if self.stored_bytes else _NAN
+
+    @property
+    def relist_memory(self) -> float:
+        """What a relist holds on top of the state it replaces: its peak RSS less the RSS before."""
+        return float(self.relist_peak - self.rss_before_relists) if self.relist_peak else _NAN
 
     @property
     def relist_s(self) -> float:

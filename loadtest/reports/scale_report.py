@@ -61,7 +61,7 @@ def _ms(seconds: float) -> float:
 
 CURVES: tuple[Curve, ...] = (
     Curve("rss", "RSS over an empty daemon", "MiB", "linear", lambda p: p.net_rss / MIB),
-    Curve("peak-rss", "peak RSS over an empty daemon (relists included)", "MiB", "linear", lambda p: (p.hwm - p.rss_empty) / MIB),
+    Curve("relist-memory", "memory a relist adds (its peak RSS less the RSS before)", "MiB", "linear", lambda p: p.relist_memory / MIB),
     Curve("first-sync", "first sync (URL → ready)", "s", "linear", lambda p: p.sync_s),
     Curve("relist", "relist after a 410 (median, backoff excluded)", "s", "linear", lambda p: p.relist_s),
     Curve("full-list", "full list p50", "ms", "linear", lambda p: _ms(p.p50("full"))),
@@ -224,7 +224,11 @@ def _details(p: ScalePoint) -> str:
             "RSS / empty daemon / net ÷ stored JSON",
             f"{p.rss / MIB:,.0f} / {p.rss_empty / MIB:,.0f} MiB / {times(p.rss_ratio)}",
         ),
-        ("peak RSS (VmHWM)", f"{p.hwm / MIB:,.0f} MiB"),
+        (
+            "peak RSS before the relists; RSS before them; peak during them",
+            f"{p.hwm / MIB:,.0f}; {p.rss_before_relists / MIB:,.0f};"
+            f" {_fixed(p.relist_peak / MIB if p.relist_peak else math.nan, 0)} MiB",
+        ),
         (
             "relists: itself / fault → done (s)",
             ", ".join(f"{r.seconds:.2f} / {r.total_s:.2f}" for r in p.relists) or "n/a",
@@ -303,8 +307,9 @@ with its send time; p99 of write → client read, a missing delivery counting as
 ({relists} times, last): the simulator's next watch fails 410 (`/_sim/fail`) and its watches
 end (`/_sim/end-watches`); the daemon's reflector backs off (0.8-1.6 s) and syncs again. The
 time is from the last `/status` poll (every {poll_ms:g} ms) that saw it back off to the first
-that counted the relist with the watch open again. *Peak RSS*: `VmHWM` at the end, less the
-empty daemon's RSS.
+that counted the relist with the watch open again. *Memory a relist adds*: the daemon's `VmHWM`
+over the relists (reset before them through `/proc/PID/clear_refs`) less its RSS before them:
+the new state held beside the old until it is swapped in.
 **Growth**: `k` of `cost ∝ N^k`, least squares on log-log axes over every N; *local k*
 between consecutive N shows a bend. Whole-collection costs PASS with k ≤ {linear:g}; costs of
 a constant-size answer or of one event (label, field, GET, ingest per event, watch delivery)

@@ -240,6 +240,16 @@ async def _relist(daemon: str, sim: str, *, poll: float, deadline: float) -> Rel
 # ---------------------------------------------------------------------- one N
 
 
+def _reset_peak(pid: int) -> bool:
+    """``VmHWM`` of ``pid`` set back to its RSS now (``/proc/PID/clear_refs``, Linux 4.0+): the
+    peak after it is that of what follows. False when not allowed."""
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
 def _empty_rss(workdir: Path, sim: Service) -> int:
     config = write_daemon_config(
         workdir, name="daemon-empty", upstream=sim.url, label_selector="loadtest/none=1"
@@ -306,6 +316,9 @@ def _measure_daemon(
             fanned = runner.run(_fanout(daemon, sim, writer, args))
         finally:
             writer.close()
+        hwm = rss_bytes(daemon.pid, "VmHWM")
+        rss_before_relists = daemon.rss()
+        reset = _reset_peak(daemon.pid)
         relists = []
         for i in range(args.relists):
             _progress(f"N={n}, {storage}: relist {i + 1} of {args.relists}")
@@ -327,7 +340,9 @@ def _measure_daemon(
             stored_bytes=int(status["bytes"]),
             rss=rss,
             rss_empty=rss_empty,
-            hwm=rss_bytes(daemon.pid, "VmHWM"),
+            hwm=hwm,
+            rss_before_relists=rss_before_relists,
+            relist_peak=rss_bytes(daemon.pid, "VmHWM") if reset else 0,
             items=items,
             lists=lists,
             ingest=ingest,
