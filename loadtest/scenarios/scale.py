@@ -366,6 +366,9 @@ def _measure_size(
         namespaces=args.namespaces,
         nodes=apps,
         apps=apps,
+        # Room for an ingest burst: every event the resumed watch needs, and no more kept (each
+        # holds its pod's old and new versions: ~1.5 GB for the 100 000 of the default).
+        history=args.ingest_writes + 10_000,
         seed=args.seed,
     )
     try:
