@@ -98,8 +98,9 @@ bench-full: $(TEST_STAMP)
 
 # The scaling curve (loadtest/scenarios/scale.py): memory, sync, relist, lists, GET, ingest and watch
 # delivery at 10 000 → 200 000 pods, each cost's growth in N fitted and judged (linear, or flat for
-# a constant-size answer or one event). A quiet machine with ~16 GB free: the simulator alone holds
-# ~12 GB at 200 000 pods. Report and charts in loadtest/results/<date>-scale/.
+# a constant-size answer or one event). A quiet machine with ~18 GB free: the simulator alone
+# holds ~13 GB at 200 000 pods (1.5 GB at 25 000), the daemon ~3 GB at its relists' peak. Report
+# and charts in loadtest/results/<date>-scale/.
 .PHONY: bench-scale
 bench-scale: $(TEST_STAMP)
 	$(BIN)/python -c 'import matplotlib' 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[test,bench]'
