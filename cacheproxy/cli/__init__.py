@@ -122,10 +122,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         _configure_logging(args)
         if args.command == "serve":
             return run(configured.serve_main(args))  # resumes it once the daemon started
-        resume_collector()
         if args.command == "demo":
+            resume_collector()
             return run(demo.demo_main(args))
-        return run(sim.sim_main(args))
+        return run(sim.sim_main(args))  # resumes it once the demo objects are loaded
     except ConfigError as err:
         print(f"cacheproxy: {err}", file=sys.stderr)
         return 2

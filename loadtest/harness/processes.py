@@ -207,7 +207,9 @@ def write_daemon_config(
 
     ``consistent_reads`` is the pods' ``consistentReads``: ``cache`` by default, because these
     benchmarks measure what serving from memory costs (a consistent read adds a wait for
-    upstream's RV, which :mod:`loadtest.scenarios.consistentbench` measures)."""
+    upstream's RV, which :mod:`loadtest.scenarios.consistentbench` measures). ``storage`` is
+    written only when it is not ``plain``, the default, so a daemon without the setting reads
+    the file."""
     kubeconfig = workdir / f"{name}-kubeconfig.yaml"
     kubeconfig.write_text(
         "apiVersion: v1\nkind: Config\n"
