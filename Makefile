@@ -94,6 +94,7 @@ bench-full: $(TEST_STAMP)
 	$(BIN)/python -m loadtest syncmodes --kube 1.32 --pods 10000 50000 --skip-without-assets --out $(BENCH_OUT)-syncmodes
 	$(BIN)/python -m loadtest pagewalk --pods 50000
 	$(BIN)/python -m loadtest fanoutindex
+	$(BIN)/python -m loadtest storebench --out $(BENCH_OUT)-storebench
 	$(BIN)/python -m loadtest warmrestart --skip-without-assets --out $(BENCH_OUT)-warmrestart
 
 # The scaling curve (loadtest/scenarios/scale.py): memory, sync, relist, lists, GET, ingest and watch

@@ -168,9 +168,9 @@ class StorageEntry(Section):
 
     compressed: bool = library_default(Storage, "compressed")
     """Keep each object zstd-compressed with a dictionary trained on this resource's own
-    objects, at a fraction of their JSON (pods: 0.2-0.3x the memory of `false`). Lists then
-    decompress what they send (a full list of pods takes about twice as long on a quiet
-    machine); GETs, selection and watches cost about the same. Objects are kept as they come
+    objects: pods take about 0.2x their JSON instead of 1.2x. Lists then decompress what they
+    send (about 3x the time of a plain list on 2 cores); GETs, selection and watches cost about
+    the same (docs/operations.md, "Compressed storage"). Objects are kept as they come
     until the first list ends (or, for a collection that starts empty, until `trainingBytes`
     of them were seen), then packed; fewer than 32 objects stay as they are."""
     level: Annotated[int, Field(ge=1, le=19)] = library_default(Storage, "level")
