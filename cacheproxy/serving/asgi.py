@@ -51,8 +51,9 @@ class BodyWriter(Protocol):
     """Writes a started response's body from parts, without joining them: the transport hands
     them to ``writev`` as they are (nothing copied in Python)."""
 
-    async def write(self, parts: Sequence[BodyPart], size: int) -> None:
-        """Parts of a body whose ``Content-Length`` was sent; ``size`` is their total length."""
+    async def write(self, parts: Sequence[BodyPart], size: int) -> bool:
+        """Parts of a body whose ``Content-Length`` was sent; ``size`` is their total length.
+        False when nothing was written: the client is gone (or the request was a HEAD)."""
 
     async def write_chunk(self, parts: Sequence[BodyPart]) -> None:
         """One chunk, made of ``parts``, of a response sent without a ``Content-Length``

@@ -139,7 +139,8 @@ async def send_groups(
     """A 200 of ``length`` bytes whose body is ``groups`` of parts, each made only once the one
     before is on its way (the transport's flow control waits between them): a body whose parts
     are made as it is written (a compressed store's list) is never held whole. Each group is made
-    in a worker thread while the one before is written (``groups`` must allow that)."""
+    in a worker thread while the one before is written (``groups`` must allow that); once the
+    client is gone (or for a HEAD), no more are made."""
     headers = [
         (b"content-type", content_type),
         (b"cache-control", NO_CACHE),
@@ -150,7 +151,9 @@ async def send_groups(
     while (parts := await made) is not None:
         made = asyncio.ensure_future(asyncio.to_thread(next, groups, None))
         if writer is not None:
-            await writer.write(parts, sum(map(len, parts)))
+            if not await writer.write(parts, sum(map(len, parts))):
+                await made  # the group being made; no more after it: nobody reads them
+                break
         else:
             await send({"type": "http.response.body", "body": b"".join(parts), "more_body": True})
     await send({"type": "http.response.body", "body": b"", "more_body": False})

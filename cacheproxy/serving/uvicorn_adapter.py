@@ -474,14 +474,15 @@ class _BodyWriter:
             raise RuntimeError("the response's framing is not the one written")
         return cycle.scope["method"] != "HEAD"
 
-    async def write(self, parts: Sequence[BodyPart], size: int) -> None:
+    async def write(self, parts: Sequence[BodyPart], size: int) -> bool:
         if not await self._ready(chunked=False):
-            return
+            return False
         cycle = self._cycle
         if size > cycle.expected_content_length:
             raise RuntimeError("Response content longer than Content-Length")
         cycle.expected_content_length -= size
         cycle.transport.writelines(parts)
+        return True
 
     async def write_chunk(self, parts: Sequence[BodyPart]) -> None:
         size = sum(map(len, parts))
