@@ -57,7 +57,7 @@ class Storage:
 class Packer:
     """One store's dictionary and (de)compression contexts. Used from one thread at a time,
     except :meth:`unpack_batch`, which decompresses on zstd's own threads, and
-    :meth:`unpacker`, for another thread."""
+    :meth:`batch_unpacker`, for another thread."""
 
     __slots__ = (
         "_compress",
@@ -147,16 +147,10 @@ class Packer:
         return _unpack_batch(self._decompressor, packed)
 
     def batch_unpacker(self) -> Callable[[list[bytes]], list[Buffer]]:
-        """:meth:`unpack_batch` with a context of its own, for another thread."""
+        """:meth:`unpack_batch` with a context of its own, for another thread (a zstd context is
+        never shared between threads)."""
         decompressor = zstandard.ZstdDecompressor(dict_data=self.dictionary)
         return lambda packed: _unpack_batch(decompressor, packed)
-
-    def unpacker(self) -> Callable[[bytes], bytes]:
-        """Decompression for another thread (a zstd context is never shared between threads)."""
-        decompress: Callable[[bytes], bytes] = zstandard.ZstdDecompressor(
-            dict_data=self.dictionary
-        ).decompress
-        return decompress
 
 
 def _unpack_batch(decompressor: zstandard.ZstdDecompressor, packed: list[bytes]) -> list[Buffer]:

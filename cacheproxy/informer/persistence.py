@@ -36,7 +36,8 @@ from typing import Any, Final
 
 import orjson
 
-from cacheproxy.informer.store import Entry, Store, bodies_off_loop, type_prefix
+from cacheproxy.informer.packing import Buffer
+from cacheproxy.informer.store import Entry, Store, Unpackers, bodies, type_prefix
 
 __all__ = [
     "FORMAT_VERSION",
@@ -173,13 +174,15 @@ def write_snapshot(path: Path, view: SnapshotView) -> int:
 def _chunks(head: bytes, records: Sequence[bytes], entries: Sequence[Entry]) -> Iterator[bytes]:
     """The file before its checksum, in batches (fewer, larger writes; bounded memory)."""
     yield head
-    parts: list[bytes] = []
-    for record, body in zip(records, bodies_off_loop(entries), strict=True):
-        parts += (record, b"\n", body)
-        if len(parts) >= 3 * _BATCH:
-            yield b"".join(parts)
-            parts = []
-    yield b"".join(parts)
+    unpackers: Unpackers = {}  # this runs in a thread of its own (see the module)
+    for start in range(0, len(entries), _BATCH):
+        parts: list[Buffer] = []
+        group = entries[start : start + _BATCH]
+        for record, body in zip(
+            records[start : start + _BATCH], bodies(group, off_loop=unpackers), strict=True
+        ):
+            parts += (record, b"\n", body)
+        yield b"".join(parts)
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -39,8 +39,8 @@ __all__ = [
     "PackedEntry",
     "Store",
     "Transform",
+    "Unpackers",
     "bodies",
-    "bodies_off_loop",
     "pick",
     "type_prefix",
 ]
@@ -226,52 +226,39 @@ _PACKER = operator.attrgetter("packer")
 _PACKED = operator.attrgetter("packed")
 
 
-def bodies(
-    entries: Sequence[Entry],
-    *,
-    off_loop: dict[Packer, Callable[[list[bytes]], list[Buffer]]] | None = None,
-) -> list[Buffer]:
+Unpackers = dict[Packer, Callable[[list[bytes]], list[Buffer]]]
+"""Decompression contexts of one thread other than the event loop's, by packer."""
+
+
+def bodies(entries: Sequence[Entry], *, off_loop: Unpackers | None = None) -> list[Buffer]:
     """The bodies of ``entries`` in order, without a copy of a plain one; packed ones
     decompressed together (one batch when one packer packed them all). ``off_loop``: for a
-    thread other than the event loop's, batch unpackers of its own by packer (filled here)."""
+    thread other than the event loop's, its own contexts (made here on first need, kept there
+    for its next calls)."""
     packers = set(map(_PACKER, entries))
     if packers == {None} or not packers:
         return list(map(_BODY, entries))
-    if len(packers) == 1:
+    if len(packers) == 1:  # all packed, by one packer
         (packer,) = packers
         assert isinstance(packer, Packer)
-        packed = list(map(_PACKED, entries))
-        if off_loop is None:
-            return packer.unpack_batch(packed)
-        unpack = off_loop.get(packer)
-        if unpack is None:
-            unpack = off_loop[packer] = packer.batch_unpacker()
-        return unpack(packed)
-    if off_loop is not None:
-        return list(bodies_off_loop(entries))
-    return list(map(_BODY, entries))
+        return _unpacker(packer, off_loop)(list(map(_PACKED, entries)))
+    return [  # some packed, some not: one at a time (only while a store is being packed)
+        _unpacker(e.packer, off_loop)([e.packed])[0] if isinstance(e, PackedEntry) else e.body
+        for e in entries
+    ]
 
 
-def _packed_size(entries: Iterable[Entry]) -> int:
-    return sum(len(e.packed) for e in entries if isinstance(e, PackedEntry))
+def _unpacker(packer: Packer, off_loop: Unpackers | None) -> Callable[[list[bytes]], list[Buffer]]:
+    if off_loop is None:
+        return packer.unpack_batch
+    unpack = off_loop.get(packer)
+    if unpack is None:
+        unpack = off_loop[packer] = packer.batch_unpacker()
+    return unpack
 
 
 def _packed_len(entry: Entry | None) -> int:
     return len(entry.packed) if isinstance(entry, PackedEntry) else 0
-
-
-def bodies_off_loop(entries: Sequence[Entry]) -> Iterator[bytes]:
-    """The bodies of ``entries``, for a thread other than the event loop's (a packed one is
-    decompressed with a context of this call's own)."""
-    unpackers: dict[Packer, Callable[[bytes], bytes]] = {}
-    for entry in entries:
-        if isinstance(entry, PackedEntry):
-            unpack = unpackers.get(entry.packer)
-            if unpack is None:
-                unpack = unpackers[entry.packer] = entry.packer.unpacker()
-            yield unpack(entry.packed)
-        else:
-            yield entry.body
 
 
 def pick(entries: Mapping[str, Entry], keys: Iterable[str]) -> list[Entry]:
@@ -434,7 +421,7 @@ class Store:
         for key, entry in entries.items():
             if entry.packer is None:
                 entries[key] = PackedEntry.of(entry, packer)
-        self._packed_bytes = _packed_size(entries.values())
+        self._packed_bytes = sum(map(_packed_len, entries.values()))
 
     def put(self, entry: Entry, *, rv: int | None = None) -> Entry | None:
         """Insert or replace; returns the previous entry. ``rv``: the change's (the store's)."""
@@ -506,5 +493,5 @@ class Store:
         self._sorted = SortedList(self._entries)
         self._rv = resource_version
         if packer is not None:
-            self._packed_bytes = _packed_size(self._entries.values())
+            self._packed_bytes = sum(map(_packed_len, self._entries.values()))
         return old

@@ -166,18 +166,12 @@ async def serve_list(
         await JSON_ANSWERS.send(send, req, orjson.dumps(doc), compression=compression)
         return
     plain_form = form.reform is None and query.shard is None
-    if (
-        plain_form
-        and not req.pretty
-        and len(page.items) > GROUP_ITEMS
-        and page.packed
-        and not compression.wanted(
-            req.header("accept-encoding"), page.length(), loopback=req.loopback
-        )
-    ):
-        req.started = True  # past here a failure can only end the response
-        await send_groups(send, page.groups(), page.length(), writer=req.writer)
-        return
+    if plain_form and not req.pretty and len(page.items) > GROUP_ITEMS and page.packed:
+        length = page.length()
+        if not compression.wanted(req.header("accept-encoding"), length, loopback=req.loopback):
+            req.started = True  # past here a failure can only end the response
+            await send_groups(send, page.groups(), length, writer=req.writer)
+            return
     parts = page.parts() if plain_form else await _reformed_parts(page, form, query)
     if req.pretty:
         await JSON_ANSWERS.send(send, req, b"".join(parts), compression=compression)

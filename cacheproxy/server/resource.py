@@ -33,8 +33,7 @@ from cacheproxy.errors import ApiError
 from cacheproxy.informer.eventlog import TooOld
 from cacheproxy.informer.events import Changed, InformerEvent, Relisted
 from cacheproxy.informer.informer import SharedInformer
-from cacheproxy.informer.packing import Packer
-from cacheproxy.informer.store import Entry, Store
+from cacheproxy.informer.store import Entry, Store, Unpackers
 from cacheproxy.informer.store import bodies as stored_bodies
 from cacheproxy.kube import status
 from cacheproxy.kube.keys import KeyDigest, key_digest
@@ -81,32 +80,34 @@ class ServedList:
             meta,
         )
 
-    def parts(
-        self,
-        meta: bytes | None = None,
-        *,
-        off_loop: dict[Packer, Callable[[list[bytes]], list[BodyPart]]] | None = None,
-    ) -> list[BodyPart]:
+    def parts(self, meta: bytes | None = None) -> list[BodyPart]:
         """The body as the bytes to write one after the other: the head (with ``meta``, its own
         by default), the stored bytes of every item with the separators between them, the tail.
         Nothing is copied."""
         head = self.head(meta)
-        items = self.items
-        if not items:
+        if not self.items:
             return [head, b"]}"]
+        parts = self._item_parts(self.items)
+        parts[0] = head + parts[0]
+        parts.append(b"]}")
+        return parts
+
+    def _item_parts(
+        self, items: Sequence[Entry], off_loop: Unpackers | None = None
+    ) -> list[BodyPart]:
+        """``items`` (at least one) with the separators between them, from the first one's
+        opening to the last one's end."""
         bodies = stored_bodies(items, off_loop=off_loop)
         if self.rtype.builtin:
             # Typed lists of built-in kinds carry items without kind/apiVersion (as the API
             # server): "{" and the body, so every separator is the same ",{".
-            parts: list[BodyPart] = [_ITEM_SEPARATOR] * (2 * len(bodies) + 1)
-            parts[0] = head + b"{"
+            parts: list[BodyPart] = [_ITEM_SEPARATOR] * (2 * len(bodies))
+            parts[0] = b"{"
             parts[1::2] = bodies
-        else:
-            parts = [b","] * (3 * len(bodies) + 1)
-            parts[0] = head
-            parts[1::3] = list(map(_PREFIX, items))
-            parts[2::3] = bodies
-        parts[-1] = b"]}"
+        else:  # the type prefix and the body, "," between
+            parts = [b","] * (3 * len(bodies) - 1)
+            parts[0::3] = list(map(_PREFIX, items))
+            parts[1::3] = bodies
         return parts
 
     @property
@@ -133,17 +134,15 @@ class ServedList:
         of their own."""
         items = self.items
         head = self.head(meta)  # on the caller's thread
-        off_loop: dict[Packer, Callable[[list[bytes]], list[BodyPart]]] = {}
-        for start in range(0, max(len(items), 1), GROUP_ITEMS):
-            group = ServedList(self.rtype, items[start : start + GROUP_ITEMS], 0)
-            parts = group.parts(b"", off_loop=off_loop)
-            parts[0] = parts[0][len(group.head(b"")) :]  # the group's own head, dropped
-            if start:
-                parts[0] = b"," + parts[0]
-            else:
-                parts[0] = head + parts[0]
-            if start + GROUP_ITEMS < len(items):
-                parts.pop()  # the "]}" only at the very end
+        if not items:
+            yield [head, b"]}"]
+            return
+        off_loop: Unpackers = {}
+        for start in range(0, len(items), GROUP_ITEMS):
+            parts = self._item_parts(items[start : start + GROUP_ITEMS], off_loop)
+            parts[0] = (b"," if start else head) + parts[0]
+            if start + GROUP_ITEMS >= len(items):
+                parts.append(b"]}")
             yield parts
 
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from cacheproxy.informer import Storage, Store
 from cacheproxy.informer.persistence import SnapshotView, read_snapshot, write_snapshot
-from cacheproxy.informer.store import PackedEntry, bodies, bodies_off_loop
+from cacheproxy.informer.store import PackedEntry, bodies
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.resources import builtin as builtin_type
 from cacheproxy.server.resource import ServedList
@@ -94,7 +94,13 @@ def test_bodies_of_a_packed_store_are_the_plain_stores_in_order() -> None:
     for count in (0, 1, 10, 300):  # below and above the batch threshold
         want = [bytes(b) for b in bodies(plain.get_many(keys[:count]))]
         assert [bytes(b) for b in bodies(packed.get_many(keys[:count]))] == want
-        assert list(bodies_off_loop(packed.get_many(keys[:count]))) == want
+        off_loop = [bytes(b) for b in bodies(packed.get_many(keys[:count]), off_loop={})]
+        assert off_loop == want
+    # Some packed, some not (a store being packed): each read as it is kept.
+    mixed = [(packed if i % 2 else plain).get(key) for i, key in enumerate(keys) if i < 100]
+    want = [bytes(b) for b in bodies(plain.get_many(keys[:100]))]
+    assert [bytes(b) for b in bodies([e for e in mixed if e is not None])] == want
+    assert [bytes(b) for b in bodies([e for e in mixed if e is not None], off_loop={})] == want
 
 
 def test_bodies_are_read_in_another_thread_while_the_loop_reads_them() -> None:
@@ -103,7 +109,9 @@ def test_bodies_are_read_in_another_thread_while_the_loop_reads_them() -> None:
     entries = list(packed.entries())
     want = [e.body for e in (plain.get(x.key) for x in entries) if e is not None]
     seen: list[list[bytes]] = []
-    thread = threading.Thread(target=lambda: seen.append(list(bodies_off_loop(entries))))
+    thread = threading.Thread(
+        target=lambda: seen.append([bytes(b) for b in bodies(entries, off_loop={})])
+    )
     thread.start()
     for _ in range(20):
         assert [bytes(b) for b in bodies(entries)] == want
