@@ -294,6 +294,7 @@ def _entry(spec: ResourceConfig) -> dict[str, Any]:
             "level": spec.storage.level,
             "dictionaryBytes": spec.storage.dictionary_bytes,
             "trainingBytes": spec.storage.training_bytes,
+            "blockObjects": spec.storage.block_objects,
         },
         "history": spec.history,
     }

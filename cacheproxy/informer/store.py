@@ -31,7 +31,7 @@ import orjson
 from sortedcontainers import SortedList
 
 from cacheproxy.informer.indexes import Indexes, IndexFunc
-from cacheproxy.informer.packing import Buffer, Packer, Storage, unpacked_size
+from cacheproxy.informer.packing import Buffer, Packer, Storage, body_size, member_bodies, share
 from cacheproxy.kube.keys import object_key
 
 __all__ = [
@@ -148,14 +148,17 @@ class Entry:
 
     def same_object(self, other: Entry) -> bool:
         """The same JSON (what a relist compares to tell changed objects from unchanged)."""
+        if self is other:
+            return True
         if self.prefix != other.prefix:
             return False
         if (
             isinstance(self, PackedEntry)
             and isinstance(other, PackedEntry)
             and self.packer is other.packer
+            and self.packed[0] == other.packed[0] == 1
         ):
-            return self.packed == other.packed  # packing is deterministic
+            return self.packed == other.packed  # each alone: packing is deterministic
         return self.body == other.body
 
     def object(self) -> dict[str, Any]:
@@ -181,10 +184,11 @@ class Entry:
 
 
 class PackedEntry(Entry):
-    """An entry whose body is kept compressed (:mod:`.packing`): ``body`` decompresses it on
-    each read, so callers reading many bodies use :func:`bodies`."""
+    """An entry whose body is kept compressed (:mod:`.packing`), at place ``member`` of the
+    block ``packed`` (which other entries may share): ``body`` decompresses it on each read, so
+    callers reading many bodies use :func:`bodies`."""
 
-    __slots__ = ("packed", "packer")
+    __slots__ = ("member", "packed", "packer")
 
     packer: Packer
 
@@ -196,6 +200,7 @@ class PackedEntry(Entry):
         packed: bytes,
         prefix: bytes,
         packer: Packer,
+        member: int = 0,
     ) -> None:
         self.key = key
         self.labels = labels
@@ -203,30 +208,65 @@ class PackedEntry(Entry):
         self.prefix = prefix
         self.packed = packed
         self.packer = packer
+        self.member = member
         self._parsed = None
 
     @property
     def body(self) -> bytes:  # type: ignore[override]  # the slot's value, made on each read
-        return self.packer.unpack(self.packed)
+        return self.packer.unpack(self.packed, self.member)
 
     @property
     def size(self) -> int:
-        return len(self.prefix) + unpacked_size(self.packed)
+        return len(self.prefix) + body_size(self.packed, self.member)
 
     @classmethod
     def of(cls, entry: Entry, packer: Packer) -> PackedEntry:
-        """``entry`` packed by ``packer``."""
+        """``entry`` packed by ``packer``, alone."""
         return cls(
             entry.key, entry.labels, entry.values, packer.pack(entry.body), entry.prefix, packer
         )
 
 
+def pack(entries: list[Entry], packer: Packer) -> None:
+    """Pack, in place, the ``entries`` that ``packer`` did not pack: neighbours by key together,
+    in blocks of ``block_objects``."""
+    todo = [i for i, entry in enumerate(entries) if entry.packer is not packer]
+    todo.sort(key=lambda i: entries[i].key)
+    size = packer.storage.block_objects
+    for start in range(0, len(todo), size):
+        run = todo[start : start + size]
+        block = packer.pack_block([entries[i].body for i in run])
+        for member, i in enumerate(run):
+            e = entries[i]
+            entries[i] = PackedEntry(e.key, e.labels, e.values, block, e.prefix, packer, member)
+
+
+def keep_unchanged(entries: list[Entry], old: Mapping[str, Entry]) -> None:
+    """Put back, in place, the entry of ``old`` for each of ``entries`` that holds the same object:
+    a relist of a packed store keeps what was stored (and its block), not a new packing of it."""
+    pairs = [
+        (i, prev)
+        for i, entry in enumerate(entries)
+        if (prev := old.get(entry.key)) is not None
+        and prev is not entry
+        and prev.prefix == entry.prefix
+    ]
+    if not pairs:
+        return
+    new = bodies([entries[i] for i, _ in pairs])
+    was = bodies([prev for _, prev in pairs])
+    for (i, prev), body, stored in zip(pairs, new, was, strict=True):
+        if body == stored:
+            entries[i] = prev
+
+
 _BODY = operator.attrgetter("body")
 _PACKER = operator.attrgetter("packer")
 _PACKED = operator.attrgetter("packed")
+_MEMBER = operator.attrgetter("member")
 
 
-Unpackers = dict[Packer, Callable[[list[bytes]], list[Buffer]]]
+Unpackers = dict[Packer, Callable[[bytes], bytes]]
 """Decompression contexts of one thread other than the event loop's, by packer."""
 
 
@@ -241,24 +281,27 @@ def bodies(entries: Sequence[Entry], *, off_loop: Unpackers | None = None) -> li
     if len(packers) == 1:  # all packed, by one packer
         (packer,) = packers
         assert isinstance(packer, Packer)
-        return _unpacker(packer, off_loop)(list(map(_PACKED, entries)))
+        unpack = _unpacker(packer, off_loop)
+        return member_bodies(unpack, list(map(_PACKED, entries)), list(map(_MEMBER, entries)))
     return [  # some packed, some not: one at a time (only while a store is being packed)
-        _unpacker(e.packer, off_loop)([e.packed])[0] if isinstance(e, PackedEntry) else e.body
+        member_bodies(_unpacker(e.packer, off_loop), [e.packed], [e.member])[0]
+        if isinstance(e, PackedEntry)
+        else e.body
         for e in entries
     ]
 
 
-def _unpacker(packer: Packer, off_loop: Unpackers | None) -> Callable[[list[bytes]], list[Buffer]]:
+def _unpacker(packer: Packer, off_loop: Unpackers | None) -> Callable[[bytes], bytes]:
     if off_loop is None:
-        return packer.unpack_batch
+        return packer.unpack_block
     unpack = off_loop.get(packer)
     if unpack is None:
-        unpack = off_loop[packer] = packer.batch_unpacker()
+        unpack = off_loop[packer] = packer.block_unpacker()
     return unpack
 
 
 def _packed_len(entry: Entry | None) -> int:
-    return len(entry.packed) if isinstance(entry, PackedEntry) else 0
+    return share(entry.packed) if isinstance(entry, PackedEntry) else 0
 
 
 def pick(entries: Mapping[str, Entry], keys: Iterable[str]) -> list[Entry]:
@@ -418,10 +461,11 @@ class Store:
         if not packer.train():
             return
         entries = self._entries
-        for key, entry in entries.items():
-            if entry.packer is None:
-                entries[key] = PackedEntry.of(entry, packer)
-        self._packed_bytes = sum(map(_packed_len, entries.values()))
+        stored = list(entries.values())
+        pack(stored, packer)
+        for entry in stored:
+            entries[entry.key] = entry
+        self._packed_bytes = sum(map(_packed_len, stored))
 
     def put(self, entry: Entry, *, rv: int | None = None) -> Entry | None:
         """Insert or replace; returns the previous entry. ``rv``: the change's (the store's)."""
@@ -475,9 +519,9 @@ class Store:
                         break
                 packer.train()
             if packer.ready:  # packed in the caller's list too: no one keeps the plain ones
-                entries[:] = [
-                    e if e.packer is packer else PackedEntry.of(e, packer) for e in entries
-                ]
+                if old:
+                    keep_unchanged(entries, old)
+                pack(entries, packer)
         indexes = self._indexes
         indexes.clear()
         self._entries = {entry.key: entry for entry in entries}

@@ -32,6 +32,7 @@ from cacheproxy.daemon.config.settings import (
 )
 from cacheproxy.errors import ApiError, ConfigError
 from cacheproxy.informer import Collection, SharedInformerFactory, Storage, Transform
+from cacheproxy.informer.packing import MAX_BLOCK_OBJECTS
 from cacheproxy.kube.fieldpath import compile_field_path
 from cacheproxy.kube.fields import parse_field_selector, validate_field_selector
 from cacheproxy.kube.labels import parse_label_selector
@@ -183,6 +184,11 @@ class StorageEntry(Section):
         Storage, "training_bytes"
     )
     """Object bytes the dictionary is trained on."""
+    block_objects: Annotated[int, Field(ge=1, le=MAX_BLOCK_OBJECTS)] = library_default(
+        Storage, "block_objects"
+    )
+    """Objects of a list compressed together (neighbours by name): more pack smaller and make
+    long lists cheaper, each GET a little dearer. `1` compresses each object alone."""
 
 
 class ResourceEntry(Section):
@@ -275,7 +281,7 @@ class ResourceEntry(Section):
         if not isinstance(value, dict | StorageEntry):
             raise ValueError(
                 'expected "compressed", "plain" or a mapping '
-                "(compressed, level, dictionaryBytes, trainingBytes)"
+                "(compressed, level, dictionaryBytes, trainingBytes, blockObjects)"
             )
         return value
 
@@ -314,6 +320,7 @@ class ResourceEntry(Section):
                 level=self.storage.level,
                 dictionary_bytes=self.storage.dictionary_bytes,
                 training_bytes=self.storage.training_bytes,
+                block_objects=self.storage.block_objects,
             ),
             history=self.history,
             consistent_reads=self.consistent_reads,

@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cacheproxy.informer import Storage, Store
+from cacheproxy.informer.packing import share
 from cacheproxy.informer.persistence import SnapshotView, read_snapshot, write_snapshot
 from cacheproxy.informer.store import PackedEntry, bodies
 from cacheproxy.kube.resources import ResourceType
@@ -55,8 +57,11 @@ def test_the_first_list_trains_the_dictionary_and_every_object_is_packed() -> No
         assert mine is not None
         assert mine.raw == entry.raw and mine.body == entry.body and mine.size == entry.size
         assert mine.labels == entry.labels and mine.values == entry.values
-    stored = sum(len(e.packed) for e in packed.entries() if isinstance(e, PackedEntry))
+    blocks = {id(e.packed): e.packed for e in packed.entries() if isinstance(e, PackedEntry)}
+    assert sorted(block[0] for block in blocks.values()) == [8] * 25, "in blocks of 8"
+    stored = sum(map(len, blocks.values()))
     assert stored * 4 < sum(e.size for e in plain.entries()), "packed well below the JSON"
+    assert packed.packed_bytes <= stored < packed.packed_bytes + 8 * len(blocks)
 
 
 def test_a_relist_packs_the_list_it_was_given_so_no_plain_copy_outlives_it() -> None:
@@ -65,6 +70,66 @@ def test_a_relist_packs_the_list_it_was_given_so_no_plain_copy_outlives_it() -> 
     store.replace(entries, 1)
     assert all(isinstance(e, PackedEntry) for e in entries)
     assert all(store.get(e.key) is e for e in entries)
+
+
+def test_a_relist_keeps_the_stored_entry_of_each_unchanged_object_and_packs_the_rest() -> None:
+    pods = _pods(100)
+    store = _filled(SMALL, pods)
+    before = {e.key: e for e in store.entries()}
+    again = [orjson.loads(orjson.dumps(p)) for p in pods[:98]]  # pod-98, pod-99 deleted
+    for pod in again[10:13]:  # changed
+        pod["metadata"]["resourceVersion"] = "5000"
+    again += _pods(2, seed=7, rv=6000)  # new: pod-0, pod-1 again, now changed
+    for i, pod in enumerate(again[-2:]):
+        pod["metadata"]["name"] = f"pod-new-{i}"
+    entries = [store.make_entry(p) for p in again]
+    old = store.replace(entries, 200)
+    changed = {"ns-1/pod-10", "ns-2/pod-11", "ns-0/pod-12", "ns-0/pod-new-0", "ns-1/pod-new-1"}
+    for entry in entries:
+        assert isinstance(entry, PackedEntry)
+        if entry.key in changed:
+            assert entry.key not in old or not entry.same_object(old[entry.key])
+            rv = orjson.loads(entry.raw)["metadata"]["resourceVersion"]
+            assert rv in ("5000", "6000", "6001")
+        else:
+            assert entry is before[entry.key], entry.key  # kept, its block with it
+    plain = _filled(None, again)
+    keys = sorted(plain.keys())
+    assert [bytes(b) for b in bodies(store.get_many(keys))] == [
+        bytes(b) for b in bodies(plain.get_many(keys))
+    ]
+
+
+def test_a_block_gives_each_of_its_objects_alone_and_in_any_selection() -> None:
+    pods = _pods(120)
+    plain, packed = _filled(None, pods), _filled(SMALL, pods)
+    keys = sorted(plain.keys())
+    for key in keys:
+        mine, want = packed.get(key), plain.get(key)
+        assert mine is not None and want is not None
+        assert mine.body == want.body and mine.size == want.size
+    rng = random.Random(3)
+    for count in (2, 9, 70, 200):  # members out of order, apart, asked for twice
+        chosen = [rng.choice(keys) for _ in range(count)]
+        want = [bytes(b) for b in bodies(plain.get_many(chosen))]
+        assert [bytes(b) for b in bodies(packed.get_many(chosen))] == want
+        assert [bytes(b) for b in bodies(packed.get_many(chosen), off_loop={})] == want
+
+
+def test_blocks_of_one_pack_each_object_alone() -> None:
+    alone = Storage(
+        compressed=True, training_bytes=64 << 10, min_training_objects=16, block_objects=1
+    )
+    pods = _pods(60)
+    store, plain = _filled(alone, pods), _filled(None, pods)
+    assert all(isinstance(e, PackedEntry) and e.packed[0] == 1 for e in store.entries())
+    keys = sorted(plain.keys())
+    assert [bytes(b) for b in bodies(store.get_many(keys))] == [
+        bytes(b) for b in bodies(plain.get_many(keys))
+    ]
+    for count in (0, 256):
+        with pytest.raises(ValueError, match="block_objects is 1 to 255"):
+            Storage(compressed=True, block_objects=count)
 
 
 def test_objects_made_after_training_are_packed_as_they_are_made() -> None:
@@ -171,7 +236,7 @@ def test_a_packed_store_answers_what_a_plain_store_answers(ops: list[tuple[Any, 
         assert packed.index_keys("spec.nodeName", node) == plain.index_keys("spec.nodeName", node)
     for app in (f"app-{i}" for i in range(4)):
         assert packed.label_keys("app", app) == plain.label_keys("app", app)
-    held = sum(len(e.packed) for e in packed.entries() if isinstance(e, PackedEntry))
+    held = sum(share(e.packed) for e in packed.entries() if isinstance(e, PackedEntry))
     assert packed.packed_bytes == held and plain.packed_bytes == 0
 
 
