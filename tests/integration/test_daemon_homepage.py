@@ -285,8 +285,10 @@ async def test_a_failing_resource_is_shown_with_its_reason_and_fix_in_a_real_bro
             assert daemon.server is not None
             failures = daemon.server.metrics.failures
             await until(
-                lambda: failures.of("pods") is not None
-                and failures.of("apps/v1/deployments") is not None,
+                lambda: (
+                    failures.of("pods") is not None
+                    and failures.of("apps/v1/deployments") is not None
+                ),
                 "the pods and the deployments lists fail",
             )
             page = await asyncio.to_thread(_page, browser, daemon.url + "/")
