@@ -55,9 +55,10 @@ class BodyWriter(Protocol):
         """Parts of a body whose ``Content-Length`` was sent; ``size`` is their total length.
         False when nothing was written: the client is gone (or the request was a HEAD)."""
 
-    async def write_chunk(self, parts: Sequence[BodyPart]) -> None:
+    async def write_chunk(self, parts: Sequence[BodyPart]) -> bool:
         """One chunk, made of ``parts``, of a response sent without a ``Content-Length``
-        (``Transfer-Encoding: chunked``); the last message through ``send`` ends it."""
+        (``Transfer-Encoding: chunked``); the last message through ``send`` ends it. False when
+        nothing was written: the client is gone (or the request was a HEAD)."""
 
 
 BODY_WRITER = "cacheproxy.body_writer"

@@ -170,7 +170,8 @@ async def send_gzipped(
     """A response whose body is ``parts`` gzipped, chunked (its length is known only once the
     last piece is made): ``headers`` (without a ``Content-Length``), then ``Content-Encoding``
     and ``Vary``; each piece one chunk through ``writer`` (or a body message through ``send``)
-    as it comes out of the worker thread."""
+    as it comes out of the worker thread. No more pieces are made once ``writer`` wrote nothing
+    (the client is gone, or the request was a HEAD) or ``send`` raised."""
     start = [*headers, (b"content-encoding", b"gzip"), (b"vary", b"Accept-Encoding")]
     await send({"type": "http.response.start", "status": code, "headers": start})
     pieces = gzip_chunks(parts, level=compression.level, chunk_bytes=compression.chunk_bytes)
@@ -179,7 +180,8 @@ async def send_gzipped(
             if not piece:
                 continue
             if writer is not None:
-                await writer.write_chunk([piece])
+                if not await writer.write_chunk([piece]):
+                    break
             else:
                 await send({"type": "http.response.body", "body": piece, "more_body": True})
     # uvicorn's last message waits until the transport drained (its flow control).

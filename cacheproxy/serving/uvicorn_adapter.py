@@ -470,9 +470,11 @@ class _BodyWriter:
             return False
         if not cycle.response_started or cycle.response_complete:
             raise RuntimeError("body parts need a started, unfinished response")
+        if cycle.scope["method"] == "HEAD":  # no body; uvicorn chooses no chunked framing for one
+            return False
         if bool(cycle.chunked_encoding) != chunked:
             raise RuntimeError("the response's framing is not the one written")
-        return cycle.scope["method"] != "HEAD"
+        return True
 
     async def write(self, parts: Sequence[BodyPart], size: int) -> bool:
         if not await self._ready(chunked=False):
@@ -484,12 +486,13 @@ class _BodyWriter:
         cycle.transport.writelines(parts)
         return True
 
-    async def write_chunk(self, parts: Sequence[BodyPart]) -> None:
-        size = sum(map(len, parts))
-        if not size or not await self._ready(chunked=True):
-            return
-        # One writelines: each write would be a send() of its own while the socket has room.
-        self._cycle.transport.writelines([b"%x\r\n" % size, *parts, b"\r\n"])
+    async def write_chunk(self, parts: Sequence[BodyPart]) -> bool:
+        if not await self._ready(chunked=True):
+            return False
+        if size := sum(map(len, parts)):  # an empty chunk would end the body
+            # One writelines: each write would be a send() of its own while the socket has room.
+            self._cycle.transport.writelines([b"%x\r\n" % size, *parts, b"\r\n"])
+        return True
 
 
 def serving_protocol(

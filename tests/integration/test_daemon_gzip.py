@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import logging
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -138,3 +139,16 @@ async def test_the_python_client_reads_the_gzipped_list(
     encoding, data = await asyncio.to_thread(read_raw)
     assert encoding == "gzip"
     assert keys(orjson.loads(data)) == sim_keys(big_sim)
+
+
+async def test_a_head_of_a_gzipped_list_ends_cleanly_with_no_body(
+    daemon: Daemon, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with httpx.AsyncClient(base_url=daemon.url, timeout=10) as c:
+        head = await c.head("/api/v1/pods", headers={"Accept-Encoding": "gzip"})
+        assert head.status_code == 200
+        assert head.headers["content-encoding"] == "gzip" and head.content == b""
+        # On the same connection: answered once the HEAD's handler is done.
+        response = await c.get("/api/v1/pods?limit=5")
+    assert response.status_code == 200 and len(response.json()["items"]) == 5
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []

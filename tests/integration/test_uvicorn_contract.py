@@ -73,6 +73,10 @@ class _Capturing(ServingProtocol):
         _Capturing.captured.append((self, self.cycle))
 
 
+_chunks_written: list[bool] = []
+"""What each ``write_chunk`` of the app returned."""
+
+
 async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """Writes its bodies through the adapter's extensions, as the servers do."""
     extensions = scope["extensions"]
@@ -99,13 +103,13 @@ async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await writer.write([b"hello", b" ", b"world"], 11)
     else:
         await send({"type": "http.response.start", "status": 200, "headers": []})
-        await writer.write_chunk([b"line-1\n", b"line-2\n"])
+        _chunks_written.append(await writer.write_chunk([b"line-1\n", b"line-2\n"]))
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-async def _request(port: int, path: str) -> bytes:
+async def _request(port: int, path: str, method: str = "GET") -> bytes:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(f"GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".encode())
+    writer.write(f"{method} {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".encode())
     data = await reader.read()
     writer.close()
     await writer.wait_closed()
@@ -115,6 +119,7 @@ async def _request(port: int, path: str) -> bytes:
 @pytest.fixture
 async def runner() -> Any:
     _Capturing.captured.clear()
+    _chunks_written.clear()
     config = uvicorn.Config(_app, http=_Capturing, lifespan="off", log_level="warning", ws="none")
     runner = UvicornRunner(config, host="127.0.0.1", port=0, name="contract")
     await runner.start()
@@ -162,6 +167,18 @@ async def test_a_chunk_written_from_parts_is_framed_as_one_chunk(runner: Uvicorn
     head, _, body = response.partition(b"\r\n\r\n")
     assert b"transfer-encoding: chunked" in head.lower()
     assert body == b"e\r\nline-1\nline-2\n\r\n0\r\n\r\n"
+    assert _chunks_written == [True]
+
+
+async def test_a_chunk_is_not_written_for_a_head_or_a_client_gone(runner: UvicornRunner) -> None:
+    response = await _request(runner.port, "/chunks", method="HEAD")
+    head, _, body = response.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200") and body == b""
+    assert _chunks_written == [False]
+    [(protocol, cycle)] = _Capturing.captured
+    cycle.disconnected = True
+    writer = protocol.scope["extensions"][BODY_WRITER]
+    assert await writer.write_chunk([b"late\n"]) is False
 
 
 async def test_abort_drops_the_connection_without_ending_the_response(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import random
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -65,8 +66,9 @@ class Writer:
     async def write(self, parts: Sequence[bytes], size: int) -> None:
         self.whole.extend(parts)
 
-    async def write_chunk(self, parts: Sequence[bytes]) -> None:
+    async def write_chunk(self, parts: Sequence[bytes]) -> bool:
         self.chunks.append(b"".join(parts))
+        return True
 
 
 async def _respond(
@@ -143,9 +145,9 @@ async def test_the_body_is_compressed_in_a_worker_thread_and_sent_as_it_is_made(
     monkeypatch.setattr(compression_module, "_deflate", recording)
 
     class Recording(Writer):
-        async def write_chunk(self, parts: Sequence[bytes]) -> None:
+        async def write_chunk(self, parts: Sequence[bytes]) -> bool:
             events.append("written")
-            await super().write_chunk(parts)
+            return await super().write_chunk(parts)
 
     writer = Recording()
     sent: list[dict[str, Any]] = []
@@ -161,6 +163,70 @@ async def test_the_body_is_compressed_in_a_worker_thread_and_sent_as_it_is_made(
     assert len(deflating) == 4
     assert threading.get_ident() not in deflating
     assert events.index("written") < len(events) - 2  # the first piece out before the last
+
+
+@pytest.fixture
+def deflated(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The size of each batch the worker thread compresses, as it compresses them."""
+    batches: list[int] = []
+    deflate = compression_module._deflate
+
+    def counting(stream: Any, batch: list[bytes], last: bool) -> bytes:
+        batches.append(sum(map(len, batch)))
+        return deflate(stream, batch, last)
+
+    monkeypatch.setattr(compression_module, "_deflate", counting)
+    return batches
+
+
+class Leaving(Writer):
+    """A body writer whose client takes ``reads`` chunks, then is gone."""
+
+    def __init__(self, reads: int) -> None:
+        super().__init__()
+        self.reads = reads
+
+    async def write_chunk(self, parts: Sequence[bytes]) -> bool:
+        if self.reads == 0:
+            return False
+        self.reads -= 1
+        return await super().write_chunk(parts)
+
+
+_INCOMPRESSIBLE = [random.Random(0).randbytes(100_000) for _ in range(20)]
+"""20 batches of ``chunk_bytes=100_000``, each making a piece of output at once."""
+
+
+@pytest.mark.parametrize("reads", [0, 1])
+async def test_no_more_pieces_are_made_once_the_client_is_gone(
+    reads: int, deflated: list[int]
+) -> None:
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    writer = Leaving(reads)
+    on = Compression(enabled=True, min_bytes=0, chunk_bytes=100_000)
+    await send_parts(send, _INCOMPRESSIBLE, writer=writer, compression=on, accept_encoding="gzip")
+    assert len(writer.chunks) == reads
+    assert len(deflated) == reads + 2  # the pieces written, the one refused, the one being made
+    assert sent[-1] == {"type": "http.response.body", "body": b"", "more_body": False}
+
+
+async def test_no_more_pieces_are_made_once_send_raises(deflated: list[int]) -> None:
+    bodies: list[bytes] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            if bodies:
+                raise ConnectionResetError
+            bodies.append(message["body"])
+
+    on = Compression(enabled=True, min_bytes=0, chunk_bytes=100_000)
+    with pytest.raises(ConnectionResetError):
+        await send_parts(send, _INCOMPRESSIBLE, compression=on, accept_encoding="gzip")
+    assert len(deflated) == 3  # the piece sent, the one send raised on, the one being made
 
 
 async def test_whole_json_answers_are_gzipped_by_the_given_compression() -> None:

@@ -24,7 +24,7 @@ class Writer:
         self.written.append(b"".join(parts))
         return True
 
-    async def write_chunk(self, parts: Sequence[BodyPart]) -> None:
+    async def write_chunk(self, parts: Sequence[BodyPart]) -> bool:
         raise AssertionError("a body of known length is not chunked")
 
 

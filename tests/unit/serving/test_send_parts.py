@@ -24,7 +24,7 @@ async def _respond(parts: Sequence[bytes], *, direct: bool) -> tuple[list[dict[s
             assert size == sum(map(len, group))
             written.extend(group)
 
-        async def write_chunk(self, group: Sequence[bytes]) -> None:
+        async def write_chunk(self, group: Sequence[bytes]) -> bool:
             raise AssertionError("a list has a Content-Length")
 
     await send_parts(send, parts, writer=Writer() if direct else None, chunk_bytes=7)

@@ -259,8 +259,9 @@ class Writer:
     async def write(self, parts: Sequence[bytes], size: int) -> None:
         raise AssertionError("a watch is chunked")
 
-    async def write_chunk(self, parts: Sequence[bytes]) -> None:
+    async def write_chunk(self, parts: Sequence[bytes]) -> bool:
         self.chunks.append(list(parts))
+        return True
 
 
 class Flow:
