@@ -26,8 +26,11 @@ relist that finds the collection changed out of all recognition is the time to r
 Packing is deterministic (one dictionary, one level), so two packings of the same bodies are the
 same bytes: a relist tells unchanged objects packed alone by comparing packed bytes.
 
-Layout of a block: one byte ``n`` (objects, 1-255), ``n + 1`` little-endian uint32 offsets
-(where each body starts in the block's plain bytes, then its end), the zstd frame.
+Layout of a block: one byte ``n`` (objects, 1-255), ``n + 1`` little-endian uint32 offsets, the
+zstd frame of the bodies joined by :data:`JOINER` (what a list of a built-in kind writes between
+two items' bodies, so that a run of a block's objects is written as one piece). Offset ``i`` is
+where body ``i`` starts in the plain bytes, offset ``n`` their length plus the joiner's: body
+``i`` ends a joiner before offset ``i + 1``.
 """
 
 from __future__ import annotations
@@ -41,7 +44,16 @@ from typing import TypeAlias
 
 import zstandard
 
-__all__ = ["Buffer", "Packer", "Storage", "body_size", "member_bodies", "share"]
+__all__ = [
+    "JOINER",
+    "Buffer",
+    "Packer",
+    "Storage",
+    "body_size",
+    "member_bodies",
+    "member_runs",
+    "share",
+]
 
 Buffer: TypeAlias = bytes | memoryview
 """A body as lists write it: stored bytes, or a view of a batch decompressed at once."""
@@ -49,7 +61,12 @@ Buffer: TypeAlias = bytes | memoryview
 MAX_BLOCK_OBJECTS = 255
 """Objects a block holds at most (its count is one byte)."""
 
+JOINER = b",{"
+"""Between two bodies in a block: what a list of a built-in kind writes between two items' bodies
+(an item is ``{`` and the body: the object without its kind and apiVersion)."""
+
 _SPAN = struct.Struct("<II")
+_JOINED = len(JOINER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,10 +177,10 @@ class Packer:
     def pack_block(self, bodies: Sequence[Buffer]) -> bytes:
         """One block of ``bodies`` (1 to :data:`MAX_BLOCK_OBJECTS`), each read back by its place."""
         count = len(bodies)
-        offsets = itertools.accumulate(map(len, bodies), initial=0)
+        offsets = itertools.accumulate((len(body) + _JOINED for body in bodies), initial=0)
         # The concatenation copies zstd's output, whose buffer is sized for the worst case: the
         # block takes its own size.
-        return _head(count).pack(count, *offsets) + self._compress(b"".join(bodies))
+        return _head(count).pack(count, *offsets) + self._compress(JOINER.join(bodies))
 
     def unpack(self, packed: bytes, member: int = 0) -> bytes:
         """The body at place ``member`` of the block ``packed``."""
@@ -171,10 +188,10 @@ class Packer:
         if packed[0] == 1:
             return plain
         start, end = _SPAN.unpack_from(packed, 1 + 4 * member)
-        return plain[start:end]
+        return plain[start : end - _JOINED]
 
     def unpack_block(self, packed: bytes) -> bytes:
-        """The plain bytes of the block ``packed`` (its bodies one after the other)."""
+        """The plain bytes of the block ``packed`` (its bodies, joined)."""
         plain: bytes = self._decompress(_frame(packed))
         return plain
 
@@ -217,8 +234,42 @@ def member_bodies(
                     _head(block[0]).unpack_from(block),
                 )
             view, offsets = got
-        add(view[offsets[member + 1] : offsets[member + 2]])
+        add(view[offsets[member + 1] : offsets[member + 2] - _JOINED])
     return bodies
+
+
+def member_runs(
+    unpack_block: Callable[[bytes], bytes], packed: Sequence[bytes], members: Sequence[int]
+) -> list[Buffer]:
+    """:func:`member_bodies`, but each run of a block's objects asked for one after the other
+    (places ``i``, ``i + 1``, …) as one view: their bodies joined by :data:`JOINER`. A list of a
+    built-in kind writes these pieces with the joiner between them: a whole block in one piece."""
+    runs: list[Buffer] = []
+    add = runs.append
+    made: dict[int, tuple[memoryview, tuple[int, ...]]] = {}  # by block id (all alive here)
+    last: bytes | None = None
+    view = memoryview(b"")
+    offsets: tuple[int, ...] = ()
+    first = after = 0  # the run so far: places first .. after - 1 of last
+    for block, member in zip(packed, members, strict=True):
+        if block is last and member == after:
+            after += 1
+            continue
+        if last is not None:
+            add(view[offsets[first + 1] : offsets[after + 1] - _JOINED])
+        if block is not last:
+            last = block
+            got = made.get(id(block))
+            if got is None:
+                got = made[id(block)] = (
+                    memoryview(unpack_block(block)),
+                    _head(block[0]).unpack_from(block),
+                )
+            view, offsets = got
+        first, after = member, member + 1
+    if last is not None:
+        add(view[offsets[first + 1] : offsets[after + 1] - _JOINED])
+    return runs
 
 
 def body_size(packed: bytes, member: int = 0) -> int:
@@ -226,7 +277,7 @@ def body_size(packed: bytes, member: int = 0) -> int:
     start: int
     end: int
     start, end = _SPAN.unpack_from(packed, 1 + 4 * member)
-    return end - start
+    return end - start - _JOINED
 
 
 def share(packed: bytes) -> int:

@@ -31,7 +31,15 @@ import orjson
 from sortedcontainers import SortedList
 
 from cacheproxy.informer.indexes import Indexes, IndexFunc
-from cacheproxy.informer.packing import Buffer, Packer, Storage, body_size, member_bodies, share
+from cacheproxy.informer.packing import (
+    Buffer,
+    Packer,
+    Storage,
+    body_size,
+    member_bodies,
+    member_runs,
+    share,
+)
 from cacheproxy.kube.keys import object_key
 
 __all__ = [
@@ -41,6 +49,7 @@ __all__ = [
     "Transform",
     "Unpackers",
     "bodies",
+    "body_runs",
     "pick",
     "type_prefix",
 ]
@@ -289,6 +298,20 @@ def bodies(entries: Sequence[Entry], *, off_loop: Unpackers | None = None) -> li
         else e.body
         for e in entries
     ]
+
+
+def body_runs(entries: Sequence[Entry], *, off_loop: Unpackers | None = None) -> list[Buffer]:
+    """:func:`bodies`, but those of objects packed one after the other in a block, asked for
+    one after the other, as one piece: their bodies joined by
+    :data:`~cacheproxy.informer.packing.JOINER` (what a list of a built-in kind writes between
+    the pieces)."""
+    packers = set(map(_PACKER, entries))
+    if len(packers) != 1 or None in packers:
+        return bodies(entries, off_loop=off_loop)
+    (packer,) = packers
+    assert isinstance(packer, Packer)
+    unpack = _unpacker(packer, off_loop)
+    return member_runs(unpack, list(map(_PACKED, entries)), list(map(_MEMBER, entries)))
 
 
 def _unpacker(packer: Packer, off_loop: Unpackers | None) -> Callable[[bytes], bytes]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import sys
 from dataclasses import dataclass
 
 import orjson
@@ -167,10 +168,13 @@ async def serve_list(
         return
     plain_form = form.reform is None and query.shard is None
     if plain_form and not req.pretty and len(page.items) > GROUP_ITEMS and page.packed:
-        length = page.length()
-        if not compression.wanted(req.header("accept-encoding"), length, loopback=req.loopback):
+        accept, loopback = req.header("accept-encoding"), req.loopback
+        # Its length (a pass over every item) only if it might be gzipped.
+        if not compression.wanted(accept, sys.maxsize, loopback=loopback) or not (
+            compression.wanted(accept, page.length(), loopback=loopback)
+        ):
             req.started = True  # past here a failure can only end the response
-            await send_groups(send, page.groups(), length, writer=req.writer)
+            await send_groups(send, page.groups(), writer=req.writer)
             return
     parts = page.parts() if plain_form else await _reformed_parts(page, form, query)
     if req.pretty:

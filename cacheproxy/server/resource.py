@@ -33,7 +33,8 @@ from cacheproxy.errors import ApiError
 from cacheproxy.informer.eventlog import TooOld
 from cacheproxy.informer.events import Changed, InformerEvent, Relisted
 from cacheproxy.informer.informer import SharedInformer
-from cacheproxy.informer.store import Entry, Store, Unpackers
+from cacheproxy.informer.packing import JOINER
+from cacheproxy.informer.store import Entry, Store, Unpackers, body_runs
 from cacheproxy.informer.store import bodies as stored_bodies
 from cacheproxy.kube import status
 from cacheproxy.kube.keys import KeyDigest, key_digest
@@ -97,14 +98,16 @@ class ServedList:
     ) -> list[BodyPart]:
         """``items`` (at least one) with the separators between them, from the first one's
         opening to the last one's end."""
-        bodies = stored_bodies(items, off_loop=off_loop)
         if self.rtype.builtin:
             # Typed lists of built-in kinds carry items without kind/apiVersion (as the API
-            # server): "{" and the body, so every separator is the same ",{".
-            parts: list[BodyPart] = [_ITEM_SEPARATOR] * (2 * len(bodies))
+            # server): "{" and the body, so every separator is the same ",{" — the joiner of
+            # a compressed store's blocks, whose runs of items come as one piece each.
+            runs = body_runs(items, off_loop=off_loop)
+            parts: list[BodyPart] = [JOINER] * (2 * len(runs))
             parts[0] = b"{"
-            parts[1::2] = bodies
+            parts[1::2] = runs
         else:  # the type prefix and the body, "," between
+            bodies = stored_bodies(items, off_loop=off_loop)
             parts = [b","] * (3 * len(bodies) - 1)
             parts[0::3] = list(map(_PREFIX, items))
             parts[1::3] = bodies
@@ -149,7 +152,6 @@ class ServedList:
 _PREFIX = operator.attrgetter("prefix")
 GROUP_ITEMS = 1024
 """Items whose packed bodies a streamed list decompresses at once (~5 MB of pods)."""
-_ITEM_SEPARATOR = b",{"
 _WAITERS = itertools.count()
 """Orders the reads waiting for one RV (futures do not compare)."""
 

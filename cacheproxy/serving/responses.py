@@ -131,27 +131,23 @@ class JsonAnswers:
 async def send_groups(
     send: Send,
     groups: Iterator[Sequence[BodyPart]],
-    length: int,
     *,
     writer: BodyWriter | None = None,
     content_type: bytes = JSON,
 ) -> None:
-    """A 200 of ``length`` bytes whose body is ``groups`` of parts, each made only once the one
-    before is on its way (the transport's flow control waits between them): a body whose parts
-    are made as it is written (a compressed store's list) is never held whole. Each group is made
-    in a worker thread while the one before is written (``groups`` must allow that); once the
-    client is gone (or for a HEAD), no more are made."""
-    headers = [
-        (b"content-type", content_type),
-        (b"cache-control", NO_CACHE),
-        (b"content-length", str(length).encode()),
-    ]
+    """A 200 whose body is ``groups`` of parts, each made only once the one before is on its
+    way (the transport's flow control waits between them): a body whose parts are made as it
+    is written (a compressed store's list) is never held whole. Chunked, as the API server
+    sends a long list: its length is never computed. Each group is made in a worker thread
+    while the one before is written (``groups`` must allow that); once the client is gone (or
+    for a HEAD), no more are made."""
+    headers = [(b"content-type", content_type), (b"cache-control", NO_CACHE)]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     made = asyncio.ensure_future(asyncio.to_thread(next, groups, None))
     while (parts := await made) is not None:
         made = asyncio.ensure_future(asyncio.to_thread(next, groups, None))
         if writer is not None:
-            if not await writer.write(parts, sum(map(len, parts))):
+            if not await writer.write_chunk(parts):
                 await made  # the group being made; no more after it: nobody reads them
                 break
         else:

@@ -13,9 +13,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cacheproxy.informer import Storage, Store
-from cacheproxy.informer.packing import share
+from cacheproxy.informer.packing import JOINER, share
 from cacheproxy.informer.persistence import SnapshotView, read_snapshot, write_snapshot
-from cacheproxy.informer.store import PackedEntry, bodies
+from cacheproxy.informer.store import PackedEntry, bodies, body_runs
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.resources import builtin as builtin_type
 from cacheproxy.server.resource import ServedList
@@ -114,6 +114,14 @@ def test_a_block_gives_each_of_its_objects_alone_and_in_any_selection() -> None:
         want = [bytes(b) for b in bodies(plain.get_many(chosen))]
         assert [bytes(b) for b in bodies(packed.get_many(chosen))] == want
         assert [bytes(b) for b in bodies(packed.get_many(chosen), off_loop={})] == want
+    # Runs of a block's objects come joined as a list writes them, in fewer pieces.
+    for chosen in (keys, keys[3:50], keys[::2], [rng.choice(keys) for _ in range(90)]):
+        want_list = JOINER.join(bodies(plain.get_many(chosen)))
+        runs = body_runs(packed.get_many(chosen))
+        assert JOINER.join(runs) == want_list
+        assert JOINER.join(body_runs(packed.get_many(chosen), off_loop={})) == want_list
+        if chosen is keys:
+            assert len(runs) == len(keys) // 8, "a whole block in one piece"
 
 
 def test_blocks_of_one_pack_each_object_alone() -> None:
