@@ -76,8 +76,9 @@ class Storage:
     compressed: bool = False
     """Each object zstd-compressed with a dictionary trained on the resource's first objects."""
     level: int = 1
-    """zstd level (1-19). Pods with a trained dictionary: 1 packs 14.6x at ~6 µs an object,
-    3 packs 15.1x at ~8 µs, 19 17.4x at ~900 µs; all decompress at ~2.5-3 µs an object."""
+    """zstd level (1-19). Pods alone with a trained dictionary: 1 packs 14.6x at ~6 µs an
+    object, 3 packs 15.1x at ~8 µs, 19 17.4x at ~900 µs; all decompress at ~2.5-3 µs an object
+    (in blocks of 8, ~1.2 µs)."""
     dictionary_bytes: int = 64 << 10
     """Size of the trained dictionary: 64 KiB holds the parts pods share best."""
     training_bytes: int = 8 << 20

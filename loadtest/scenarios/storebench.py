@@ -197,7 +197,8 @@ def _render(sizes: Sequence[SizeResult], args: argparse.Namespace, machine: Mach
         "# The compressed store beside the plain one",
         "",
         f"- command: `{_python_command()} -m loadtest storebench "
-        f"--pods {' '.join(map(str, args.pods))} --rounds {args.rounds} --repeats {args.repeats}`",
+        f"--pods {' '.join(map(str, args.pods))} --rounds {args.rounds} --repeats {args.repeats} "
+        f"--seconds {args.seconds:g}`",
         f"- date: {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M:%S} UTC",
         f"- machine: {machine.python}, orjson {machine.orjson}, zstandard "
         f"{metadata.version('zstandard')}; {machine.cpu_model}, nproc {machine.nproc}, "
@@ -205,7 +206,8 @@ def _render(sizes: Sequence[SizeResult], args: argparse.Namespace, machine: Mach
         f"- demo pods over {args.namespaces} namespaces, {args.apps} apps, {args.nodes} nodes; "
         "pods keep `spec.nodeName` indexed; storage `compressed` is the defaults "
         f"(zstd level {_DEFAULT.level}, {_DEFAULT.dictionary_bytes >> 10} KiB dictionary trained "
-        f"on {_DEFAULT.training_bytes >> 20} MiB of the first list)",
+        f"on {_DEFAULT.training_bytes >> 20} MiB of the first list, a list's objects packed in "
+        f"blocks of {_DEFAULT.block_objects})",
         "",
         "## Verdicts",
         "",

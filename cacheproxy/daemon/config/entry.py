@@ -169,9 +169,9 @@ class StorageEntry(Section):
 
     compressed: bool = library_default(Storage, "compressed")
     """Keep each object zstd-compressed with a dictionary trained on this resource's own
-    objects: pods take about 0.2x their JSON instead of 1.2x. Lists then decompress what they
-    send (about 3x the time of a plain list on 2 cores); GETs, selection and watches cost about
-    the same (docs/operations.md, "Compressed storage"). Objects are kept as they come
+    objects: pods take about 0.25x their JSON instead of 1.2x. Lists then decompress what they
+    send (about 1.6x the time of a plain list on 2 cores), a GET its object's block (~10 µs);
+    selection and watches cost about the same (docs/operations.md, "Compressed storage"). Objects are kept as they come
     until the first list ends (or, for a collection that starts empty, until `trainingBytes`
     of them were seen), then packed; fewer than 32 objects stay as they are."""
     level: Annotated[int, Field(ge=1, le=19)] = library_default(Storage, "level")
