@@ -212,6 +212,22 @@ def _frame(packed: bytes) -> memoryview:
     return memoryview(packed)[5 + 4 * packed[0] :]
 
 
+_Opened = dict[int, tuple[memoryview, tuple[int, ...]]]
+"""Blocks decompressed for one call, by id (they are all alive meanwhile): plain bytes, header."""
+
+
+def _opened(
+    block: bytes, made: _Opened, unpack_block: Callable[[bytes], bytes]
+) -> tuple[memoryview, tuple[int, ...]]:
+    got = made.get(id(block))
+    if got is None:
+        got = made[id(block)] = (
+            memoryview(unpack_block(block)),
+            _head(block[0]).unpack_from(block),
+        )
+    return got
+
+
 def member_bodies(
     unpack_block: Callable[[bytes], bytes], packed: Sequence[bytes], members: Sequence[int]
 ) -> list[Buffer]:
@@ -221,20 +237,14 @@ def member_bodies(
     thread, this runs beside the event loop."""
     bodies: list[Buffer] = []
     add = bodies.append
-    made: dict[int, tuple[memoryview, tuple[int, ...]]] = {}  # by block id (all alive here)
+    made: _Opened = {}
     last: bytes | None = None
     view = memoryview(b"")
     offsets: tuple[int, ...] = ()
     for block, member in zip(packed, members, strict=True):
         if block is not last:
             last = block
-            got = made.get(id(block))
-            if got is None:
-                got = made[id(block)] = (
-                    memoryview(unpack_block(block)),
-                    _head(block[0]).unpack_from(block),
-                )
-            view, offsets = got
+            view, offsets = _opened(block, made, unpack_block)
         add(view[offsets[member + 1] : offsets[member + 2] - _JOINED])
     return bodies
 
@@ -247,7 +257,7 @@ def member_runs(
     built-in kind writes these pieces with the joiner between them: a whole block in one piece."""
     runs: list[Buffer] = []
     add = runs.append
-    made: dict[int, tuple[memoryview, tuple[int, ...]]] = {}  # by block id (all alive here)
+    made: _Opened = {}
     last: bytes | None = None
     view = memoryview(b"")
     offsets: tuple[int, ...] = ()
@@ -260,13 +270,7 @@ def member_runs(
             add(view[offsets[first + 1] : offsets[after + 1] - _JOINED])
         if block is not last:
             last = block
-            got = made.get(id(block))
-            if got is None:
-                got = made[id(block)] = (
-                    memoryview(unpack_block(block)),
-                    _head(block[0]).unpack_from(block),
-                )
-            view, offsets = got
+            view, offsets = _opened(block, made, unpack_block)
         first, after = member, member + 1
     if last is not None:
         add(view[offsets[first + 1] : offsets[after + 1] - _JOINED])
