@@ -260,13 +260,16 @@ def keep_unchanged(entries: list[Entry], old: Mapping[str, Entry]) -> None:
         and prev is not entry
         and prev.prefix == entry.prefix
     ]
-    if not pairs:
-        return
-    new = bodies([entries[i] for i, _ in pairs])
-    was = bodies([prev for _, prev in pairs])
-    for (i, prev), body, stored in zip(pairs, new, was, strict=True):
-        if body == stored:
-            entries[i] = prev
+    for start in range(0, len(pairs), _COMPARED_AT_ONCE):  # a few MB of plain bodies at a time
+        some = pairs[start : start + _COMPARED_AT_ONCE]
+        new = bodies([entries[i] for i, _ in some])
+        was = bodies([prev for _, prev in some])
+        for (i, prev), body, stored in zip(some, new, was, strict=True):
+            if body == stored:
+                entries[i] = prev
+
+
+_COMPARED_AT_ONCE = 1024
 
 
 _BODY = operator.attrgetter("body")

@@ -13,6 +13,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cacheproxy.informer import Storage, Store
+from cacheproxy.informer import store as store_module
 from cacheproxy.informer.packing import JOINER, share
 from cacheproxy.informer.persistence import SnapshotView, read_snapshot, write_snapshot
 from cacheproxy.informer.store import PackedEntry, bodies, body_runs
@@ -72,7 +73,11 @@ def test_a_relist_packs_the_list_it_was_given_so_no_plain_copy_outlives_it() -> 
     assert all(store.get(e.key) is e for e in entries)
 
 
-def test_a_relist_keeps_the_stored_entry_of_each_unchanged_object_and_packs_the_rest() -> None:
+@pytest.mark.parametrize("at_once", [1024, 7])
+def test_a_relist_keeps_the_stored_entry_of_each_unchanged_object_and_packs_the_rest(
+    at_once: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "_COMPARED_AT_ONCE", at_once)  # compared in slices
     pods = _pods(100)
     store = _filled(SMALL, pods)
     before = {e.key: e for e in store.entries()}
