@@ -36,8 +36,8 @@ from cacheproxy.server.admission import ServedRequest
 from cacheproxy.server.options import JSON_ANSWERS
 from cacheproxy.server.query import Query, parse_index_selector, validate_fields
 from cacheproxy.server.resource import GROUP_ITEMS, ServedList, ServedResource
-from cacheproxy.serving import BodyPart, Send, send_groups, send_parts
-from cacheproxy.serving.compression import IDENTITY, Compression
+from cacheproxy.serving import JSON, NO_CACHE, BodyPart, Send, send_groups, send_parts
+from cacheproxy.serving.compression import IDENTITY, Compression, send_gzipped
 
 __all__ = ["ResponseForm", "build_query", "negotiate", "serve_get", "serve_list"]
 
@@ -168,14 +168,20 @@ async def serve_list(
         return
     plain_form = form.reform is None and query.shard is None
     if plain_form and not req.pretty and len(page.items) > GROUP_ITEMS and page.packed:
+        # Made group by group as it is sent (gzipped or not): never held whole. Its length (a
+        # pass over every item) only if it might be gzipped.
         accept, loopback = req.header("accept-encoding"), req.loopback
-        # Its length (a pass over every item) only if it might be gzipped.
-        if not compression.wanted(accept, sys.maxsize, loopback=loopback) or not (
+        req.started = True  # past here a failure can only end the response
+        if compression.wanted(accept, sys.maxsize, loopback=loopback) and (
             compression.wanted(accept, page.length(), loopback=loopback)
         ):
-            req.started = True  # past here a failure can only end the response
+            headers = [(b"content-type", JSON), (b"cache-control", NO_CACHE)]
+            await send_gzipped(
+                send, page.groups(), headers, compression=compression, writer=req.writer
+            )
+        else:
             await send_groups(send, page.groups(), writer=req.writer)
-            return
+        return
     parts = page.parts() if plain_form else await _reformed_parts(page, form, query)
     if req.pretty:
         await JSON_ANSWERS.send(send, req, b"".join(parts), compression=compression)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import zlib
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Iterator, Sequence
 from dataclasses import dataclass
 
 from cacheproxy.serving.asgi import BodyPart, BodyWriter, Send
@@ -124,7 +124,7 @@ def _batches(parts: Sequence[BodyPart], size: int) -> list[list[BodyPart]]:
     return batches
 
 
-def _deflate(stream: zlib._Compress, batch: list[BodyPart], last: bool) -> bytes:
+def _deflate(stream: zlib._Compress, batch: Sequence[BodyPart], last: bool) -> bytes:
     """One batch through the stream (in the worker thread: the join, a memcpy, is the only
     part that holds the GIL); the last one ends the gzip member."""
     out = stream.compress(b"".join(batch))
@@ -132,23 +132,27 @@ def _deflate(stream: zlib._Compress, batch: list[BodyPart], last: bool) -> bytes
 
 
 async def gzip_chunks(
-    parts: Sequence[BodyPart], *, level: int, chunk_bytes: int
+    body: Sequence[BodyPart] | Iterator[Sequence[BodyPart]], *, level: int, chunk_bytes: int
 ) -> AsyncGenerator[bytes]:
-    """The gzip member of ``parts`` joined, as the pieces a worker thread makes of it, one
-    ~``chunk_bytes`` batch of input each: the next batch is compressed while the caller writes
-    a piece. A piece may be empty (zlib kept what it was given)."""
+    """The gzip member of ``body`` as the pieces a worker thread makes of it, one batch of input
+    each: the next batch is made and compressed while the caller writes a piece. ``body`` is
+    parts (batches of ~``chunk_bytes``), or groups of parts made as they are asked for, in the
+    worker thread (a compressed store's list: its plain bodies are never held whole). A piece
+    may be empty (zlib kept what it was given)."""
     stream = zlib.compressobj(level, zlib.DEFLATED, GZIP_WBITS)
-    batches = _batches(parts, chunk_bytes)
-    last = len(batches) - 1
-    pending = asyncio.ensure_future(asyncio.to_thread(_deflate, stream, batches[0], last == 0))
+    batches = iter(_batches(body, chunk_bytes)) if isinstance(body, Sequence) else body
+
+    def step() -> bytes | None:
+        batch = next(batches, None)
+        return None if batch is None else _deflate(stream, batch, False)
+
+    pending = asyncio.ensure_future(asyncio.to_thread(step))
     try:
-        for i in range(1, last + 1):
-            out = await pending
-            pending = asyncio.ensure_future(
-                asyncio.to_thread(_deflate, stream, batches[i], i == last)
-            )
+        while (out := await pending) is not None:
+            pending = asyncio.ensure_future(asyncio.to_thread(step))
             yield out
-        yield await pending
+        pending = asyncio.ensure_future(asyncio.to_thread(stream.flush))  # the member's end
+        yield (await pending) or b""
     finally:
         # The caller stopped early (an error, a cancellation): the thread finishes its batch
         # (milliseconds), and what it made or raised is dropped.
@@ -160,14 +164,15 @@ async def gzip_chunks(
 
 async def send_gzipped(
     send: Send,
-    parts: Sequence[BodyPart],
+    parts: Sequence[BodyPart] | Iterator[Sequence[BodyPart]],
     headers: Headers,
     *,
     compression: Compression,
     writer: BodyWriter | None = None,
     code: int = 200,
 ) -> None:
-    """A response whose body is ``parts`` gzipped, chunked (its length is known only once the
+    """A response whose body is ``parts`` (or groups of parts made as they are asked for: see
+    :func:`gzip_chunks`) gzipped, chunked (its length is known only once the
     last piece is made): ``headers`` (without a ``Content-Length``), then ``Content-Encoding``
     and ``Vary``; each piece one chunk through ``writer`` (or a body message through ``send``)
     as it comes out of the worker thread. No more pieces are made once ``writer`` wrote nothing

@@ -293,3 +293,31 @@ def test_a_request_knows_whether_its_client_is_on_this_machine(
         return {"type": "http.disconnect"}
 
     assert Request(scope, receive).loopback is loopback
+
+
+@pytest.mark.parametrize("reads", [1, 100])
+async def test_groups_are_made_in_the_worker_as_the_gzip_stream_needs_them(reads: int) -> None:
+    """A body given as groups (a compressed store's list) is made one group at a time in the
+    worker thread, never ahead of what is sent, and gzips to the groups joined."""
+    made: list[int] = []
+
+    def groups() -> Any:
+        for i, part in enumerate(_INCOMPRESSIBLE):
+            assert threading.current_thread() is not threading.main_thread(), "made on the loop"
+            made.append(i)
+            yield [part[:50_000], memoryview(part)[50_000:]]
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    writer = Leaving(reads)
+    on = Compression(enabled=True, min_bytes=0)
+    await compression_module.send_gzipped(send, groups(), [], compression=on, writer=writer)
+    if reads >= len(_INCOMPRESSIBLE):
+        assert gzip.decompress(b"".join(writer.chunks)) == b"".join(_INCOMPRESSIBLE)
+        assert made == list(range(len(_INCOMPRESSIBLE)))
+    else:
+        assert made == list(range(reads + 2))  # written, refused, and the one being made
+    assert sent[-1] == {"type": "http.response.body", "body": b"", "more_body": False}
