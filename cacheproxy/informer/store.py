@@ -49,7 +49,6 @@ __all__ = [
     "Transform",
     "Unpackers",
     "bodies",
-    "body_runs",
     "pick",
     "type_prefix",
 ]
@@ -282,39 +281,31 @@ Unpackers = dict[Packer, Callable[[bytes], bytes]]
 """Decompression contexts of one thread other than the event loop's, by packer."""
 
 
-def bodies(entries: Sequence[Entry], *, off_loop: Unpackers | None = None) -> list[Buffer]:
+def bodies(
+    entries: Sequence[Entry], *, off_loop: Unpackers | None = None, joined: bool = False
+) -> list[Buffer]:
     """The bodies of ``entries`` in order, without a copy of a plain one; packed ones
-    decompressed together (one batch when one packer packed them all). ``off_loop``: for a
-    thread other than the event loop's, its own contexts (made here on first need, kept there
-    for its next calls)."""
+    decompressed together (each block once when one packer packed them all). ``off_loop``: for
+    a thread other than the event loop's, its own contexts (made here on first need, kept there
+    for its next calls). ``joined``: the bodies of objects packed one after the other in a
+    block, asked for one after the other, come as one piece, joined by
+    :data:`~cacheproxy.informer.packing.JOINER` (what a list of a built-in kind writes between
+    its items' bodies, so fewer pieces to write)."""
     packers = set(map(_PACKER, entries))
     if packers == {None} or not packers:
         return list(map(_BODY, entries))
     if len(packers) == 1:  # all packed, by one packer
         (packer,) = packers
         assert isinstance(packer, Packer)
+        read = member_runs if joined else member_bodies
         unpack = _unpacker(packer, off_loop)
-        return member_bodies(unpack, list(map(_PACKED, entries)), list(map(_MEMBER, entries)))
+        return read(unpack, list(map(_PACKED, entries)), list(map(_MEMBER, entries)))
     return [  # some packed, some not: one at a time (only while a store is being packed)
         member_bodies(_unpacker(e.packer, off_loop), [e.packed], [e.member])[0]
         if isinstance(e, PackedEntry)
         else e.body
         for e in entries
     ]
-
-
-def body_runs(entries: Sequence[Entry], *, off_loop: Unpackers | None = None) -> list[Buffer]:
-    """:func:`bodies`, but those of objects packed one after the other in a block, asked for
-    one after the other, as one piece: their bodies joined by
-    :data:`~cacheproxy.informer.packing.JOINER` (what a list of a built-in kind writes between
-    the pieces)."""
-    packers = set(map(_PACKER, entries))
-    if len(packers) != 1 or None in packers:
-        return bodies(entries, off_loop=off_loop)
-    (packer,) = packers
-    assert isinstance(packer, Packer)
-    unpack = _unpacker(packer, off_loop)
-    return member_runs(unpack, list(map(_PACKED, entries)), list(map(_MEMBER, entries)))
 
 
 def _unpacker(packer: Packer, off_loop: Unpackers | None) -> Callable[[bytes], bytes]:

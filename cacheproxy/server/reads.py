@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import sys
 from dataclasses import dataclass
 
 import orjson
@@ -169,11 +168,11 @@ async def serve_list(
     plain_form = form.reform is None and query.shard is None
     if plain_form and not req.pretty and len(page.items) > GROUP_ITEMS and page.packed:
         # Made group by group as it is sent (gzipped or not): never held whole. Its length (a
-        # pass over every item) only if it might be gzipped.
+        # pass over every item) only for a client offered gzip.
         accept, loopback = req.header("accept-encoding"), req.loopback
         req.started = True  # past here a failure can only end the response
-        if compression.wanted(accept, sys.maxsize, loopback=loopback) and (
-            compression.wanted(accept, page.length(), loopback=loopback)
+        if compression.offered(accept, loopback=loopback) and compression.wanted(
+            accept, page.length(), loopback=loopback
         ):
             headers = [(b"content-type", JSON), (b"cache-control", NO_CACHE)]
             await send_gzipped(

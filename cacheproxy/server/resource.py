@@ -34,7 +34,7 @@ from cacheproxy.informer.eventlog import TooOld
 from cacheproxy.informer.events import Changed, InformerEvent, Relisted
 from cacheproxy.informer.informer import SharedInformer
 from cacheproxy.informer.packing import JOINER
-from cacheproxy.informer.store import Entry, Store, Unpackers, body_runs
+from cacheproxy.informer.store import Entry, Store, Unpackers
 from cacheproxy.informer.store import bodies as stored_bodies
 from cacheproxy.kube import status
 from cacheproxy.kube.keys import KeyDigest, key_digest
@@ -102,7 +102,7 @@ class ServedList:
             # Typed lists of built-in kinds carry items without kind/apiVersion (as the API
             # server): "{" and the body, so every separator is the same ",{" — the joiner of
             # a compressed store's blocks, whose runs of items come as one piece each.
-            runs = body_runs(items, off_loop=off_loop)
+            runs = stored_bodies(items, off_loop=off_loop, joined=True)
             parts: list[BodyPart] = [JOINER] * (2 * len(runs))
             parts[0] = b"{"
             parts[1::2] = runs

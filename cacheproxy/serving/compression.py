@@ -61,12 +61,17 @@ class Compression:
     chunk_bytes: int = 1 << 20
     """Input compressed per hop to the worker thread (one HTTP chunk of output each)."""
 
+    def offered(self, accept_encoding: str, *, loopback: bool = False) -> bool:
+        """Whether a client that sent this ``Accept-Encoding`` (from a loopback address or not)
+        gets bodies past ``min_bytes`` gzipped."""
+        if self.enabled is False or (self.enabled is None and loopback):
+            return False
+        return accepts_gzip(accept_encoding)
+
     def wanted(self, accept_encoding: str, length: int, *, loopback: bool = False) -> bool:
         """Whether a body of ``length`` bytes goes out gzipped to a client that sent this
         ``Accept-Encoding`` (from a loopback address or not)."""
-        if self.enabled is False or (self.enabled is None and loopback):
-            return False
-        return length > self.min_bytes and accepts_gzip(accept_encoding)
+        return length > self.min_bytes and self.offered(accept_encoding, loopback=loopback)
 
 
 IDENTITY = Compression(enabled=False)

@@ -16,7 +16,7 @@ from cacheproxy.informer import Storage, Store
 from cacheproxy.informer import store as store_module
 from cacheproxy.informer.packing import JOINER, share
 from cacheproxy.informer.persistence import SnapshotView, read_snapshot, write_snapshot
-from cacheproxy.informer.store import PackedEntry, bodies, body_runs
+from cacheproxy.informer.store import PackedEntry, bodies
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.resources import builtin as builtin_type
 from cacheproxy.server.resource import ServedList
@@ -122,9 +122,9 @@ def test_a_block_gives_each_of_its_objects_alone_and_in_any_selection() -> None:
     # Runs of a block's objects come joined as a list writes them, in fewer pieces.
     for chosen in (keys, keys[3:50], keys[::2], [rng.choice(keys) for _ in range(90)]):
         want_list = JOINER.join(bodies(plain.get_many(chosen)))
-        runs = body_runs(packed.get_many(chosen))
+        runs = bodies(packed.get_many(chosen), joined=True)
         assert JOINER.join(runs) == want_list
-        assert JOINER.join(body_runs(packed.get_many(chosen), off_loop={})) == want_list
+        assert JOINER.join(bodies(packed.get_many(chosen), off_loop={}, joined=True)) == want_list
         if chosen is keys:
             assert len(runs) == len(keys) // 8, "a whole block in one piece"
 
