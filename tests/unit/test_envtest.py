@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
 import pytest
 
 from cacheproxy.envtest import find_all_assets, find_assets
+from tests.conftest import SUITE_VERSIONS
 
 
 def _binary(path: Path) -> Path:
@@ -115,3 +117,12 @@ def test_the_flags_an_etcd_accepts_are_read_from_its_help(tmp_path: Path) -> Non
     assert assets is not None
     assert {"data-dir", "log-level"} <= assets.etcd_flags
     assert "unsafe-no-fsync" not in assets.etcd_flags
+
+
+def test_ci_requires_exactly_the_servers_the_suite_runs_on() -> None:
+    """``.ci/run`` names the real servers it requires; the suite runs on the same ones, so that a
+    server found beside them (a newer one being brought up) neither fails CI nor hides."""
+    ci = (Path(__file__).resolve().parents[2] / ".ci" / "run").read_text()
+    required = re.search(r"^export CACHEPROXY_REQUIRE_ENVTEST=(\S+)$", ci, re.MULTILINE)
+    assert required is not None, ".ci/run no longer names the servers it requires"
+    assert tuple(required[1].split(",")) == SUITE_VERSIONS
