@@ -23,7 +23,6 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
 
 from cacheproxy.errors import ApiError
 from cacheproxy.kube.attributes import UserInfo
@@ -482,28 +481,13 @@ class CacheServer:
         parts: list[str],
         path: ApiPath,
         verb: str | None,
-        *,
-        most_recent: bool = False,
     ) -> None:
-        """Pass a read of a cached resource through upstream, as its caller (the read planner
-        chose it: :mod:`.readplan`); counted as a forwarded request, not as a read of something
-        uncached. ``most_recent``: a read not older than an RV the cache has not reached, asked
-        upstream with its RV unset — the most recent state is never older, and an API server
-        whose own cache has not reached that RV (1.28 on a quiet resource) would wait 3 s and
-        answer 504."""
+        """Pass a read of a cached resource through upstream, as its caller and as asked (the
+        read planner chose it: :mod:`.readplan`); counted as a forwarded request, not as a read
+        of something uncached."""
         assert self.passthrough is not None
         as_user = await self._impersonated(req)
-        query = None
-        if most_recent:
-            kept = [
-                (name, value)
-                for name, value in parse_qsl(
-                    req.scope.get("query_string", b"").decode(), keep_blank_values=True
-                )
-                if name not in ("resourceVersion", "resourceVersionMatch")
-            ]
-            query = urlencode(kept).encode()
-        what = dataclasses.replace(self._forwarded(req, parts, path, verb), read=None, query=query)
+        what = dataclasses.replace(self._forwarded(req, parts, path, verb), read=None)
         await self.passthrough.forward(req, send, what, as_user=as_user)
 
     async def _impersonated(self, req: ServedRequest) -> UserInfo | None:

@@ -18,7 +18,7 @@ The rows, in the order they are decided:
 | ``continue`` newer than the cache (upstream's page, a replica ahead) | forward; else wait ``rv_wait``, then that 410 |
 | RV=N, ``Exact`` (or a ``limit`` without a match) | the state at N; 410 when too old; wait when newer |
 | RV=N, not older than, reached | the current state |
-| RV=N, not older than, not reached | wait ``catch_up``, then forward with the RV unset (a list: or confirm); else wait ``rv_wait``, then 504 |
+| RV=N, not older than, not reached | wait ``catch_up``, then forward as asked (upstream applies its own rule: the state at N or newer, or its 504); a list: or confirm; else wait ``rv_wait``, then 504 |
 | watch from RV=N (no initial events) | the watch (its events come as the cache gets them) |
 | RV="0" | the current state, as it is |
 | RV unset (or an inconsistent ``continue``): | "Most Recent", by the resource's mode: |
@@ -195,12 +195,9 @@ class Confirm:
 
 @dataclass(frozen=True, slots=True)
 class ForwardRead:
-    """Pass the read through to upstream, as its caller."""
-
-    most_recent: bool = False
-    """Ask upstream with the RV unset: a read not older than an RV the cache has not reached
-    (the most recent state is never older; an API server whose own cache has not reached that
-    RV — 1.28 on a quiet resource — would wait 3 s and answer 504)."""
+    """Pass the read through to upstream as its caller, exactly as asked: its resourceVersion
+    options too, so that upstream applies its own rule (an RV it has not reached either waits,
+    then 504 ``ResourceVersionTooLarge``, as a direct read would)."""
 
 
 RefuseReason = Literal["expired", "continue_expired", "too_large", "timeout"]
@@ -267,7 +264,7 @@ def _at(read: ReadRequest, state: ReadState, done: ReadProgress) -> Step:
     if not done.waited:
         return WaitFor(n, state.catch_up if forward or confirm else state.rv_wait)
     if forward:
-        return ForwardRead(most_recent=not read.exact)
+        return ForwardRead()
     if confirm and done.confirmed is None and done.failed is None:
         return Confirm(n)
     if done.confirmed:

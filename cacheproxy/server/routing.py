@@ -249,8 +249,6 @@ class ReadForwarding(Protocol):
         parts: list[str],
         path: ApiPath,
         verb: str | None,
-        *,
-        most_recent: bool = False,
     ) -> None: ...
 
 
@@ -287,9 +285,7 @@ class ResourceReads:
             get = ObjectKey(path.namespace, path.name, res.key_of(path.namespace, path.name))
             answer = await decide(res, ReadRequest("get", given), get=get, can_forward=can_forward)
             if isinstance(answer, ForwardRead):
-                await self.forwarding.forward_read(
-                    req, send, parts, path, verb, most_recent=answer.most_recent
-                )
+                await self.forwarding.forward_read(req, send, parts, path, verb)
                 return
             await serve_get(
                 req,
@@ -308,9 +304,7 @@ class ResourceReads:
         read = ReadRequest.of("watch" if verb == "watch" else "list", opts, kube=res.kube_version())
         answer = await decide(res, read, can_forward=can_forward, opts=opts)
         if isinstance(answer, ForwardRead):
-            await self.forwarding.forward_read(
-                req, send, parts, path, verb, most_recent=answer.most_recent
-            )
+            await self.forwarding.forward_read(req, send, parts, path, verb)
             return
         send = _warned(send, answer)
         if verb == "list":

@@ -789,3 +789,33 @@ async def test_reads_after_each_write_through_the_daemon_see_it_without_asking_u
     assert (after.after_write + after.live) - (before.after_write + before.live) == 2 * WRITES
     asked = (after.probes, after.listings, after.object_checks)
     assert asked == (before.probes, before.listings, before.object_checks), "no read asked upstream"
+
+
+# ---------------------------------------------------------------------- reads the cache cannot answer
+
+
+@pytest.mark.parametrize("verb", ["list", "get"])
+async def test_a_read_at_an_rv_upstream_has_not_reached_gets_its_504_through_the_daemon(
+    upstream: httpx.AsyncClient, admin_proxy: httpx.AsyncClient, verb: str
+) -> None:
+    """Not older than an RV no server has reached: the cache cannot answer it, and the read goes
+    upstream as asked, so upstream applies its own rule (it waits, then 504) instead of answering
+    a newer read at an older RV."""
+    listed = await upstream.get("/api/v1/namespaces/ns-0/pods", params={"limit": "1"})
+    future = str(int(listed.json()["metadata"]["resourceVersion"]) + 1_000_000)
+    path = "/api/v1/namespaces/ns-0/pods"
+    if verb == "get":
+        path += "/" + listed.json()["items"][0]["metadata"]["name"]
+    up, down = await asyncio.gather(
+        upstream.get(path, params={"resourceVersion": future}, timeout=30),
+        admin_proxy.get(path, params={"resourceVersion": future}, timeout=30),
+    )
+    assert up.status_code == 504, up.text
+    assert down.status_code == up.status_code, down.text
+    assert down.headers.get("retry-after") == up.headers.get("retry-after") == "1"
+    mine, theirs = down.json(), up.json()
+    assert (mine["reason"], mine["details"]["causes"]) == (
+        theirs["reason"],
+        theirs["details"]["causes"],
+    )
+    assert "Too large resource version" in mine["message"], mine

@@ -177,11 +177,11 @@ ROWS: list[tuple[str, ReadRequest, ReadState, ReadProgress, Step]] = [
         WaitFor(120, 0.1),
     ),
     (
-        "not older than, forwardable: then forward as most recent",
+        "not older than, forwardable: then forward as asked (upstream's own rule)",
         ReadRequest("get", "120"),
         replace(LIVE, can_forward=True),
         ReadProgress(waited=True),
-        ForwardRead(most_recent=True),
+        ForwardRead(),
     ),
     (
         "exact newer than the cache, forwardable: forwarded as asked",
