@@ -366,6 +366,8 @@ class Daemon:
             informer,
             index_paths=set(options.field_indexes),
             rv_wait=options.rv_wait,
+            write_settle=options.write_settle,
+            namespace=options.collection.namespace,
             printer_source=printer_source,
             snapshots=SnapshotCache(ttl=options.snapshot_ttl, max_entries=options.snapshot_entries),
             consistency=consistency,

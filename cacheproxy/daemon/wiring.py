@@ -51,6 +51,8 @@ class ResourceWiring:
     storage: Storage
     history: int
     rv_wait: float
+    write_settle: float
+    """How long a write's answer waits for the cache (0: a resource cached with selectors)."""
     snapshot_ttl: float
     snapshot_entries: int
     consistent_reads: bool
@@ -127,6 +129,11 @@ def wire_resource(spec: ResourceConfig, limits: ServerLimits) -> ResourceWiring:
         storage=spec.storage,
         history=spec.history,
         rv_wait=limits.rv_wait_seconds,
+        write_settle=(
+            0.0
+            if spec.collection.label_selector or spec.collection.field_selector
+            else limits.write_settle_seconds
+        ),
         snapshot_ttl=limits.continue_token_ttl_seconds,
         snapshot_entries=limits.list_snapshot_entries,
         consistent_reads=spec.consistent_reads != "cache",

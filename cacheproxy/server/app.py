@@ -17,7 +17,6 @@ unexpected exception becomes a 500 Status and a log line, never a traceback
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import time
 from collections import Counter
@@ -26,6 +25,7 @@ from typing import Any
 
 from cacheproxy.errors import ApiError
 from cacheproxy.kube.attributes import UserInfo
+from cacheproxy.kube.listoptions import parse_list_options
 from cacheproxy.kube.protobuf import accepts_only_protobuf
 from cacheproxy.kube.request import ApiPath, parse_api_path, split_path, verb_of
 from cacheproxy.kube.resources import ResourceRegistry, ResourceType
@@ -47,6 +47,7 @@ from cacheproxy.server.passthrough import (
     PassThrough,
 )
 from cacheproxy.server.proxying import tunnelled_upgrade
+from cacheproxy.server.query import Query, validate_fields
 from cacheproxy.server.refusals import refusal, websocket_refusal
 from cacheproxy.server.resource import ServedResource
 from cacheproxy.server.routing import (
@@ -65,6 +66,7 @@ from cacheproxy.server.routing import (
     status_document,
     upstream_version,
 )
+from cacheproxy.server.settling import SETTLED_SUBRESOURCES
 from cacheproxy.server.statuspage import cache_status
 from cacheproxy.server.watchhub import QueuedBytes, WatchHub
 from cacheproxy.serving import (
@@ -523,13 +525,11 @@ class CacheServer:
             or upgrading
         )
         on_written = None
-        if verb in WRITE_VERBS and not sub:
+        if verb in WRITE_VERBS and sub in SETTLED_SUBRESOURCES:
             rtype = self.registry.get_gvr(gv.group, gv.version, path.resource)
             served = self.resources.get(rtype) if rtype is not None else None
             if served is not None:
-                on_written = served.wrote
-                if verb == "delete" and path.name:
-                    on_written = functools.partial(served.deleted, path.namespace, path.name)
+                on_written = _written_to(served, req, path, verb)
         read = None
         if verb in READ_VERBS and not sub:
             read = UpstreamRead(gv.group, gv.version, path.resource)
@@ -540,6 +540,56 @@ class CacheServer:
             long_running=long_running,
             on_written=on_written,
         )
+
+
+def _written_to(
+    served: ServedResource, req: ServedRequest, path: ApiPath, verb: str
+) -> Callable[[bytes], Awaitable[bool | None]]:
+    """What a write to ``served`` does with its answer before it goes out: tell the consistent
+    reads that follow (:meth:`.ServedResource.wrote`, :meth:`~.ServedResource.deleted`), and hold
+    it until the cache holds the write (:mod:`.settling`; whether it got there, None when not
+    held). What the write may change is noted now, before it is forwarded."""
+    sub = (path.subresource or "").split("/", 1)[0]
+    name = path.name
+    settles = served.settles(path.namespace, dry_run=bool(req.param("dryRun")))
+    before: Mapping[str, int] = {}
+    if settles and verb == "deletecollection":
+        selection = _deleted_selection(req, served, path.namespace)
+        if selection is not None:
+            before = served.selected_versions(selection)
+    elif settles and name is not None:
+        before = served.versions_of([served.key_of(path.namespace, name)])
+
+    async def written(answer: bytes) -> bool | None:
+        if verb == "deletecollection":
+            # A list of what went (maybe protobuf): held until each selected entry changed.
+            return await served.settle(None, before) if settles else None
+        if verb == "delete" and name is not None and not sub:
+            served.deleted(path.namespace, name, answer)
+        else:
+            served.wrote(answer)
+        return await served.settle(answer, before) if settles else None
+
+    return written
+
+
+def _deleted_selection(
+    req: ServedRequest, served: ServedResource, namespace: str | None
+) -> Query | None:
+    """What a ``deletecollection`` selects, as a list of the cache would (None when the cache
+    cannot tell: selectors only upstream answers)."""
+    try:
+        opts = parse_list_options(
+            {
+                name: [value]
+                for name in ("labelSelector", "fieldSelector")
+                if (value := req.param(name))
+            }
+        )
+        fields = validate_fields(served.rtype, opts.field_selector, served.index_paths)
+    except ApiError:
+        return None
+    return Query(namespace=namespace, labels=opts.label_selector, fields=fields)
 
 
 class _CodeRecording:

@@ -61,6 +61,15 @@ class PassThroughMetrics:
             buckets=DURATION_BUCKETS,
             registry=registry,
         )
+        self.write_settle = Histogram(
+            "cacheproxy_passthrough_write_settle_seconds",
+            "How long the answers of writes to cached resources were held until the cache held "
+            "the write (server.limits.writeSettleSeconds), by resource and outcome (settled, or "
+            "timeout: answered anyway).",
+            ["resource", "outcome"],
+            buckets=DURATION_BUCKETS,
+            registry=registry,
+        )
         self.in_flight = Gauge(
             "cacheproxy_passthrough_in_flight",
             "Forwarded requests being served now, by kind (short, long_running).",

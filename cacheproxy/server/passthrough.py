@@ -72,7 +72,7 @@ LONG_RUNNING_SUBRESOURCES: Final = frozenset({"attach", "exec", "log", "portforw
 """Subresources the API server counts as long-running (with the ``watch`` and ``proxy`` verbs):
 its ``--max-requests-inflight`` does not count them, neither does ours."""
 
-WRITE_VERBS: Final = frozenset({"create", "update", "patch", "delete"})
+WRITE_VERBS: Final = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,9 +106,11 @@ class Forward:
     read: UpstreamRead | None = None
     """The resource a get, list or watch (no subresource) reads: tallied."""
     long_running: bool = False
-    on_written: Callable[[bytes], None] | None = None
+    on_written: Callable[[bytes], Awaitable[bool | None]] | None = None
     """Given the body of a successful write's answer (a cached resource's object: its new
-    resourceVersion tells the reads that follow what to wait for)."""
+    resourceVersion tells the reads that follow what to wait for), before the answer is sent:
+    the answer waits for it (until the cache holds the write, :mod:`.settling`; whether it got
+    there, None when it was not held)."""
     query: bytes | None = None
     """The query string to send instead of the caller's (a read the cache passes on, asked as
     the most recent state: see :meth:`.CacheServer.forward_read`)."""
@@ -398,10 +400,16 @@ class PassThrough:
             if what.on_written is not None and 200 <= code < 300:
                 # A write's answer (one object): read whole, for its resourceVersion.
                 body = b"".join([chunk async for chunk in answer.body()])
+                held = time.perf_counter()
+                settled = await _notify(what.on_written, _decoded(body, headers))
+                if settled is not None:
+                    outcome = "settled" if settled else "timeout"
+                    self.metrics.write_settle.labels(what.resource, outcome).observe(
+                        time.perf_counter() - held
+                    )
                 await send.start(code, headers)
                 req.started = True
                 await send.body(body, more=False)
-                _notify(what.on_written, _decoded(body, headers))
                 return
             await send.start(code, headers)
             req.started = True
@@ -452,11 +460,16 @@ def _too_large(limit: int) -> ApiError:
     )
 
 
-def _notify(on_written: Callable[[bytes], None], body: bytes) -> None:
+async def _notify(
+    on_written: Callable[[bytes], Awaitable[bool | None]], body: bytes
+) -> bool | None:
+    """Tell the cache of a write before its answer goes out; the answer goes out whatever
+    happens here."""
     try:
-        on_written(body)
-    except Exception:  # pragma: no cover - defensive: the answer went out
+        return await on_written(body)
+    except Exception:  # pragma: no cover - defensive: the write is done upstream
         log.debug("pass-through: could not note a write", exc_info=True)
+        return None
 
 
 def _decoded(body: bytes, headers: Headers) -> bytes:

@@ -23,7 +23,7 @@ import contextlib
 import heapq
 import itertools
 import operator
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +49,7 @@ from cacheproxy.server.consistent import ConsistentReads
 from cacheproxy.server.query import Query, matches, select_keys
 from cacheproxy.server.readexec import decide
 from cacheproxy.server.readplan import ReadRequest, ReadState, Refuse, Serve
+from cacheproxy.server.settling import ABSENT, KeyChanges
 from cacheproxy.server.snapshots import KEY, Snapshot, SnapshotCache, build_snapshot
 from cacheproxy.serving import BodyPart
 
@@ -180,6 +181,12 @@ class ServedResource:
     upstream's, once its ``/version`` is known)."""
     last_read: float = 0.0
     """When a read was last answered from this resource (``time.monotonic``; 0: never)."""
+    write_settle: float = 1.0
+    """How long the answer of a write through the daemon to this resource is held until the
+    cache holds the write (:mod:`.settling`); 0: answered at once. The daemon sets 0 for a
+    resource cached with selectors (the events of the objects outside them never come)."""
+    namespace: str | None = None
+    """The one namespace cached (None: every one): writes elsewhere are not held."""
     _waiting: list[tuple[int, int, asyncio.Future[None]]] = field(default_factory=list)
     """Reads waiting for the cache to reach an RV: a heap of (rv, sequence, future), each
     future done as the store reaches its RV (no reader wakes for an RV it does not wait
@@ -196,6 +203,7 @@ class ServedResource:
     object still in the cache: key -> (its uid, None if unknown; until when reads wait)."""
 
     def __post_init__(self) -> None:
+        self._settling = KeyChanges(self.informer.store)
         self.informer.subscribe(self._observe)
 
     def _observe(self, event: InformerEvent) -> None:
@@ -214,6 +222,8 @@ class ServedResource:
                 future = heapq.heappop(waiting)[2]
                 if not future.done():
                     future.set_result(None)
+        if self._settling:
+            self._settling.observe(event)
 
     def table_printer(self) -> TablePrinter:
         """The printer of this resource's Tables, as the upstream's version prints them."""
@@ -276,6 +286,57 @@ class ServedResource:
             return  # the cache has it gone already
         uid = _status_uid(answer) or _uid(entry.raw)
         self._deleting[key] = (uid, reads.clock() + reads.options.after_write)
+
+    # ------------------------------------------------------------------ writes held
+
+    def settles(self, namespace: str | None, *, dry_run: bool) -> bool:
+        """Whether a write in ``namespace`` is held until the cache holds it (:mod:`.settling`)."""
+        if self.write_settle <= 0 or dry_run:
+            return False
+        return self.namespace is None or namespace == self.namespace
+
+    def versions_of(self, keys: Iterator[str] | Sequence[str]) -> dict[str, int]:
+        """The resourceVersion the cache holds of each key now (:data:`.settling.ABSENT`: none):
+        what a write's answer waits to see change when it carries no resourceVersion."""
+        store = self.informer.store
+        versions = {}
+        for key in keys:
+            entry = store.get(key)
+            versions[key] = ABSENT if entry is None else entry.rv
+        return versions
+
+    def selected_versions(self, query: Query) -> dict[str, int]:
+        """:meth:`versions_of` every entry ``query`` selects (a ``deletecollection``'s)."""
+        store = self.informer.store
+        keys, exact = select_keys(store, query, self.index_paths)
+        candidates = store.keys() if keys is None else keys
+        return {
+            key: entry.rv
+            for key in candidates
+            if (entry := store.get(key)) is not None
+            and (exact or matches(entry, query, self.rtype, store))
+        }
+
+    async def settle(self, answer: bytes | None, before: Mapping[str, int]) -> bool | None:
+        """Hold a write's answer until the cache holds the write: the answer's resourceVersion
+        when it carries one (``answer``, JSON or protobuf; None: not to be trusted for that, a
+        ``deletecollection``'s), else every entry of ``before`` changed — for
+        :attr:`write_settle` seconds at most. Whether it got there (False: gave up); None when
+        there was nothing to wait for, or the upstream watch is down (its event may not come)."""
+        if not self.informer.watch_live:
+            return None
+        rv = _answer_rv(answer) if answer is not None else 0
+        if rv > 0:
+            if self.resource_version >= rv:
+                return None
+            try:
+                await self.wait_for(rv, within=self.write_settle)
+            except ApiError:
+                return False
+            return True
+        if not before:
+            return None
+        return await self._settling.wait(before, within=self.write_settle)
 
     # ------------------------------------------------------------------ RVs
 

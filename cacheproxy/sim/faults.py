@@ -52,6 +52,9 @@ class Faults:
 
     latency: float = 0.0
     """Seconds added before answering every API request."""
+    event_delay: float = 0.0
+    """Seconds each watch event (or bookmark) waits before it is sent: a watch whose events
+    arrive late, as the delivery lag of a busy server."""
     _failures: deque[FailureSpec] = field(default_factory=deque)
     _stream_faults: deque[StreamFault] = field(default_factory=deque)
     injected: int = 0

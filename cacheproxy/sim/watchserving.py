@@ -80,7 +80,7 @@ async def serve_watch(
         return
     async with closed_on_disconnect(req, watcher, "client disconnected"):
         try:
-            await _stream(out, watcher, plan, stream_fault, lambda: api.cache_rv(rtype))
+            await _stream(out, watcher, plan, stream_fault, lambda: api.cache_rv(rtype), sim.faults)
         finally:
             sim.store.remove_watcher(watcher)
             watcher.close()
@@ -93,6 +93,7 @@ async def _stream(
     plan: SimWatchPlan,
     fault: StreamFault | None,
     cache_rv: Callable[[], int],
+    faults: Faults,
 ) -> None:
     if fault == "silent":
         # Neither events nor bookmarks until the deadline: a stalled watch.
@@ -110,4 +111,6 @@ async def _stream(
             await out.write([chunk[: max(1, len(chunk) // 2)]])
             return
         first = False
+        if faults.event_delay:
+            await asyncio.sleep(faults.event_delay)
         await out.write([chunk])

@@ -144,6 +144,14 @@ class ServerLimits(Section):
     with) instead of asking upstream: a program that writes and reads back through cacheproxy
     sees its own write at no upstream cost. Writes others made upstream in that window show
     once their events arrive (milliseconds). `0`: every consistent read asks upstream."""
+    write_settle_seconds: Annotated[float, Field(ge=0, le=60)] = library_default(
+        ServedResource, "write_settle"
+    )
+    """A write to a cached resource passed through the daemon is answered once the cache holds
+    it (its watch event arrived and went to every watcher), for at most this long, then answered
+    anyway: a controller that writes and then reads its informer, fed through the daemon, sees
+    its own write as soon as it would straight from the API server. Not while the resource's
+    upstream watch is down, nor for a resource cached with selectors. `0`: answered at once."""
     consistent_read_fallback: OnTimeout = SERVE_FROM_CACHE
     """What a consistent read that timed out answers: `cache`: the cache as it is, with a
     `Warning` header saying it may be stale; `error`: 504 with `Retry-After: 1`."""
