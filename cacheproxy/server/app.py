@@ -308,11 +308,14 @@ class CacheServer:
         return self._stats[rtype].staleness()
 
     def close_watches(self, reason: str = "server shutting down") -> None:
-        """End every watch, and refuse new ones from now on (a client re-watching at once
-        during shutdown must not open a watch nobody will close)."""
+        """End every watch — the cache's and those passed through, with the other long-running
+        requests passed through (logs, exec, port-forward) — and refuse new ones from now on (a
+        client re-watching at once during shutdown must not open a watch nobody will close)."""
         self.watches_closed = True
         for hub in self.hubs.values():
             hub.close_all(reason)
+        if self.passthrough is not None:
+            self.passthrough.end_long_running()
 
     def served_namespaces(self, path: ApiPath) -> list[str] | None:
         """The namespaces holding objects of ``path``'s resource now, in order (None when it is

@@ -33,6 +33,7 @@ unreachable is a 503 Status naming it, a timeout a 504: never a hang, never a tr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import gzip
 import logging
@@ -177,12 +178,25 @@ class PassThrough:
         self.metrics = PassThroughMetrics(registry)
         self.short = 0
         self.long_running = 0
+        self._relaying: set[asyncio.Task[Any]] = set()
+        """The tasks relaying long-running answers now (watches, logs, tunnels)."""
+        self.ending = False
+        """Shutting down: long-running requests were ended, new ones are refused."""
         self.reads = ReadTally()
         """Forwarded reads (get, list, watch) by resource: what is read but not cached."""
         base = target.base_url
         self._base_path = base.raw_path.rstrip(b"/")
         """A server URL's own path (``https://host/k8s/clusters/c-1``), kept before each
         request's."""
+
+    def end_long_running(self) -> None:
+        """End every long-running request now and refuse new ones (503, ``Retry-After: 1``):
+        on shutdown, a forwarded watch ends as the API server ends its own (its client
+        re-watches, elsewhere or from the restarted daemon), a log or a tunnel closes — none
+        holds the process for the grace period."""
+        self.ending = True
+        for task in list(self._relaying):
+            task.cancel()
 
     @property
     def impersonates(self) -> bool:
@@ -197,6 +211,8 @@ class PassThrough:
         code = "error"
         recording = _Recording(send)
         kind = "long_running" if what.long_running else "short"
+        if what.long_running and self.ending:
+            raise status.service_unavailable("the server is shutting down", retry_after=1)
         self._admit(what.long_running)
         self.metrics.in_flight.labels(kind).inc()
         try:
@@ -329,6 +345,8 @@ class PassThrough:
         task = asyncio.current_task()
         assert task is not None
         left = False
+        if what.long_running:
+            self._relaying.add(task)
 
         def went(waited: asyncio.Future[None]) -> None:
             nonlocal left
@@ -342,9 +360,13 @@ class PassThrough:
             async with asyncio.timeout(None if what.long_running else self.options.timeout):
                 await self._relay(req, send, sending, what)
         except asyncio.CancelledError:
-            if not left:
+            if left:
+                task.uncancel()  # the client went away: nobody to answer
+            elif what.long_running and self.ending:
+                task.uncancel()  # shutting down: end the answer (end_long_running)
+                await self._end(req, send)
+            else:
                 raise
-            task.uncancel()  # the client went away: nobody to answer
         except TimeoutError:
             if req.started:
                 _abort(req)  # timed out in the middle of the answer: it cannot be finished
@@ -356,8 +378,21 @@ class PassThrough:
                 f"{self.options.timeout:g}s (passthrough.timeoutSeconds)",
             ) from None
         finally:
+            self._relaying.discard(task)
             gone.remove_done_callback(went)
             gone.cancel()
+
+    async def _end(self, req: ServedRequest, send: _Recording) -> None:
+        """End a long-running answer on shutdown: a streamed one (a watch, a log) as finished,
+        which its client takes as the server's normal end; one not begun with a 503; a switched
+        connection (exec, attach, port-forward) closed."""
+        if not req.started:
+            raise status.service_unavailable("the server is shutting down", retry_after=1)
+        if send.code == 101:
+            _abort(req)
+            return
+        with contextlib.suppress(Exception):
+            await send.body(b"", more=False)
 
     async def _relay(
         self,

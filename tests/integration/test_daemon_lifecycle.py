@@ -4,16 +4,19 @@ cleanly → open requests finish within the grace period → informers stop."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 import httpx
 import orjson
+import pytest
 
 from cacheproxy.daemon.config import ResourceConfig
 from cacheproxy.informer import Phase
 from cacheproxy.kube.resources import ResourceType, builtin
 from cacheproxy.sim import SimServer, Simulator
 from tests.integration.daemon_support import daemon_for
+from tests.support import until
 
 
 async def test_shutdown_drains_in_order(demo_server: SimServer) -> None:
@@ -135,3 +138,28 @@ async def test_removing_a_custom_resource_stops_the_watch_of_its_crd() -> None:
             "-example.com/v1/widgets"
         ]
         assert list(daemon.crd_factory) == []
+
+
+async def test_shutdown_ends_passed_through_watches_at_once_and_logs_no_error(
+    demo_server: SimServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A watch of what the cache does not hold is upstream's, relayed: on shutdown it ends as
+    the cache's own watches do (its client re-watches), rather than holding the process for the
+    whole grace period and being cancelled with an error."""
+    async with (
+        daemon_for(demo_server.url, shutdown_grace_seconds=60) as daemon,
+        httpx.AsyncClient(base_url=daemon.url, timeout=30) as c,
+        c.stream("GET", "/api/v1/namespaces/ns-0/services", params={"watch": "1"}) as relayed,
+        c.stream("GET", "/api/v1/pods", params={"watch": "1"}) as cached,
+    ):
+        assert relayed.status_code == cached.status_code == 200
+        assert daemon.server is not None and daemon.server.passthrough is not None
+        await until(lambda: daemon.server.passthrough.long_running == 1)  # type: ignore[union-attr]
+        stopping = asyncio.create_task(daemon.stop())
+        for stream in (relayed, cached):
+            # Each ends as a complete stream (no ERROR event, no broken chunk).
+            lines = [line async for line in stream.aiter_lines() if line]
+            assert all(orjson.loads(line)["type"] != "ERROR" for line in lines)
+        await asyncio.wait_for(stopping, 30)  # far below the 60 s grace
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [], [r.getMessage() for r in errors]
