@@ -30,6 +30,7 @@ __all__ = [
     "ScenarioError",
     "ScenarioRun",
     "StepResult",
+    "deployment",
     "run_scenario",
 ]
 
@@ -120,7 +121,7 @@ class ScenarioRun:
         """A step's time counts from here (after what it only prepares)."""
         self.started = time.perf_counter()
 
-    async def until(self, check: Callable[[], Awaitable[None]]) -> None:
+    async def until(self, check: Callable[[], Awaitable[object]]) -> None:
         """Poll ``check`` until it stops raising :class:`_NotYet` (or the step's bound passes,
         raising the last one)."""
         deadline = time.monotonic() + self.timeout
@@ -186,7 +187,9 @@ def _ready(pod: Mapping[str, Any]) -> bool:
     )
 
 
-def _deployment(name: str, replicas: int, *, version: str = "1") -> dict[str, Any]:
+def deployment(name: str, replicas: int, *, version: str = "1") -> dict[str, Any]:
+    """A Deployment of ``replicas`` pods labelled ``app: name`` (10m CPU each; ``version`` is a
+    template annotation: a new one rolls the pods out)."""
     labels = {"app": name}
     return {
         "metadata": {"name": name, "labels": labels},
@@ -224,7 +227,7 @@ async def namespace_created(run: ScenarioRun) -> None:
 
 
 async def deployment_of_5(run: ScenarioRun) -> None:
-    await run.create(run.ns_path("apps/v1", "deployments"), _deployment("web", 5))
+    await run.create(run.ns_path("apps/v1", "deployments"), deployment("web", 5))
     await run.until(lambda: run.deployment_available("web", 5))
 
 
@@ -247,7 +250,7 @@ async def rollout(run: ScenarioRun) -> None:
         rs["metadata"]["name"]
         for rs in await run.items(run.ns_path("apps/v1", "replicasets"), labelSelector="app=web")
     }
-    template = _deployment("web", 2, version="2")["spec"]["template"]
+    template = deployment("web", 2, version="2")["spec"]["template"]
     await run.patch(path, {"spec": {"template": template}})
 
     async def rolled() -> None:
@@ -434,7 +437,7 @@ async def background_deletion(run: ScenarioRun) -> None:
 
 
 async def foreground_deletion(run: ScenarioRun) -> None:
-    await run.create(run.ns_path("apps/v1", "deployments"), _deployment("front", 2))
+    await run.create(run.ns_path("apps/v1", "deployments"), deployment("front", 2))
     await run.until(lambda: run.deployment_available("front", 2))
     run.restart_clock()  # the time of the deletion only
     path = run.ns_path("apps/v1", "deployments", "front")
