@@ -16,23 +16,23 @@ talk to.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-__all__ = [
-    "CACHED_RESOURCES",
-    "STEPS",
-    "ScenarioError",
-    "ScenarioRun",
-    "StepResult",
-    "deployment",
-    "run_scenario",
-]
+from cacheproxy.envtest.convergence import (
+    NotFound,
+    NotYet,
+    ScenarioError,
+    ScenarioRun,
+    StepResult,
+    deleting,
+    ready,
+)
+
+__all__ = ["CACHED_RESOURCES", "STEPS", "deployment", "run_scenario"]
 
 CACHED_RESOURCES: tuple[str, ...] = (
     "pods",
@@ -58,133 +58,7 @@ CACHED_RESOURCES: tuple[str, ...] = (
 its configuration names today that kube-controller-manager reads; the rest (EndpointSlices,
 Leases, PodDisruptionBudgets, ResourceQuotas, ControllerRevisions …) passes through."""
 
-_POLL = 0.02
-_MERGE = {"Content-Type": "application/merge-patch+json"}
 _IMAGE = "registry.k8s.io/pause:3.10"
-
-
-@dataclass(frozen=True)
-class StepResult:
-    """One step: whether it converged, the seconds from its change to convergence (or to giving
-    up), and the last state seen (what was missing, when it did not converge)."""
-
-    name: str
-    converged: bool
-    seconds: float
-    detail: str = ""
-
-
-class _NotYet(Exception):
-    """What a check raises while the cluster has not converged; its message is the state seen."""
-
-
-@dataclass
-class ScenarioRun:
-    """The state one run of the scenario keeps between its steps."""
-
-    client: httpx.AsyncClient
-    namespace: str
-    nodes: int
-    timeout: float
-    started: float = 0.0
-
-    # ------------------------------------------------------------------ requests
-
-    def ns_path(self, group_version: str, plural: str, name: str = "") -> str:
-        base = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
-        path = f"{base}/namespaces/{self.namespace}/{plural}"
-        return f"{path}/{name}" if name else path
-
-    async def get(self, path: str, **params: str) -> dict[str, Any]:
-        response = await self.client.get(path, params=params)
-        if response.status_code == 404:
-            raise _NotFound(path)
-        _check(response)
-        body: dict[str, Any] = response.json()
-        return body
-
-    async def items(self, path: str, **params: str) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = (await self.get(path, **params))["items"]
-        return found
-
-    async def create(self, path: str, body: Mapping[str, Any]) -> None:
-        _check(await self.client.post(path, json=body))
-
-    async def patch(self, path: str, body: Mapping[str, Any]) -> None:
-        _check(await self.client.patch(path, json=body, headers=_MERGE))
-
-    async def delete(self, path: str, propagation: str = "Background") -> None:
-        body = {"propagationPolicy": propagation}
-        _check(await self.client.request("DELETE", path, json=body))
-
-    def restart_clock(self) -> None:
-        """A step's time counts from here (after what it only prepares)."""
-        self.started = time.perf_counter()
-
-    async def until(self, check: Callable[[], Awaitable[object]]) -> None:
-        """Poll ``check`` until it stops raising :class:`_NotYet` (or the step's bound passes,
-        raising the last one)."""
-        deadline = time.monotonic() + self.timeout
-        while True:
-            try:
-                await check()
-                return
-            except _NotYet:
-                if time.monotonic() >= deadline:
-                    raise
-            await asyncio.sleep(_POLL)
-
-    # ------------------------------------------------------------------ common checks
-
-    async def pods(self, selector: str) -> list[dict[str, Any]]:
-        return await self.items(self.ns_path("v1", "pods"), labelSelector=selector)
-
-    async def deployment_available(self, name: str, replicas: int) -> None:
-        d = await self.get(self.ns_path("apps/v1", "deployments", name))
-        s = d.get("status", {})
-        seen = {k: s.get(k, 0) for k in ("replicas", "updatedReplicas", "availableReplicas")}
-        if (
-            s.get("observedGeneration", 0) < d["metadata"]["generation"]
-            or any(v != replicas for v in seen.values())
-            or s.get("unavailableReplicas", 0)
-        ):
-            raise _NotYet(f"deployment {name}: {seen}, want {replicas}")
-        pods = [p for p in await self.pods(f"app={name}") if not _deleting(p)]
-        if len(pods) != replicas:
-            raise _NotYet(f"deployment {name}: {len(pods)} live pods, want {replicas}")
-
-    async def all_gone(self, what: str, selector: str) -> None:
-        for gv, plural in (("apps/v1", "replicasets"), ("v1", "pods")):
-            left = await self.items(self.ns_path(gv, plural), labelSelector=selector)
-            if left:
-                raise _NotYet(f"{what}: {len(left)} {plural} left")
-
-
-class _NotFound(_NotYet):
-    pass
-
-
-def _check(response: httpx.Response) -> None:
-    if response.status_code >= 400:
-        raise ScenarioError(
-            f"{response.request.method} {response.request.url.path}: "
-            f"{response.status_code} {response.text[:300]}"
-        )
-
-
-class ScenarioError(RuntimeError):
-    """A request of the scenario itself was refused (not a convergence still pending)."""
-
-
-def _deleting(obj: Mapping[str, Any]) -> bool:
-    return bool(obj["metadata"].get("deletionTimestamp"))
-
-
-def _ready(pod: Mapping[str, Any]) -> bool:
-    conditions = pod.get("status", {}).get("conditions") or []
-    return not _deleting(pod) and any(
-        c["type"] == "Ready" and c["status"] == "True" for c in conditions
-    )
 
 
 def deployment(name: str, replicas: int, *, version: str = "1") -> dict[str, Any]:
@@ -259,12 +133,12 @@ async def rollout(run: ScenarioRun) -> None:
         new = [rs for rs in sets if rs["metadata"]["name"] not in before]
         old = [rs for rs in sets if rs["metadata"]["name"] in before]
         if len(new) != 1 or new[0].get("status", {}).get("availableReplicas", 0) != 2:
-            raise _NotYet(f"rollout: new replica sets {[_rs_state(rs) for rs in new]}")
+            raise NotYet(f"rollout: new replica sets {[_rs_state(rs) for rs in new]}")
         busy = [
             _rs_state(rs) for rs in old if rs["spec"]["replicas"] or rs["status"].get("replicas")
         ]
         if busy:
-            raise _NotYet(f"rollout: old replica sets not at 0: {busy}")
+            raise NotYet(f"rollout: old replica sets not at 0: {busy}")
 
     await run.until(rolled)
 
@@ -298,7 +172,7 @@ async def job_completes(run: ScenarioRun) -> None:
             c["type"] == "Complete" and c["status"] == "True" for c in status.get("conditions", [])
         )
         if not done or status.get("succeeded") != 1:
-            raise _NotYet(f"job: succeeded {status.get('succeeded')}, complete {done}")
+            raise NotYet(f"job: succeeded {status.get('succeeded')}, complete {done}")
 
     await run.until(complete)
 
@@ -326,7 +200,7 @@ async def daemonset_on_every_node(run: ScenarioRun) -> None:
         if s.get("observedGeneration", 0) < d["metadata"]["generation"] or any(
             v != run.nodes for v in seen.values()
         ):
-            raise _NotYet(f"daemonset: {seen}, want {run.nodes} nodes")
+            raise NotYet(f"daemonset: {seen}, want {run.nodes} nodes")
 
     await run.until(ready)
 
@@ -356,7 +230,7 @@ async def statefulset_of_2(run: ScenarioRun) -> None:
         s = (await run.get(run.ns_path("apps/v1", "statefulsets", "db"))).get("status", {})
         seen = {k: s.get(k, 0) for k in ("replicas", "readyReplicas", "availableReplicas")}
         if any(v != 2 for v in seen.values()):
-            raise _NotYet(f"statefulset: {seen}, want 2")
+            raise NotYet(f"statefulset: {seen}, want 2")
 
     await run.until(ready)
 
@@ -371,9 +245,9 @@ async def service_endpoints_after_scale_up(run: ScenarioRun) -> None:
 
     async def listed() -> None:
         pods = await run.pods("app=web")
-        want = sorted(p["status"]["podIP"] for p in pods if _ready(p) and p["status"].get("podIP"))
+        want = sorted(p["status"]["podIP"] for p in pods if ready(p) and p["status"].get("podIP"))
         if len(want) != 4:
-            raise _NotYet(f"service: {len(want)} ready pods, want 4")
+            raise NotYet(f"service: {len(want)} ready pods, want 4")
         endpoints = await run.get(run.ns_path("v1", "endpoints", "web"))
         listed = sorted(
             a["ip"]
@@ -381,7 +255,7 @@ async def service_endpoints_after_scale_up(run: ScenarioRun) -> None:
             for a in subset.get("addresses", [])
         )
         if listed != want:
-            raise _NotYet(f"service: endpoints {listed}, ready pods {want}")
+            raise NotYet(f"service: endpoints {listed}, ready pods {want}")
         slices = await run.items(
             run.ns_path("discovery.k8s.io/v1", "endpointslices"),
             labelSelector="kubernetes.io/service-name=web",
@@ -394,7 +268,7 @@ async def service_endpoints_after_scale_up(run: ScenarioRun) -> None:
             for address in e["addresses"]
         )
         if in_slices != want:
-            raise _NotYet(f"service: endpoint slices {in_slices}, ready pods {want}")
+            raise NotYet(f"service: endpoint slices {in_slices}, ready pods {want}")
 
     await run.until(listed)
 
@@ -409,20 +283,20 @@ async def disruption_budget_and_quota(run: ScenarioRun) -> None:
     await run.create(run.ns_path("v1", "resourcequotas"), quota)
 
     async def computed() -> None:
-        healthy = sum(map(_ready, await run.pods("app=web")))
+        healthy = sum(map(ready, await run.pods("app=web")))
         budget = await run.get(run.ns_path("policy/v1", "poddisruptionbudgets", "web"))
         status = budget.get("status", {})
         if status.get("observedGeneration", 0) < 1 or status.get("currentHealthy") != healthy:
-            raise _NotYet(f"pdb: currentHealthy {status.get('currentHealthy')}, want {healthy}")
+            raise NotYet(f"pdb: currentHealthy {status.get('currentHealthy')}, want {healthy}")
         everything = await run.items(run.ns_path("v1", "pods"))
         counted = sum(
             1
             for p in everything
-            if p.get("status", {}).get("phase") not in ("Succeeded", "Failed") and not _deleting(p)
+            if p.get("status", {}).get("phase") not in ("Succeeded", "Failed") and not deleting(p)
         )
         used = (await run.get(run.ns_path("v1", "resourcequotas", "pods"))).get("status", {})
         if used.get("used", {}).get("pods") != str(counted):
-            raise _NotYet(f"quota: used {used.get('used')}, want pods {counted}")
+            raise NotYet(f"quota: used {used.get('used')}, want pods {counted}")
 
     await run.until(computed)
 
@@ -446,10 +320,10 @@ async def foreground_deletion(run: ScenarioRun) -> None:
     async def collected() -> None:
         try:
             await run.get(path)
-        except _NotFound:
+        except NotFound:
             await run.all_gone("foreground deletion", "app=front")
             return
-        raise _NotYet("foreground deletion: the deployment is still there")
+        raise NotYet("foreground deletion: the deployment is still there")
 
     await run.until(collected)
 
@@ -461,14 +335,14 @@ async def namespace_deleted(run: ScenarioRun) -> None:
     async def gone() -> None:
         try:
             ns = await run.get(path)
-        except _NotFound:
+        except NotFound:
             return
         conditions = [
             f"{c['type']}={c['status']}: {c.get('message', '')}"
             for c in ns.get("status", {}).get("conditions", [])
             if c["status"] == "True"
         ]
-        raise _NotYet(f"namespace: {ns['status'].get('phase')} {conditions}")
+        raise NotYet(f"namespace: {ns['status'].get('phase')} {conditions}")
 
     await run.until(gone)
 
@@ -503,7 +377,7 @@ async def run_scenario(
         run.restart_clock()
         try:
             await step(run)
-        except (_NotYet, ScenarioError) as exc:
+        except (NotYet, ScenarioError) as exc:
             results.append(StepResult(name, False, time.perf_counter() - run.started, str(exc)))
             break
         results.append(StepResult(name, True, time.perf_counter() - run.started))

@@ -56,7 +56,8 @@ import httpx
 import orjson
 
 from cacheproxy.envtest import Assets, Cluster, ControlPlane, FakeKubelet, find_all_assets
-from cacheproxy.envtest.scenario import CACHED_RESOURCES, ScenarioRun, deployment, run_scenario
+from cacheproxy.envtest.convergence import ScenarioRun
+from cacheproxy.envtest.scenario import CACHED_RESOURCES, deployment, run_scenario
 from cacheproxy.sim.testpki import generate_pki
 from loadtest.harness.controlplane import (
     WRITE_VERBS,

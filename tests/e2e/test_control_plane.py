@@ -24,7 +24,6 @@ import pytest
 
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.envtest import (
-    ASSETS_HINT,
     Assets,
     Cluster,
     ControlPlane,
@@ -57,7 +56,7 @@ def control_plane_assets(request: pytest.FixtureRequest) -> Assets:
     if found is None:
         why = (
             "no server folder with kube-controller-manager and kube-scheduler beside "
-            f"kube-apiserver (../shared/envtest/1.36/): {ASSETS_HINT}"
+            "kube-apiserver: set KUBEBUILDER_ASSETS to one (../shared/envtest/1.36/)"
         )
         if os.environ.get(REQUIRE_ENV, "").strip():
             pytest.fail(f"{REQUIRE_ENV} is set: {why}")
