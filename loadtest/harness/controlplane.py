@@ -66,17 +66,26 @@ KCM_SIGNS: dict[str, re.Pattern[str]] = {
 WRITE_VERBS = frozenset(("create", "update", "patch", "delete", "deletecollection"))
 
 
-def kcm_signs(log: Path, *, since: int = 0) -> dict[str, int]:
-    """How many lines of ``log`` from byte ``since`` on carry each of :data:`KCM_SIGNS`."""
+_SOURCE = re.compile(r"^[IWE]\d{4} \S+\s+\d+ ([\w.]+\.go):\d+\]")
+
+
+def kcm_signs(log: Path, *, since: int = 0) -> tuple[dict[str, int], dict[str, int]]:
+    """How many lines of ``log`` from byte ``since`` on carry each of :data:`KCM_SIGNS`, and how
+    many of those each source file logged (``replica_set.go``: which controller retried)."""
     counts = dict.fromkeys(KCM_SIGNS, 0)
+    sources: dict[str, int] = {}
     with log.open("rb") as f:
         f.seek(since)
         for raw in f:
             line = raw.decode(errors="replace")
-            for name, pattern in KCM_SIGNS.items():
-                if pattern.search(line):
-                    counts[name] += 1
-    return counts
+            signs = [name for name, pattern in KCM_SIGNS.items() if pattern.search(line)]
+            for name in signs:
+                counts[name] += 1
+            if signs:
+                found = _SOURCE.match(line)
+                source = found[1] if found else "?"
+                sources[source] = sources.get(source, 0) + 1
+    return counts, sources
 
 
 def error_lines(log: Path) -> list[str]:

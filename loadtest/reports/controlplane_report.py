@@ -49,12 +49,12 @@ def _total(run: Run) -> float | None:
     return float(sum(s["seconds"] for s in steps))
 
 
-def _field(group: str, key: str) -> Callable[[Run], float | None]:
-    """What a run's record holds under ``group`` and ``key`` (None when nothing)."""
+def _field(group: str, key: str, absent: float | None = None) -> Callable[[Run], float | None]:
+    """What a run's record holds under ``group`` and ``key`` (``absent`` when nothing)."""
 
     def get(run: Run) -> float | None:
-        value = run[group].get(key)
-        return None if value is None else float(value)
+        value = run.get(group, {}).get(key)
+        return absent if value is None else float(value)
 
     return get
 
@@ -144,6 +144,16 @@ def render_report(result: dict[str, Any]) -> str:
     )
     out += [*_table(["figure", *names], rows), ""]
 
+    sources = sorted({f for r in result["runs"] for f in r.get("kcm_by_source", {})})
+    if sources:
+        out += [
+            "The same kcm log lines by the source file that logged them (which controller "
+            "retried; median per run):",
+            "",
+        ]
+        rows = [_figure(modes, f"`{f}`", _field("kcm_by_source", f, 0), 0) for f in sources]
+        out += [*_table(["source", *names], rows), ""]
+
     out += [
         "## Write latency (ms, median of each run's figure)",
         "",
@@ -226,6 +236,7 @@ def render_report(result: dict[str, Any]) -> str:
                 _fmt(r["new_daemon_ready_seconds"], 2),
                 _fmt(r["scale_to_10_scheduled_seconds"], 2),
                 str(r["scheduled"]),
+                str(r.get("kcm_relists", "n/a")),
                 str(r["error_lines"]),
             ]
             for i, r in enumerate(restarts)
@@ -237,6 +248,7 @@ def render_report(result: dict[str, Any]) -> str:
                 "new daemon ready s",
                 "scale to 10 scheduled s",
                 "pods scheduled",
+                "kcm informers relisted",
                 "ERROR lines",
             ],
             rows,

@@ -124,16 +124,18 @@ def _cpu(pids: dict[str, int]) -> dict[str, float]:
 
 
 async def _restart_phase(
-    daemon: DaemonProcess, observer: httpx.AsyncClient, *, bound: float
+    daemon: DaemonProcess, plane: ControlPlane, observer: httpx.AsyncClient, *, bound: float
 ) -> dict[str, Any]:
     """A Deployment of 1; the daemon restarted under the running controllers; a scale to 10
-    timed until its pods are scheduled."""
+    timed until its pods are scheduled; how many of kcm's informers relisted since ("Caches
+    populated": a resumed watch the new daemon could not serve)."""
     run = ScenarioRun(observer, "restart", len(NODES), bound)
     await run.create("/api/v1/namespaces", {"metadata": {"name": "restart"}})
     await run.until(lambda: run.get(run.ns_path("v1", "serviceaccounts", "default")))
     await run.create(run.ns_path("apps/v1", "deployments"), deployment("again", 1))
     await run.until(lambda: run.deployment_available("again", 1))
     old_log = daemon.log
+    kcm_from = plane.kcm_log.stat().st_size
     shutdown = await asyncio.to_thread(daemon.stop)
     ready = await asyncio.to_thread(daemon.start)
     await run.patch(run.ns_path("apps/v1", "deployments", "again"), {"spec": {"replicas": 10}})
@@ -146,7 +148,11 @@ async def _restart_phase(
             break
         await asyncio.sleep(0.02)
     errors = error_lines(old_log)
+    with plane.kcm_log.open("rb") as f:
+        f.seek(kcm_from)
+        relisted = f.read().count(b"Caches populated")
     return {
+        "kcm_relists": relisted,
         "shutdown_seconds": shutdown,
         "new_daemon_ready_seconds": ready,
         "scale_to_10_scheduled_seconds": time.perf_counter() - began,
@@ -197,12 +203,14 @@ async def _drive(
             connections["cacheproxy → kube-apiserver"] = established(
                 daemon.pid, remote_port=int(cluster.url.rsplit(":", 1)[1])
             )
+        signs, sources = kcm_signs(plane.kcm_log, since=kcm_from)
         record: dict[str, Any] = {
+            "kcm": signs,
+            "kcm_by_source": sources,
             "steps": [
                 {"name": r.name, "converged": r.converged, "seconds": r.seconds, "detail": r.detail}
                 for r in results
             ],
-            "kcm": kcm_signs(plane.kcm_log, since=kcm_from),
             "cpu": {n: cpu_after[n] - cpu_before[n] for n in pids},
             "connections": connections,
         }
@@ -225,7 +233,7 @@ async def _drive(
             p90, _ = histogram_quantile(after, 0.9, before=buckets_before)
             record["writes_at_daemon"] = {"count": count, "p50": p50, "p90": p90}
         if restart and daemon is not None:
-            record["restart"] = await _restart_phase(daemon, observer, bound=120.0)
+            record["restart"] = await _restart_phase(daemon, plane, observer, bound=120.0)
         return record
 
 

@@ -36,14 +36,20 @@ I1207 20:54:37.000000    5421 namespace_controller.go:187] "Namespace has been d
 def test_the_kcm_log_lines_are_counted_by_what_they_say_from_an_offset(tmp_path: Path) -> None:
     log = tmp_path / "kcm.log"
     log.write_text(KCM_LOG)
-    assert kcm_signs(log) == {
+    signs, sources = kcm_signs(log)
+    assert signs == {
         "informer cache is out of date": 1,
         "read version is not as new as written": 1,
         "409: object has been modified": 1,
         "namespace: unexpected items still remain": 0,
     }
+    assert sources == {
+        "replica_set.go": 1,
+        "endpointslice_controller.go": 1,
+        "deployment_controller.go": 1,
+    }
     from_third = len("".join(KCM_LOG.splitlines(keepends=True)[:2]))
-    assert sum(kcm_signs(log, since=from_third).values()) == 2
+    assert sum(kcm_signs(log, since=from_third)[0].values()) == 2
 
 
 def test_only_a_daemon_log_line_at_level_error_counts_as_an_error(tmp_path: Path) -> None:
@@ -145,6 +151,7 @@ def _run(mode: str, run: int, seconds: float, *, converged: bool = True) -> dict
             },
         ],
         "kcm": {"informer cache is out of date": 2 if mode == "through" else 1},
+        **({"kcm_by_source": {"endpoints_controller.go": 2}} if mode == "through" else {}),
         "conflicts": {"controllers": 3, "kubelet": 0},
         "writes_at_apiserver": {"count": 10, "p50": 0.004, "p90": 0.01},
         "connections": {"kube-controller-manager": 1},
@@ -180,6 +187,7 @@ def test_the_report_gives_medians_per_mode_the_ratio_and_what_did_not_converge()
     assert f"| **total** | 1.200 | 1.400 | 1.17{X} |" in report
     assert "through run 2: namespace deleted: namespace: Terminating" in report
     assert "| kcm log: informer cache is out of date | 1 | 2 |" in report
+    assert "| `endpoints_controller.go` | 0 | 2 |" in report  # none logged is 0
     assert "| at cacheproxy p50 | n/a | 8.0 |" in report
     assert "| at cacheproxy p90 | n/a | n/a |" in report
     assert "Restart" not in report
