@@ -12,6 +12,7 @@ during a run. Stopping sends SIGTERM to the scheduler, then to kube-controller-m
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import Sequence
@@ -86,7 +87,14 @@ class ControlPlane:
 
     def start(self) -> ControlPlane:
         """Start both and wait until each is healthy; raises :class:`EnvtestError` with the end
-        of the log of the one that did not come up."""
+        of the log of the one that did not come up. From a coroutine (a server on the same
+        event loop must answer them meanwhile), await :meth:`start_async` instead."""
+        return asyncio.run(self.start_async())
+
+    async def start_async(self) -> ControlPlane:
+        """:meth:`start` without blocking the event loop: the processes are started on the
+        calling thread (the main one, so that they die with this process), their health is
+        awaited in a worker thread."""
         kcm_binary, scheduler_binary = (
             self.assets.kube_controller_manager,
             self.assets.kube_scheduler,
@@ -123,8 +131,10 @@ class ControlPlane:
             *self.extra_kcm_args,
         ]
         try:
-            self.kcm = self._start("kube-controller-manager", kcm_binary, kcm_args, self.kcm_log)
-            self.scheduler = self._start(
+            self.kcm = await self._start(
+                "kube-controller-manager", kcm_binary, kcm_args, self.kcm_log
+            )
+            self.scheduler = await self._start(
                 "kube-scheduler", scheduler_binary, [*common, "-v=2"], self.scheduler_log
             )
         except BaseException:
@@ -150,13 +160,13 @@ class ControlPlane:
     ) -> None:
         self.stop()
 
-    def _start(self, name: str, binary: Path, args: list[str], log: Path) -> Process:
+    async def _start(self, name: str, binary: Path, args: list[str], log: Path) -> Process:
         for attempt in range(3):  # a free port may be taken between choosing and binding it
             port = free_port()
             process = Process(name, [str(binary), *args, "--secure-port", str(port)], log)
             process.start()
             try:
-                _wait_healthy(process, port)
+                await asyncio.to_thread(_wait_healthy, process, port)
             except EnvtestError:
                 process.stop()
                 if attempt == 2:

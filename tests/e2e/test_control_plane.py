@@ -74,9 +74,9 @@ def cluster_36(control_plane_assets: Assets) -> Iterator[Cluster]:
 
 @contextlib.asynccontextmanager
 async def _running(plane: ControlPlane) -> AsyncIterator[ControlPlane]:
-    """``plane`` started and stopped off the event loop: its start waits for the controllers,
-    which wait for the daemon serving on this loop."""
-    await asyncio.to_thread(plane.start)
+    """``plane`` started and stopped without blocking the event loop: the controllers wait for
+    the daemon serving on it."""
+    await plane.start_async()
     try:
         yield plane
     finally:
