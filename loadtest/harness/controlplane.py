@@ -23,7 +23,7 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ __all__ = [
     "KCM_SIGNS",
     "WRITE_VERBS",
     "DaemonProcess",
+    "config_label",
     "conflicts",
     "error_lines",
     "established",
@@ -45,6 +46,7 @@ __all__ = [
     "histogram_quantile",
     "kcm_signs",
     "percentile",
+    "resource_label",
     "write_latencies",
 ]
 
@@ -111,12 +113,35 @@ def _writes(events: Iterable[Mapping[str, Any]], agents: Sequence[str]) -> list[
     ]
 
 
-def write_latencies(events: Iterable[Mapping[str, Any]], agents: Sequence[str]) -> list[float]:
+def resource_label(resource: str, group: str = "") -> str:
+    """How the daemon's metrics name a resource: ``pods``, ``deployments.apps``."""
+    return f"{resource}.{group}" if group else resource
+
+
+def config_label(config_name: str) -> str:
+    """:func:`resource_label` of a configuration's resource name (``apps/v1/deployments``)."""
+    parts = config_name.split("/")
+    return resource_label(parts[-1], parts[0] if len(parts) == 3 else "")
+
+
+def write_latencies(
+    events: Iterable[Mapping[str, Any]],
+    agents: Sequence[str],
+    *,
+    resources: Callable[[str], bool] = lambda label: True,
+) -> list[float]:
     """Seconds from received to answered of the writes of the clients whose User-Agent starts
-    with one of ``agents``, as the API server's audit log says."""
+    with one of ``agents``, as the API server's audit log says; only those on a resource whose
+    :func:`resource_label` ``resources`` accepts (a subresource counts as its resource's)."""
     return [
         _timestamp(e["stageTimestamp"]) - _timestamp(e["requestReceivedTimestamp"])
         for e in _writes(events, agents)
+        if resources(
+            resource_label(
+                (e.get("objectRef") or {}).get("resource", ""),
+                (e.get("objectRef") or {}).get("apiGroup", ""),
+            )
+        )
     ]
 
 
@@ -136,16 +161,14 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def histogram_buckets(
-    exposition: str, name: str, *, labels: Mapping[str, Iterable[str]]
+    exposition: str, name: str, *, keep: Callable[[Mapping[str, str]], bool]
 ) -> dict[float, float]:
     """The cumulative buckets (upper bound → count) of histogram ``name``, summed over the series
-    whose labels take one of the values given in ``labels``."""
+    whose labels ``keep`` accepts."""
     buckets: dict[float, float] = {}
     for family in text_string_to_metric_families(exposition):
         for s in family.samples:
-            if s.name != f"{name}_bucket":
-                continue
-            if any(s.labels.get(k) not in set(v) for k, v in labels.items()):
+            if s.name != f"{name}_bucket" or not keep(s.labels):
                 continue
             bound = float(s.labels["le"])
             buckets[bound] = buckets.get(bound, 0.0) + s.value

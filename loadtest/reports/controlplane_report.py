@@ -59,6 +59,11 @@ def _field(group: str, key: str, absent: float | None = None) -> Callable[[Run],
     return get
 
 
+def _latency(run: Run, key: str, q: str) -> float | None:
+    value = run.get(key, {}).get(q)
+    return None if value is None else float(value)
+
+
 def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -161,40 +166,32 @@ def render_report(result: dict[str, Any]) -> str:
         "server*: received → answered, from its audit log (loopback to it not included). *At "
         "cacheproxy*: the daemon's `cacheproxy_passthrough_request_duration_seconds`, arrival → "
         "end of answer (upstream included), interpolated in its buckets (1, 2.5, 5, 10, 25 ms …): "
-        "coarse.",
+        "coarse. *cached*: writes on a resource the daemon caches (its subresources included: "
+        "`pods/status`, `pods/binding`); *uncached*: on the others (Leases, EndpointSlices, "
+        "PodDisruptionBudgets, ResourceQuotas, ControllerRevisions, Events' new API …).",
         "",
     ]
-    rows = [
-        [
-            "at the API server p50",
-            *(
-                _ms(_median([r["writes_at_apiserver"]["p50"] for r in runs]))
-                for runs in modes.values()
-            ),
-        ],
-        [
-            "at the API server p90",
-            *(
-                _ms(_median([r["writes_at_apiserver"]["p90"] for r in runs]))
-                for runs in modes.values()
-            ),
-        ],
-        [
-            "at cacheproxy p50",
-            *(
-                _ms(_median([r.get("writes_at_daemon", {}).get("p50") for r in runs]))
-                for runs in modes.values()
-            ),
-        ],
-        [
-            "at cacheproxy p90",
-            *(
-                _ms(_median([r.get("writes_at_daemon", {}).get("p90") for r in runs]))
-                for runs in modes.values()
-            ),
-        ],
-        _figure(modes, "writes (count)", lambda r: r["writes_at_apiserver"]["count"], 0),
-    ]
+    rows = []
+    for kind, what in (("", "all"), ("_cached", "cached"), ("_uncached", "uncached")):
+        for where, key in (
+            ("API server", "writes_at_apiserver"),
+            ("cacheproxy", "writes_at_daemon"),
+        ):
+            for q in ("p50", "p90"):
+                rows.append(
+                    [
+                        f"{what}: at {where} {q}",
+                        *(
+                            _ms(_median([_latency(r, key + kind, q) for r in runs]))
+                            for runs in modes.values()
+                        ),
+                    ]
+                )
+        rows.append(
+            _figure(
+                modes, f"{what}: writes (count)", _field(f"writes_at_apiserver{kind}", "count"), 0
+            )
+        )
     out += [*_table(["figure", *names], rows), ""]
 
     out += [

@@ -48,7 +48,7 @@ import ssl
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,7 @@ from cacheproxy.sim.testpki import generate_pki
 from loadtest.harness.controlplane import (
     WRITE_VERBS,
     DaemonProcess,
+    config_label,
     conflicts,
     error_lines,
     established,
@@ -117,6 +118,30 @@ async def _wait_for_controllers(observer: httpx.AsyncClient, deadline: float) ->
             return
         await asyncio.sleep(0.1)
     raise RuntimeError("the controllers did not come up within 60 s")
+
+
+_CACHED_LABELS = frozenset(map(config_label, CACHED_RESOURCES))
+_KINDS: dict[str, Callable[[str], bool]] = {
+    "": lambda label: True,
+    "_cached": lambda label: label.split("/")[0] in _CACHED_LABELS,
+    "_uncached": lambda label: label.split("/")[0] not in _CACHED_LABELS,
+}
+"""The writes whose latency is reported, by the suffix of their figures: all of them, those on a
+resource the daemon caches (its subresources included: ``pods/status``), those on the others."""
+
+
+def _daemon_writes(before: str, after: str, wanted: Callable[[str], bool]) -> dict[str, float]:
+    """p50 and p90 of the daemon's passed-through writes on the resources ``wanted`` accepts,
+    between two readings of its ``/metrics``."""
+
+    def keep(labels: Mapping[str, str]) -> bool:
+        return labels.get("verb") in WRITE_VERBS and wanted(labels.get("resource", ""))
+
+    start = histogram_buckets(before, _PASSTHROUGH, keep=keep)
+    end = histogram_buckets(after, _PASSTHROUGH, keep=keep)
+    p50, count = histogram_quantile(end, 0.5, before=start)
+    p90, _ = histogram_quantile(end, 0.9, before=start)
+    return {"count": count, "p50": p50, "p90": p90}
 
 
 def _cpu(pids: dict[str, int]) -> dict[str, float]:
@@ -186,10 +211,7 @@ async def _drive(
         cpu_before = _cpu(pids)
         audit_from = cluster.audit_end()
         kcm_from = plane.kcm_log.stat().st_size
-        writes = {"verb": WRITE_VERBS}
-        buckets_before = (
-            histogram_buckets(daemon.metrics(), _PASSTHROUGH, labels=writes) if daemon else {}
-        )
+        before = daemon.metrics() if daemon else ""
         results = await run_scenario(
             observer, namespace="scenario", nodes=len(NODES), step_timeout=step_timeout
         )
@@ -217,21 +239,20 @@ async def _drive(
         await asyncio.sleep(1.0)  # the audit log is written as answers complete
         events = cluster.audit_events(since=audit_from)
         clients = (*CONTROLLERS, KUBELET)
-        at_server = write_latencies(events, clients)
         record["conflicts"] = {
             "controllers": conflicts(events, CONTROLLERS),
             "kubelet": conflicts(events, (KUBELET,)),
         }
-        record["writes_at_apiserver"] = {
-            "count": len(at_server),
-            "p50": percentile(at_server, 0.5),
-            "p90": percentile(at_server, 0.9),
-        }
-        if daemon is not None:
-            after = histogram_buckets(daemon.metrics(), _PASSTHROUGH, labels=writes)
-            p50, count = histogram_quantile(after, 0.5, before=buckets_before)
-            p90, _ = histogram_quantile(after, 0.9, before=buckets_before)
-            record["writes_at_daemon"] = {"count": count, "p50": p50, "p90": p90}
+        after = daemon.metrics() if daemon else ""
+        for kind, wanted in _KINDS.items():
+            at_server = write_latencies(events, clients, resources=wanted)
+            record[f"writes_at_apiserver{kind}"] = {
+                "count": len(at_server),
+                "p50": percentile(at_server, 0.5),
+                "p90": percentile(at_server, 0.9),
+            }
+            if daemon is not None:
+                record[f"writes_at_daemon{kind}"] = _daemon_writes(before, after, wanted)
         if restart and daemon is not None:
             record["restart"] = await _restart_phase(daemon, plane, observer, bound=120.0)
         return record

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from cacheproxy.envtest import find_all_assets, find_assets
+from cacheproxy.envtest.kubelet import is_job_pod
 from tests.conftest import SUITE_VERSIONS
 
 
@@ -156,3 +157,13 @@ def test_ci_requires_exactly_the_servers_the_suite_runs_on() -> None:
     required = re.search(r"^export CACHEPROXY_REQUIRE_ENVTEST=(\S+)$", ci, re.MULTILINE)
     assert required is not None, ".ci/run no longer names the servers it requires"
     assert tuple(required[1].split(",")) == SUITE_VERSIONS
+
+
+def test_the_fake_kubelet_completes_the_pods_of_jobs_and_runs_the_others() -> None:
+    def pod(restart: str = "Always", owner: str = "") -> dict[str, object]:
+        owners = [{"kind": owner, "name": "x"}] if owner else []
+        return {"metadata": {"ownerReferences": owners}, "spec": {"restartPolicy": restart}}
+
+    assert is_job_pod(pod(owner="Job"))
+    assert is_job_pod(pod(restart="Never")) and is_job_pod(pod(restart="OnFailure"))
+    assert not is_job_pod(pod(owner="ReplicaSet")) and not is_job_pod(pod())

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from loadtest.harness.controlplane import (
+    config_label,
     conflicts,
     error_lines,
     established,
@@ -65,8 +66,16 @@ def test_only_a_daemon_log_line_at_level_error_counts_as_an_error(tmp_path: Path
     assert error_lines(tmp_path / "missing.log") == []
 
 
-def _event(agent: str, verb: str, ms: int, code: int = 200, stage: str = "ResponseComplete") -> Any:
+def _event(
+    agent: str,
+    verb: str,
+    ms: int,
+    code: int = 200,
+    stage: str = "ResponseComplete",
+    ref: tuple[str, str] = ("pods", ""),
+) -> Any:
     return {
+        "objectRef": {"resource": ref[0], "apiGroup": ref[1]},
         "stage": stage,
         "verb": verb,
         "userAgent": f"{agent}/v1.36.2 (linux/amd64)",
@@ -80,7 +89,7 @@ def test_writes_are_timed_and_their_conflicts_counted_per_client_from_the_audit_
     events = [
         _event("kube-controller-manager", "create", 4),
         _event("kube-controller-manager", "update", 12, code=409),
-        _event("kube-scheduler", "create", 2),
+        _event("kube-scheduler", "create", 2, ref=("leases", "coordination.k8s.io")),
         _event("kube-controller-manager", "list", 50),  # a read: not a write
         _event("kube-controller-manager", "watch", 900, stage="ResponseStarted"),
         _event("controlplane-scenario", "patch", 30, code=409),  # not a client measured
@@ -88,6 +97,12 @@ def test_writes_are_timed_and_their_conflicts_counted_per_client_from_the_audit_
     latencies = write_latencies(events, ("kube-controller-manager", "kube-scheduler"))
     assert sorted(round(s * 1000) for s in latencies) == [2, 4, 12]
     assert conflicts(events, ("kube-controller-manager", "kube-scheduler")) == 1
+    cached = {config_label(name) for name in ("pods", "apps/v1/deployments")}
+    assert cached == {"pods", "deployments.apps"}
+    uncached = write_latencies(
+        events, ("kube-controller-manager", "kube-scheduler"), resources=lambda r: r not in cached
+    )
+    assert [round(s * 1000) for s in uncached] == [2]  # the Lease
     assert conflicts(events, ("kube-scheduler",)) == 0
     assert percentile([0.004, 0.002, 0.012], 0.5) == 0.004
     assert math.isnan(percentile([], 0.5))
@@ -112,7 +127,7 @@ cacheproxy_passthrough_request_duration_seconds_sum{resource="pods",verb="get"} 
 
 def test_a_histogram_quantile_is_interpolated_in_its_bucket_between_two_readings() -> None:
     name = "cacheproxy_passthrough_request_duration_seconds"
-    after = histogram_buckets(EXPOSITION, name, labels={"verb": ["create", "patch"]})
+    after = histogram_buckets(EXPOSITION, name, keep=lambda labels: labels["verb"] != "get")
     assert after == {0.001: 0.0, 0.01: 6.0, 0.1: 10.0, math.inf: 10.0}
     p50, count = histogram_quantile(after, 0.5)
     assert count == 10
@@ -154,10 +169,14 @@ def _run(mode: str, run: int, seconds: float, *, converged: bool = True) -> dict
         **({"kcm_by_source": {"endpoints_controller.go": 2}} if mode == "through" else {}),
         "conflicts": {"controllers": 3, "kubelet": 0},
         "writes_at_apiserver": {"count": 10, "p50": 0.004, "p90": 0.01},
+        "writes_at_apiserver_uncached": {"count": 4, "p50": 0.002, "p90": 0.003},
         "connections": {"kube-controller-manager": 1},
         "cpu": {"kube-controller-manager": 0.5, "kube-scheduler": 0.1},
         **(
-            {"writes_at_daemon": {"count": 10, "p50": 0.008, "p90": None}}
+            {
+                "writes_at_daemon": {"count": 10, "p50": 0.008, "p90": None},
+                "writes_at_daemon_uncached": {"count": 4, "p50": 0.0025, "p90": 0.004},
+            }
             if mode == "through"
             else {}
         ),
@@ -188,6 +207,10 @@ def test_the_report_gives_medians_per_mode_the_ratio_and_what_did_not_converge()
     assert "through run 2: namespace deleted: namespace: Terminating" in report
     assert "| kcm log: informer cache is out of date | 1 | 2 |" in report
     assert "| `endpoints_controller.go` | 0 | 2 |" in report  # none logged is 0
-    assert "| at cacheproxy p50 | n/a | 8.0 |" in report
-    assert "| at cacheproxy p90 | n/a | n/a |" in report
+    assert "| all: at cacheproxy p50 | n/a | 8.0 |" in report
+    assert "| all: at cacheproxy p90 | n/a | n/a |" in report
+    assert "| uncached: at API server p50 | 2.0 | 2.0 |" in report
+    assert "| uncached: at cacheproxy p50 | n/a | 2.5 |" in report
+    assert "| uncached: writes (count) | 4 | 4 |" in report
+    assert "| cached: writes (count) | n/a | n/a |" in report
     assert "Restart" not in report
