@@ -225,8 +225,8 @@ class FakeKubelet:
         async with self.client.stream(
             "GET", "/api/v1/pods", params=params, timeout=httpx.Timeout(30, read=None)
         ) as response:
-            if response.status_code != 200:
-                return ""
+            if response.status_code != 200:  # relisted after a pause, as after an error
+                raise EnvtestError(f"watching pods: {response.status_code}")
             async for line in response.aiter_lines():
                 if not line.strip():
                     continue
