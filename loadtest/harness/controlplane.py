@@ -53,7 +53,7 @@ __all__ = [
 KCM_SIGNS: dict[str, re.Pattern[str]] = {
     # The endpoints and EndpointSlice controllers compare their informer with what they wrote.
     "informer cache is out of date": re.compile(r"informer cache is out of date"),
-    # 1.36's stale-controller check (KEP-5647): a controller whose informer has not yet seen
+    # 1.36's stale-controller check: a controller whose informer has not yet seen
     # its own last write skips the sync and retries.
     "read version is not as new as written": re.compile(r"is not as new as written version"),
     # A write refused on a stale resourceVersion (409 Conflict), as the controllers log it.
