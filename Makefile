@@ -82,6 +82,7 @@ bench: $(TEST_STAMP)
 	$(BIN)/python -m loadtest informerbench --pods 10000 50000 --skip-without-assets --out $(BENCH_OUT)-informerbench
 	$(BIN)/python -m loadtest gzipbench --skip-without-assets --out $(BENCH_OUT)-gzip
 	$(BIN)/python -m loadtest slowwatchers --out $(BENCH_OUT)-slowwatchers
+	$(BIN)/python -m loadtest controlplane --restart --calibrate --skip-without-assets --out $(BENCH_OUT)-controlplane
 
 .PHONY: bench-full
 bench-full: $(TEST_STAMP)

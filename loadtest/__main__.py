@@ -26,6 +26,7 @@ SCENARIOS = {
     "storebench": "the compressed store beside the plain one: memory, ingest, sync, lists, GETs",
     "slowwatchers": "1 000 watchers of pod-sized events, 100 never reading: RSS with byte bounds and without",
     "scale": "every cost against 10 000 to 200 000 pods, its growth in N fitted and judged",
+    "controlplane": "kube-controller-manager and kube-scheduler 1.36 direct and through cacheproxy: convergence, retries, CPU",
     "soak": "the chaos soak against the simulator (make soak)",
     "soakreal": "the chaos soak against a real kube-apiserver (make soak-real)",
 }

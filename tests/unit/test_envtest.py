@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from cacheproxy.envtest import find_all_assets, find_assets
+from cacheproxy.envtest.kubelet import is_job_pod
 from tests.conftest import SUITE_VERSIONS
 
 
@@ -63,6 +64,36 @@ def test_a_directory_without_an_executable_apiserver_is_no_assets(
     monkeypatch.delenv("KUBEBUILDER_ASSETS", raising=False)
     (tmp_path / "kube-apiserver").write_text("not executable")
     assert find_assets(tmp_path) is None
+
+
+def test_a_controller_manager_and_scheduler_beside_the_apiserver_are_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KUBEBUILDER_ASSETS", raising=False)
+    plain = _binary(tmp_path / "plain" / "kube-apiserver").parent
+    _binary(plain / "etcd")
+    whole = _binary(tmp_path / "whole" / "kube-apiserver").parent
+    for name in ("etcd", "kube-controller-manager", "kube-scheduler"):
+        _binary(whole / name)
+    without = find_assets(plain)
+    assert without is not None and not without.has_control_plane
+    assert without.kube_controller_manager is None and without.kube_scheduler is None
+    found = find_assets(whole)
+    assert found is not None and found.has_control_plane
+    assert found.kube_controller_manager == whole / "kube-controller-manager"
+    assert found.kube_scheduler == whole / "kube-scheduler"
+
+
+def test_an_etcd_symlink_copied_as_a_text_file_is_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KUBEBUILDER_ASSETS", raising=False)
+    older = _binary(tmp_path / "1.32" / "etcd").parent
+    newer = _binary(tmp_path / "1.36" / "kube-apiserver").parent
+    (newer / "etcd").write_text("../1.32/etcd\n")  # what `cp -r` leaves of a relative symlink
+    assets = find_assets(newer)
+    assert assets is not None
+    assert assets.etcd.resolve() == (older / "etcd").resolve()
 
 
 def _apiserver(directory: Path, version: str) -> Path:
@@ -126,3 +157,13 @@ def test_ci_requires_exactly_the_servers_the_suite_runs_on() -> None:
     required = re.search(r"^export CACHEPROXY_REQUIRE_ENVTEST=(\S+)$", ci, re.MULTILINE)
     assert required is not None, ".ci/run no longer names the servers it requires"
     assert tuple(required[1].split(",")) == SUITE_VERSIONS
+
+
+def test_the_fake_kubelet_completes_the_pods_of_jobs_and_runs_the_others() -> None:
+    def pod(restart: str = "Always", owner: str = "") -> dict[str, object]:
+        owners = [{"kind": owner, "name": "x"}] if owner else []
+        return {"metadata": {"ownerReferences": owners}, "spec": {"restartPolicy": restart}}
+
+    assert is_job_pod(pod(owner="Job"))
+    assert is_job_pod(pod(restart="Never")) and is_job_pod(pod(restart="OnFailure"))
+    assert not is_job_pod(pod(owner="ReplicaSet")) and not is_job_pod(pod())
