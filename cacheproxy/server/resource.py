@@ -333,10 +333,16 @@ class ServedResource:
                 await self.wait_for(rv, within=self.write_settle)
             except ApiError:
                 return False
-            return True
-        if not before:
+        elif not before:
             return None
-        return await self._settling.wait(before, within=self.write_settle)
+        elif not await self._settling.wait(before, within=self.write_settle):
+            return False
+        # The watches the same event woke write it first: this task was woken before them (the
+        # resource subscribed before its watch hub), and a connection's writes go out at the
+        # end of the loop's turn. Straight from the API server, too, the event tends to come
+        # before the write's answer.
+        await asyncio.sleep(0)
+        return True
 
     # ------------------------------------------------------------------ RVs
 

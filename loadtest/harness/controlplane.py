@@ -275,6 +275,8 @@ class DaemonProcess:
                 "port": self.port,
                 "tls": {"certFile": str(self.cert), "keyFile": str(self.key)},
             },
+            # As the deploy manifests have it (an emptyDir): a restart resumes warm.
+            "persistence": {"dir": str(self.workdir / "snapshots")},
             "logging": {"level": "info"},
         }
         config.write_text(yaml.safe_dump(doc))

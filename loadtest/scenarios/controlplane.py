@@ -244,6 +244,8 @@ async def _drive(
             "kubelet": conflicts(events, (KUBELET,)),
         }
         after = daemon.metrics() if daemon else ""
+        if daemon:  # kept beside its logs, for what the report does not show
+            (daemon.workdir / "metrics-after.txt").write_text(after)
         for kind, wanted in _KINDS.items():
             at_server = write_latencies(events, clients, resources=wanted)
             record[f"writes_at_apiserver{kind}"] = {
