@@ -16,6 +16,8 @@ from inside them.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime
 import math
 import re
@@ -326,3 +328,43 @@ class DaemonProcess:
 
     def _tail(self) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-20:])
+
+
+PROBE_NAMESPACE = "default"
+
+
+async def probe_writes(
+    direct: httpx.AsyncClient,
+    through: httpx.AsyncClient,
+    done: asyncio.Event,
+    *,
+    interval: float = 0.05,
+) -> dict[str, list[float]]:
+    """Writes of a kind the daemon does not cache (a Lease's merge patch) as a client sees them,
+    straight to the API server and through the daemon by turns, the same client settings both
+    ways (HTTP/1.1 over TLS), until ``done``: what pass-through adds to a write under the load
+    of the running control plane. Seconds per write, by side."""
+    path = f"/apis/coordination.k8s.io/v1/namespaces/{PROBE_NAMESPACE}/leases"
+    sides = {"direct": direct, "through": through}
+    for side in sides:
+        made = await direct.post(path, json={"metadata": {"name": f"probe-{side}"}, "spec": {}})
+        if made.status_code not in (201, 409):
+            raise RuntimeError(f"the write probe's Lease: {made.status_code} {made.text}")
+    times: dict[str, list[float]] = {side: [] for side in sides}
+    n = 0
+    while not done.is_set():
+        order = list(sides.items()) if n % 2 == 0 else list(reversed(sides.items()))
+        for side, client in order:
+            patch = {"spec": {"leaseDurationSeconds": 1 + n % 1000}}
+            began = time.perf_counter()
+            answer = await client.patch(
+                f"{path}/probe-{side}",
+                json=patch,
+                headers={"Content-Type": "application/merge-patch+json"},
+            )
+            if answer.status_code == 200:
+                times[side].append(time.perf_counter() - began)
+        n += 1
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(done.wait(), interval)
+    return times

@@ -194,6 +194,26 @@ def render_report(result: dict[str, Any]) -> str:
         )
     out += [*_table(["figure", *names], rows), ""]
 
+    probed = [r["probe"] for r in result["runs"] if "probe" in r]
+    if probed:
+        out += [
+            "## Writes of an uncached resource, as a client sees them (ms, median of the runs)",
+            "",
+            "During each run through cacheproxy, a probe client patches a Lease (a kind the "
+            "daemon does not cache) every 50 ms, straight to the API server and through the "
+            "daemon by turns, with the same client settings (HTTP/1.1 over TLS): what "
+            "pass-through adds to a write under the running control plane's load.",
+            "",
+        ]
+        rows = []
+        for q in ("p50", "p90"):
+            direct = _median([p["direct"][q] for p in probed])
+            through = _median([p["through"][q] for p in probed])
+            rows.append([q, _ms(direct), _ms(through), f"{(through - direct) * 1000:+.2f}"])
+        counts = [sum(p[side]["count"] for p in probed) for side in ("direct", "through")]
+        rows.append(["writes (all runs)", *map(str, counts), ""])
+        out += [*_table(["figure", "direct", "through cacheproxy", "added"], rows), ""]
+
     out += [
         "## TCP connections (established, at the end of the scenario, median)",
         "",

@@ -70,6 +70,7 @@ from loadtest.harness.controlplane import (
     histogram_quantile,
     kcm_signs,
     percentile,
+    probe_writes,
     write_latencies,
 )
 from loadtest.harness.processes import cpu_seconds
@@ -79,6 +80,7 @@ from loadtest.reports.controlplane_report import render_report
 NODES = ("node-a", "node-b")
 OBSERVER = "controlplane-scenario"
 KUBELET = "fake-kubelet"
+PROBE = "write-probe"
 CONTROLLERS = ("kube-controller-manager", "kube-scheduler")
 _PASSTHROUGH = "cacheproxy_passthrough_request_duration_seconds"
 
@@ -98,6 +100,22 @@ def _client(base_url: str, ca: Path, token: str, agent: str) -> httpx.AsyncClien
         headers={"Authorization": f"Bearer {token}", "User-Agent": agent},
         timeout=30.0,
     )
+
+
+async def _probe(
+    cluster: Cluster,
+    daemon: DaemonProcess,
+    *,
+    server: str,
+    ca: Path,
+    token: str,
+    done: asyncio.Event,
+) -> dict[str, list[float]]:
+    async with (
+        _client(cluster.url, cluster.ca_file, token, PROBE) as direct,
+        _client(server, ca, token, PROBE) as through,
+    ):
+        return await probe_writes(direct, through, done)
 
 
 async def _wait_for_controllers(observer: httpx.AsyncClient, deadline: float) -> None:
@@ -212,9 +230,19 @@ async def _drive(
         audit_from = cluster.audit_end()
         kcm_from = plane.kcm_log.stat().st_size
         before = daemon.metrics() if daemon else ""
-        results = await run_scenario(
-            observer, namespace="scenario", nodes=len(NODES), step_timeout=step_timeout
-        )
+        done = asyncio.Event()
+        probing = None
+        if daemon is not None:  # through: the probe writes both ways under the same load
+            probing = asyncio.create_task(
+                _probe(cluster, daemon, server=server, ca=ca, token=token, done=done)
+            )
+        try:
+            results = await run_scenario(
+                observer, namespace="scenario", nodes=len(NODES), step_timeout=step_timeout
+            )
+        finally:
+            done.set()
+            probe = await probing if probing is not None else None
         cpu_after = _cpu(pids)
         connections = {
             name: established(pid)
@@ -236,6 +264,15 @@ async def _drive(
             "cpu": {n: cpu_after[n] - cpu_before[n] for n in pids},
             "connections": connections,
         }
+        if probe is not None:
+            record["probe"] = {
+                side: {
+                    "count": len(ms),
+                    "p50": percentile(ms, 0.5),
+                    "p90": percentile(ms, 0.9),
+                }
+                for side, ms in probe.items()
+            }
         await asyncio.sleep(1.0)  # the audit log is written as answers complete
         events = cluster.audit_events(since=audit_from)
         clients = (*CONTROLLERS, KUBELET)
