@@ -189,7 +189,9 @@ class Daemon:
         if wiring.passthrough is not None:
             # HTTP/1.1 whatever upstream.http2 says: an upgrade (exec, attach, port-forward) can
             # only be offered on an HTTP/1.1 connection.
-            self._forwarding = build_forwarding_target(self.upstream)
+            self._forwarding = build_forwarding_target(
+                self.upstream, idle_connection=wiring.passthrough.idle_connection
+            )
             passthrough = PassThrough(
                 self._forwarding,
                 options=wiring.passthrough,
@@ -241,6 +243,7 @@ class Daemon:
             log_level="warning",
             access_log=False,
             timeout_graceful_shutdown=listener.graceful_shutdown,
+            timeout_keep_alive=listener.idle_connection,
             **kwargs,
         )
         if cert_file is not None and key_file is not None:

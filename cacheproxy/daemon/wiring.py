@@ -79,6 +79,8 @@ class Listener:
     client_kubeconfig: Path | None
     """Where to write the kubeconfig for the neighbours (``server.clientKubeconfig``)."""
     header_timeout: float
+    idle_connection: int
+    """Seconds an idle client connection is kept (uvicorn's keep-alive timeout)."""
     graceful_shutdown: int
     """Seconds open lists may take to finish once nothing new is accepted (uvicorn's unit)."""
     shutdown_delay: float
@@ -211,6 +213,7 @@ def wire(config: DaemonConfig) -> Wiring:
             # certificate is an alternative to a bearer token (as the API server).
             client_certificate_required=auth.mode is AuthMode.NONE,
             header_timeout=limits.header_timeout_seconds,
+            idle_connection=limits.idle_connection_seconds,
             graceful_shutdown=max(1, round(server.shutdown_grace_seconds)),
             shutdown_delay=server.shutdown_delay_seconds,
         ),
@@ -246,6 +249,7 @@ def _passthrough(config: DaemonConfig) -> PassThroughOptions | None:
         max_body_bytes=settings.max_body_bytes,
         timeout=settings.timeout_seconds,
         impersonate=settings.impersonate,
+        idle_connection=settings.idle_connection_seconds,
     )
 
 

@@ -93,6 +93,9 @@ class PassThroughOptions:
     """Forward callers authenticated by a client certificate or a static token by impersonating
     them with the daemon's identity (which then needs RBAC ``impersonate``); without it they
     get 401."""
+    idle_connection: float = 60.0
+    """Seconds an upstream connection is kept idle for the next forwarded request (the API
+    server closes its idle connections after 90 s)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,8 +44,9 @@ from cacheproxy.errors import TransportError, UpstreamTimeout
 
 __all__ = ["KEEPALIVE_EXPIRY", "READ_HIGH_WATER", "Answer", "Connections"]
 
-KEEPALIVE_EXPIRY: Final = 5.0
-"""Seconds an idle connection is kept (the API server keeps them longer: ours closes first)."""
+KEEPALIVE_EXPIRY: Final = 60.0
+"""Seconds an idle connection is kept by default (the API server keeps them 90 s: ours closes
+first)."""
 
 MAX_IDLE: Final = 100
 """Idle connections kept at most; more are closed as they come back."""

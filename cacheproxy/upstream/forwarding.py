@@ -27,7 +27,7 @@ from cacheproxy.errors import ConfigError
 from cacheproxy.upstream.apierrors import transport_error
 from cacheproxy.upstream.client import CONNECT_TIMEOUT, ssl_context
 from cacheproxy.upstream.config import UpstreamConfig
-from cacheproxy.upstream.connections import Answer, Connections
+from cacheproxy.upstream.connections import KEEPALIVE_EXPIRY, Answer, Connections
 
 __all__ = ["ForwardingTarget", "ImpersonatingTarget", "build_forwarding_target"]
 
@@ -89,16 +89,22 @@ class ImpersonatingTarget:
         return await HttpxAnswer.of(request, lambda r: client.send(r, stream=True))
 
 
-def build_forwarding_target(config: UpstreamConfig) -> ForwardingTarget:
+def build_forwarding_target(
+    config: UpstreamConfig, *, idle_connection: float = KEEPALIVE_EXPIRY
+) -> ForwardingTarget:
     """The :class:`ForwardingTarget` of ``config``'s server: the same trust, server name and
     proxy as :func:`~cacheproxy.upstream.build_client`, and no credentials of the daemon's (no
-    client certificate, no token)."""
+    client certificate, no token); its idle connections kept ``idle_connection`` seconds."""
     context = ssl_context(config, client_cert=False)
     try:
         transport = httpx.AsyncHTTPTransport(
             verify=context,
             http2=False,
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=100),
+            limits=httpx.Limits(
+                max_connections=None,
+                max_keepalive_connections=100,
+                keepalive_expiry=idle_connection,
+            ),
             proxy=config.proxy,
             trust_env=False,
         )
@@ -116,6 +122,7 @@ def build_forwarding_target(config: UpstreamConfig) -> ForwardingTarget:
             server_hostname=config.tls_server_name or "",
             origin=f"{url.scheme}://{url.netloc.decode('ascii')}",
             connect_timeout=CONNECT_TIMEOUT,
+            keepalive_expiry=idle_connection,
         )
     return ForwardingTarget(url, transport, config.tls_server_name or "", connections)
 

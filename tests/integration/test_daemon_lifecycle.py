@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from cacheproxy.daemon.config import ResourceConfig
+from cacheproxy.daemon.config.limits import ServerLimits
 from cacheproxy.informer import Phase
 from cacheproxy.kube.resources import ResourceType, builtin
 from cacheproxy.sim import SimServer, Simulator
@@ -163,3 +164,27 @@ async def test_shutdown_ends_passed_through_watches_at_once_and_logs_no_error(
         await asyncio.wait_for(stopping, 30)  # far below the 60 s grace
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert errors == [], [r.getMessage() for r in errors]
+
+
+async def test_an_idle_client_connection_is_kept_for_its_next_request(
+    demo_server: SimServer,
+) -> None:
+    """Kept as long as the API server keeps one (``server.limits.idleConnectionSeconds``, 90 s),
+    not uvicorn's 5 s: a client-go program that pauses between bursts reuses its connection
+    instead of paying a new TLS handshake."""
+    async with daemon_for(demo_server.url, limits=ServerLimits(idle_connection_seconds=60)) as d:
+        host, port = d.url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        request = f"GET /healthz HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
+        try:
+            for _ in range(2):
+                writer.write(request)
+                head = await reader.readuntil(b"\r\n\r\n")
+                assert head.startswith(b"HTTP/1.1 200"), head
+                length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+                await reader.readexactly(length)
+                await asyncio.sleep(6)  # longer than uvicorn's default keep-alive
+            assert not reader.at_eof()
+        finally:
+            writer.close()
+            await writer.wait_closed()

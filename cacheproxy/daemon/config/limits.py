@@ -56,6 +56,10 @@ class ServerLimits(Section):
     )
     """A connection that has not sent a request's complete headers this long after it opened
     (or after the request began) is closed, so slow clients cannot hold connections."""
+    idle_connection_seconds: Annotated[int, Field(ge=1, le=3600)] = 90
+    """How long a client's connection is kept open with no request on it, waiting for the
+    next. As the API server (90 s) and Go clients (90 s): a client-go program that pauses
+    reuses its connections instead of paying a new TLS handshake on each."""
     watch_buffer: Annotated[int, Field(ge=1, le=1_000_000)] = library_default(
         _SERVER, "watch_buffer"
     )

@@ -371,6 +371,12 @@ class PassthroughSettings(Section):
     )
     """How long a forwarded request other than a long-running one may take, its answer
     included, before 504 (the API server ends its own at 60 s)."""
+    idle_connection_seconds: Annotated[float, Field(ge=1, le=3600)] = library_default(
+        PassThroughOptions, "idle_connection"
+    )
+    """How long a connection to the API server that forwarded a request is kept for the next
+    one. Below the API server's own 90 s, so that it is never the one to close a connection a
+    request is being sent on; each new one costs a TLS handshake."""
     auto_cache: bool = False
     """Cache what is read often though not configured: a resource read through pass-through
     (get, list or watch) at least `autoCacheReadsPerMinute` times in a minute gets an informer
