@@ -334,26 +334,28 @@ PROBE_NAMESPACE = "default"
 
 
 async def probe_writes(
-    direct: httpx.AsyncClient,
-    through: httpx.AsyncClient,
+    sides: Mapping[str, httpx.AsyncClient],
     done: asyncio.Event,
     *,
-    interval: float = 0.05,
+    interval: float = 0.2,
 ) -> dict[str, list[float]]:
     """Writes of a kind the daemon does not cache (a Lease's merge patch) as a client sees them,
-    straight to the API server and through the daemon by turns, the same client settings both
-    ways (HTTP/1.1 over TLS), until ``done``: what pass-through adds to a write under the load
-    of the running control plane. Seconds per write, by side."""
+    through each of ``sides`` by turns (straight to the API server, through the daemon: the
+    same client settings, HTTP/1.1 over TLS), until ``done``: what pass-through adds to a write
+    under the load of the running control plane. Seconds per write, by side. A few writes a
+    second, so that the probe adds little to what it measures."""
     path = f"/apis/coordination.k8s.io/v1/namespaces/{PROBE_NAMESPACE}/leases"
-    sides = {"direct": direct, "through": through}
+    first = next(iter(sides.values()))
     for side in sides:
-        made = await direct.post(path, json={"metadata": {"name": f"probe-{side}"}, "spec": {}})
+        made = await first.post(path, json={"metadata": {"name": f"probe-{side}"}, "spec": {}})
         if made.status_code not in (201, 409):
             raise RuntimeError(f"the write probe's Lease: {made.status_code} {made.text}")
     times: dict[str, list[float]] = {side: [] for side in sides}
     n = 0
     while not done.is_set():
-        order = list(sides.items()) if n % 2 == 0 else list(reversed(sides.items()))
+        order = list(sides.items())
+        if n % 2:
+            order.reverse()
         for side, client in order:
             patch = {"spec": {"leaseDurationSeconds": 1 + n % 1000}}
             began = time.perf_counter()

@@ -200,9 +200,11 @@ def render_report(result: dict[str, Any]) -> str:
             "## Writes of an uncached resource, as a client sees them (ms, median of the runs)",
             "",
             "During each run through cacheproxy, a probe client patches a Lease (a kind the "
-            "daemon does not cache) every 50 ms, straight to the API server and through the "
-            "daemon by turns, with the same client settings (HTTP/1.1 over TLS): what "
-            "pass-through adds to a write under the running control plane's load.",
+            "daemon does not cache) about five times a second, straight to the API server and "
+            "through the daemon by turns, with the same client settings (HTTP/1.1 over TLS): "
+            "what pass-through adds to a write under the running control plane's load. (Direct "
+            "runs probe the API server alone, so it carries the same load in every mode; the "
+            "daemon's CPU includes the probe's writes through it.)",
             "",
         ]
         rows = []

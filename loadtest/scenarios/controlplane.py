@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime
 import os
 import shlex
@@ -104,18 +105,22 @@ def _client(base_url: str, ca: Path, token: str, agent: str) -> httpx.AsyncClien
 
 async def _probe(
     cluster: Cluster,
-    daemon: DaemonProcess,
     *,
-    server: str,
+    server: str | None,
     ca: Path,
     token: str,
     done: asyncio.Event,
 ) -> dict[str, list[float]]:
-    async with (
-        _client(cluster.url, cluster.ca_file, token, PROBE) as direct,
-        _client(server, ca, token, PROBE) as through,
-    ):
-        return await probe_writes(direct, through, done)
+    """The write probe, straight to ``cluster`` and, given the daemon's ``server``, through it."""
+    async with contextlib.AsyncExitStack() as stack:
+        sides = {
+            "direct": await stack.enter_async_context(
+                _client(cluster.url, cluster.ca_file, token, PROBE)
+            )
+        }
+        if server is not None:
+            sides["through"] = await stack.enter_async_context(_client(server, ca, token, PROBE))
+        return await probe_writes(sides, done)
 
 
 async def _wait_for_controllers(observer: httpx.AsyncClient, deadline: float) -> None:
@@ -231,18 +236,18 @@ async def _drive(
         kcm_from = plane.kcm_log.stat().st_size
         before = daemon.metrics() if daemon else ""
         done = asyncio.Event()
-        probing = None
-        if daemon is not None:  # through: the probe writes both ways under the same load
-            probing = asyncio.create_task(
-                _probe(cluster, daemon, server=server, ca=ca, token=token, done=done)
-            )
+        # Direct, the probe writes straight to the API server only (the same load on it as
+        # through); through, both ways by turns, under the same load.
+        probing = asyncio.create_task(
+            _probe(cluster, server=server if daemon else None, ca=ca, token=token, done=done)
+        )
         try:
             results = await run_scenario(
                 observer, namespace="scenario", nodes=len(NODES), step_timeout=step_timeout
             )
         finally:
             done.set()
-            probe = await probing if probing is not None else None
+            probe = await probing
         cpu_after = _cpu(pids)
         connections = {
             name: established(pid)
@@ -264,7 +269,7 @@ async def _drive(
             "cpu": {n: cpu_after[n] - cpu_before[n] for n in pids},
             "connections": connections,
         }
-        if probe is not None:
+        if "through" in probe:
             record["probe"] = {
                 side: {
                     "count": len(ms),
