@@ -16,6 +16,7 @@ def test_the_package_exports_exactly_its_public_names() -> None:
         "KeysListed",
         "ObjectVersions",
         "ResourceVersionProbe",
+        "Served",
         "TokenSource",
         "UpstreamConfig",
         "UpstreamReviews",
@@ -29,6 +30,7 @@ def test_the_package_exports_exactly_its_public_names() -> None:
         "load_kubeconfig",
         "load_upstream",
         "resource_types",
+        "served_resources",
     ]
 
 
