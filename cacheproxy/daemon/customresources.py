@@ -120,11 +120,19 @@ def _not_served(
 
 def closest_served(rtype: ResourceType, served: Iterable[ResourceType]) -> list[str]:
     """Up to three configuration names of ``served`` closest to ``rtype``'s: the same plural in
-    another group version first, then names alike."""
-    names = {t.config_name: t for t in served}
-    same = [name for name, t in names.items() if t.resource == rtype.resource]
-    alike = difflib.get_close_matches(rtype.config_name, list(names), n=3, cutoff=0.6)
-    return list(dict.fromkeys([*same, *alike]))[:3]
+    another group version first, then plurals alike (those of its own group first)."""
+    by_plural: dict[str, list[ResourceType]] = {}
+    for t in served:
+        by_plural.setdefault(t.resource, []).append(t)
+    plurals = difflib.get_close_matches(rtype.resource, list(by_plural), n=3, cutoff=0.6)
+    if rtype.resource in by_plural and rtype.resource not in plurals:
+        plurals.insert(0, rtype.resource)
+    names = [
+        t.config_name
+        for plural in plurals
+        for t in sorted(by_plural[plural], key=lambda t: t.group != rtype.group)
+    ]
+    return list(dict.fromkeys(names))[:3]
 
 
 async def _storage_version_hashes(
