@@ -13,7 +13,7 @@
   resourceVersion of a resource, :class:`CollectionKeys`, what a collection holds now, and
   :class:`ObjectVersions`, one object's resourceVersion (for consistent reads from the cache);
 - :mod:`~cacheproxy.upstream.resourcediscovery`: :func:`resource_types` and
-  :func:`served_resources` (:class:`Served`), what upstream's discovery says of the resources
+  :func:`served_resources` (:class:`Discovered`), what upstream's discovery says of the resources
   of a group version or of all (kinds, scopes and names of what the built-in table lacks);
 - :mod:`~cacheproxy.upstream.reviews`: :class:`UpstreamReviews`, TokenReviews and
   SubjectAccessReviews asked of the API server (delegated authentication and authorization);
@@ -50,19 +50,19 @@ from cacheproxy.upstream.probe import (
     ObjectVersions,
     ResourceVersionProbe,
 )
-from cacheproxy.upstream.resourcediscovery import Served, resource_types, served_resources
+from cacheproxy.upstream.resourcediscovery import Discovered, resource_types, served_resources
 from cacheproxy.upstream.reviews import UpstreamReviews
 
 __all__ = [
     "ApiListerWatcher",
     "BearerTokenAuth",
     "CollectionKeys",
+    "Discovered",
     "ForwardingTarget",
     "ImpersonatingTarget",
     "KeysListed",
     "ObjectVersions",
     "ResourceVersionProbe",
-    "Served",
     "TokenSource",
     "UpstreamConfig",
     "UpstreamReviews",

@@ -26,7 +26,7 @@ from cacheproxy.kube.resources import GroupVersion, ResourceType
 from cacheproxy.upstream.apilistwatch import send_for_json
 from cacheproxy.upstream.client import LIST_TIMEOUT
 
-__all__ = ["AGGREGATED_ACCEPT", "Served", "resource_types", "served_resources"]
+__all__ = ["AGGREGATED_ACCEPT", "Discovered", "resource_types", "served_resources"]
 
 AGGREGATED_ACCEPT = (
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
@@ -37,7 +37,7 @@ AGGREGATED_ACCEPT = (
 
 
 @dataclass
-class Served:
+class Discovered:
     """What upstream's discovery said of every group version it serves."""
 
     resources: dict[GroupVersion, list[ResourceType]] = field(default_factory=dict)
@@ -67,12 +67,12 @@ async def resource_types(
     ]
 
 
-async def served_resources(client: httpx.AsyncClient, *, verbs: Collection[str] = ()) -> Served:
+async def served_resources(client: httpx.AsyncClient, *, verbs: Collection[str] = ()) -> Discovered:
     """Every resource upstream serves (with ``verbs``, only those that allow each of them).
     Raises CacheProxyError when upstream cannot say (``/api`` or ``/apis`` unanswered)."""
     documents = await asyncio.gather(_get(client, "/api"), _get(client, "/apis"))
     if all(_is_aggregated(doc) for doc in documents):
-        served = Served(aggregated=True)
+        served = Discovered(aggregated=True)
         for doc in documents:
             for group in doc.get("items") or ():
                 _read_aggregated_group(served, group, verbs)
@@ -85,7 +85,7 @@ async def served_resources(client: httpx.AsyncClient, *, verbs: Collection[str] 
     answers = await asyncio.gather(
         *(resource_types(client, gv, verbs=verbs) for gv in gvs), return_exceptions=True
     )
-    served = Served()
+    served = Discovered()
     for gv, answer in zip(gvs, answers, strict=True):
         if isinstance(answer, CacheProxyError):
             served.unanswered[gv] = answer
@@ -108,7 +108,9 @@ def _is_aggregated(doc: dict[str, Any]) -> bool:
     return doc.get("kind") == "APIGroupDiscoveryList"
 
 
-def _read_aggregated_group(served: Served, group: dict[str, Any], verbs: Collection[str]) -> None:
+def _read_aggregated_group(
+    served: Discovered, group: dict[str, Any], verbs: Collection[str]
+) -> None:
     name = str((group.get("metadata") or {}).get("name") or "")
     for version in group.get("versions") or ():
         gv = GroupVersion(name, str(version.get("version", "")))

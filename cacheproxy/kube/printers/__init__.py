@@ -11,8 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from cacheproxy.kube.printers.cells import Obj, Printer, human_duration, metadata, name_of
-from cacheproxy.kube.printers.cluster import (
+from cacheproxy.kube.printers.admin import (
     print_csidriver,
     print_csinode,
     print_lease,
@@ -20,6 +19,7 @@ from cacheproxy.kube.printers.cluster import (
     print_resourcequota,
     print_storageclass,
 )
+from cacheproxy.kube.printers.cells import Obj, Printer, human_duration, metadata, name_of
 from cacheproxy.kube.printers.core import (
     print_configmap,
     print_event,

@@ -17,7 +17,7 @@ import pytest
 
 from cacheproxy.errors import ApiError
 from cacheproxy.kube import table as T
-from cacheproxy.kube.printers import PRINTERS, cells, cluster, core, network, pods, workloads
+from cacheproxy.kube.printers import PRINTERS, admin, cells, core, network, pods, workloads
 from cacheproxy.kube.versions import NEWEST, OLDEST, KubeVersion
 
 NOW = datetime(2026, 11, 29, 14, 38, 1, tzinfo=UTC)
@@ -621,38 +621,38 @@ def test_resourcequota_cells_split_limits_from_requests_in_name_order() -> None:
             "used": {"pods": "1", "requests.cpu": "500m", "limits.memory": "0"},
         },
     }
-    assert cluster.print_resourcequota(quota, NOW)[2:] == [
+    assert admin.print_resourcequota(quota, NOW)[2:] == [
         "pods: 1/10, requests.cpu: 500m/2",
         "limits.cpu: 0/3, limits.memory: 0/4Gi",
     ]
     # A quota no controller has counted yet shows nothing (its status is empty).
     spec_only = {"metadata": {"name": "rq"}, "spec": {"hard": {"pods": "10"}}, "status": {}}
-    assert cluster.print_resourcequota(spec_only, NOW)[2:] == ["", ""]
+    assert admin.print_resourcequota(spec_only, NOW)[2:] == ["", ""]
 
 
 def test_cluster_kinds_cells_fill_the_api_servers_defaults() -> None:
     pdb = {"metadata": {"name": "p"}, "spec": {"maxUnavailable": "30%"}, "status": {}}
-    assert cluster.print_poddisruptionbudget(pdb, NOW)[1:4] == ["N/A", "30%", 0]
+    assert admin.print_poddisruptionbudget(pdb, NOW)[1:4] == ["N/A", "30%", 0]
     pdb = {
         "metadata": {"name": "p"},
         "spec": {"minAvailable": 2},
         "status": {"disruptionsAllowed": 1},
     }
-    assert cluster.print_poddisruptionbudget(pdb, NOW)[1:4] == ["2", "N/A", 1]
-    assert cluster.print_lease({"metadata": {"name": "l"}, "spec": {}}, NOW)[1] == ""
+    assert admin.print_poddisruptionbudget(pdb, NOW)[1:4] == ["2", "N/A", 1]
+    assert admin.print_lease({"metadata": {"name": "l"}, "spec": {}}, NOW)[1] == ""
     default = {"storageclass.kubernetes.io/is-default-class": "true"}
     sc = {"metadata": {"name": "sc", "annotations": default}, "provisioner": "p"}
-    assert cluster.print_storageclass(sc, NOW)[:5] == [
+    assert admin.print_storageclass(sc, NOW)[:5] == [
         "sc (default)", "p", "Delete", "Immediate", False,
     ]  # fmt: skip
     driver = {
         "metadata": {"name": "d"},
         "spec": {"tokenRequests": [{"audience": "a"}, {"audience": "b"}], "podInfoOnMount": True},
     }
-    assert cluster.print_csidriver(driver, NOW)[1:7] == [True, True, False, "a,b", False, "<none>"]
-    assert cluster.print_csidriver({"metadata": {"name": "d"}, "spec": {}}, NOW)[4] == "<unset>"
+    assert admin.print_csidriver(driver, NOW)[1:7] == [True, True, False, "a,b", False, "<none>"]
+    assert admin.print_csidriver({"metadata": {"name": "d"}, "spec": {}}, NOW)[4] == "<unset>"
     csinode = {"metadata": {"name": "n"}, "spec": {"drivers": [{"name": "d", "nodeID": "n"}]}}
-    assert cluster.print_csinode(csinode, NOW)[1] == 1
+    assert admin.print_csinode(csinode, NOW)[1] == 1
 
 
 def test_workload_kinds_cells() -> None:

@@ -1,6 +1,6 @@
-"""Policy, coordination, storage and RBAC: resource quotas, pod disruption budgets, leases,
-storage classes, CSI nodes and drivers (``printers.go``; limit ranges and cluster roles print
-the default Name and Created At)."""
+"""What cluster administrators manage (policy, coordination, storage, RBAC): resource quotas,
+pod disruption budgets, leases, storage classes, CSI nodes and drivers (``printers.go``; limit
+ranges and cluster roles print the default Name and Created At)."""
 
 from __future__ import annotations
 
