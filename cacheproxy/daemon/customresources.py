@@ -96,13 +96,13 @@ async def describe(client: httpx.AsyncClient, rtypes: Iterable[ResourceType]) ->
                 f"could not read upstream's discovery of {gv.api_version}: {served.unanswered[gv]}"
             )
         else:
-            out.missing[_gvr(rtype)] = _not_served(rtype, in_gv, listable)
+            out.missing[_gvr(rtype)] = _not_served(
+                rtype, gv_served=gv in served.resources, listable=listable
+            )
     return out
 
 
-def _not_served(
-    rtype: ResourceType, in_gv: dict[str, ResourceType], listable: list[ResourceType]
-) -> str:
+def _not_served(rtype: ResourceType, *, gv_served: bool, listable: list[ResourceType]) -> str:
     """Why upstream does not serve ``rtype``, with the closest names it does serve."""
     gv = rtype.group_version
     close = closest_served(rtype, listable)
@@ -110,7 +110,7 @@ def _not_served(
     where = (
         f"upstream's {gv.api_version} has no resource {rtype.resource} that may be listed "
         "and watched"
-        if in_gv
+        if gv_served
         else f"upstream serves no API group version {gv.api_version}"
     )
     if rtype.builtin:

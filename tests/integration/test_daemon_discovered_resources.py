@@ -169,6 +169,19 @@ async def test_a_name_upstream_does_not_serve_stops_the_start_naming_the_closest
         await daemon.start()
 
 
+async def test_a_resource_served_without_list_and_watch_is_refused_at_start(
+    upstream: tuple[SimServer, httpx.AsyncClient], tmp_path: Path
+) -> None:
+    server, _ = upstream
+    daemon = _daemon(tmp_path, server.url, ["authentication.k8s.io/v1/tokenreviews"])
+    with pytest.raises(ConfigError) as raised:
+        await daemon.start()
+    assert (
+        "authentication.k8s.io/v1/tokenreviews: upstream's authentication.k8s.io/v1 has no "
+        "resource tokenreviews that may be listed and watched"
+    ) in str(raised.value)
+
+
 async def test_a_kind_written_that_discovery_contradicts_is_not_served_and_says_why(
     upstream: tuple[SimServer, httpx.AsyncClient], tmp_path: Path
 ) -> None:
