@@ -483,6 +483,10 @@ COLUMNS_1_28: dict[tuple[str, str], tuple[Column, ...]] = {
         ("Age", "string", "", 0, _D4),
     ),
     **_MORE_1_28,
+    ("apiextensions.k8s.io", "customresourcedefinitions"): (
+        ("Name", "string", "name", 0, _D0),
+        ("Created At", "date", "", 0, _D4),
+    ),
     ("*", "default"): (
         ("Name", "string", "name", 0, _D0),
         ("Created At", "date", "", 0, _D4),

@@ -97,5 +97,6 @@ PRINTERS: dict[tuple[str, str], Printer] = {
     ("storage.k8s.io", "csinodes"): print_csinode,
     ("storage.k8s.io", "csidrivers"): print_csidriver,
     ("rbac.authorization.k8s.io", "clusterroles"): print_default,
+    ("apiextensions.k8s.io", "customresourcedefinitions"): print_default,
 }
 """Exact printers (one per ``columns.COLUMNS`` entry); other kinds use the default Table."""

@@ -18,6 +18,7 @@ import pytest
 from cacheproxy.errors import ApiError
 from cacheproxy.kube import table as T
 from cacheproxy.kube.printers import PRINTERS, admin, cells, core, network, pods, workloads
+from cacheproxy.kube.resources import BUILTIN_RESOURCES
 from cacheproxy.kube.versions import NEWEST, OLDEST, KubeVersion
 
 NOW = datetime(2026, 11, 29, 14, 38, 1, tzinfo=UTC)
@@ -675,3 +676,11 @@ def test_workload_kinds_cells() -> None:
     }
     assert workloads.print_replicationcontroller(rc, NOW)[1:4] == [3, 3, 2]
     assert workloads.print_replicationcontroller(rc, NOW)[5:] == ["a", "nginx:1", "app=rc,tier=x"]
+
+
+def test_every_kind_of_the_built_in_table_is_printed_here() -> None:
+    """So their Tables are served from the cache, never asked of upstream (server/resource.py
+    ``prints_tables``)."""
+    assert [
+        r.config_name for r in BUILTIN_RESOURCES if not T.has_printer(r.group, r.resource)
+    ] == []
