@@ -188,6 +188,7 @@ async def _live_checks(config: Any) -> list[tuple[bool, str]]:
 
 
 async def _check_resource(client: Any, spec: Any) -> tuple[bool, str]:
+    from cacheproxy.daemon.customresources import disagreement
     from cacheproxy.daemon.indexcheck import SAMPLE, empty_indexes
     from cacheproxy.informer import ListRequest, WatchRequest
     from cacheproxy.kube.resources import GroupVersion
@@ -201,10 +202,7 @@ async def _check_resource(client: Any, spec: Any) -> tuple[bool, str]:
         listable = {t.resource for t in await resource_types(client, gv, verbs=("list", "watch"))}
     except ApiError as exc:
         if exc.code == 404:
-            return False, (
-                f"{name}: upstream serves no API group version {gv.api_version}"
-                + (" (is its CustomResourceDefinition installed?)" if rtype.group else "")
-            )
+            return False, await _not_served(client, spec)
         return (
             False,
             f"{name}: discovery: {exc.code} {exc.message}. {fix_for(exc.code, 'get', name)}",
@@ -212,10 +210,10 @@ async def _check_resource(client: Any, spec: Any) -> tuple[bool, str]:
     except CacheProxyError as exc:
         return False, f"{name}: discovery: {exc}. {fix_for(None, 'get', name)}"
     found = served.get(rtype.resource)
-    if found is None:
-        return False, f"{name}: upstream's discovery of {gv.api_version} has no {rtype.resource}"
-    if rtype.resource not in listable:
-        return False, f"{name}: upstream's discovery says it cannot be listed and watched"
+    if found is None or rtype.resource not in listable:
+        return False, await _not_served(client, spec)
+    if spec.from_discovery and (problem := disagreement(spec, found)) is not None:
+        return False, f"{name}: {problem}"
     if rtype.kind and (rtype.kind, rtype.namespaced) != (found.kind, found.namespaced):
         scope = {True: "namespaced", False: "cluster-scoped"}
         return False, (
@@ -249,6 +247,15 @@ async def _check_resource(client: Any, spec: Any) -> tuple[bool, str]:
     if spec.indexes:
         said.append(f"index paths {', '.join(spec.indexes)} present")
     return True, f"{name}: " + ", ".join(said)
+
+
+async def _not_served(client: Any, spec: Any) -> str:
+    """Why upstream does not serve ``spec``'s resource, with the closest names it serves."""
+    from cacheproxy.daemon.customresources import describe
+
+    described = await describe(client, [spec.rtype])
+    why = next(iter(described.problems.values()), "upstream's discovery does not describe it")
+    return f"{spec.rtype.config_name}: {why}"
 
 
 def rbac_main(

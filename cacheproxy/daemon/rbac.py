@@ -15,7 +15,6 @@ from typing import Any, Final
 import yaml
 
 from cacheproxy.daemon.config import AuthMode, DaemonConfig
-from cacheproxy.kube.resources import BUILTIN_RESOURCES
 from cacheproxy.server.crdtables import crd_name
 
 __all__ = ["DEFAULT_NAME", "VERBS", "cluster_role", "render_cluster_role", "rules"]
@@ -39,7 +38,7 @@ def rules(config: DaemonConfig) -> list[dict[str, Any]]:
     ]
     # Custom resources' Table columns are read from their CRDs, each watched by name
     # (fieldSelector metadata.name=…), which RBAC allows with resourceNames.
-    crds = sorted({crd_name(c.rtype) for c in config.resources if c.rtype not in BUILTIN_RESOURCES})
+    crds = sorted({crd_name(c.rtype) for c in config.resources if not c.rtype.builtin})
     if crds and "customresourcedefinitions" not in by_group.get("apiextensions.k8s.io", ()):
         out.append(
             {

@@ -23,7 +23,7 @@ from cacheproxy.daemon.autocache import AutoCache
 from cacheproxy.daemon.config import DaemonConfig, ResourceConfig
 from cacheproxy.daemon.config.model import Sections
 from cacheproxy.daemon.consistency import consistent_reads
-from cacheproxy.daemon.customresources import CustomResources, with_kinds
+from cacheproxy.daemon.customresources import CustomResources, unserved_builtins, with_kinds
 from cacheproxy.daemon.indexcheck import warn_of_empty_indexes
 from cacheproxy.daemon.memory import MemoryTrimmer
 from cacheproxy.daemon.neighbours import (
@@ -41,11 +41,11 @@ from cacheproxy.daemon.wiring import (
     wire,
     wire_resource,
 )
-from cacheproxy.errors import CacheProxyError
+from cacheproxy.errors import CacheProxyError, ConfigError
 from cacheproxy.informer.events import InformerEvent, Relisted
 from cacheproxy.informer.factory import Collection, SharedInformerFactory
 from cacheproxy.kube.partial import DROP_MANAGED_FIELDS
-from cacheproxy.kube.resources import BUILTIN_RESOURCES, ResourceType, builtin
+from cacheproxy.kube.resources import ResourceType, builtin
 from cacheproxy.server.access import AccessControl, TokenAuthenticator
 from cacheproxy.server.app import CacheServer
 from cacheproxy.server.crdtables import CrdTablePrinter, crd_name
@@ -143,6 +143,12 @@ class Daemon:
             self._version_task = asyncio.create_task(
                 self._fetch_version(client, version), name="upstream-version"
             )
+        try:
+            await unserved_builtins(client, config.resources)
+        except ConfigError:
+            await cancel_and_wait(self._version_task)
+            await client.aclose()
+            raise
         # One registry per daemon: the informers report into it, the server serves it.
         self.metrics = metrics = ServerMetrics()
 
@@ -256,7 +262,7 @@ class Daemon:
         crd_factory.start()
         self._describer = CustomResources(
             client,
-            [spec for spec in config.resources if spec.rtype not in BUILTIN_RESOURCES],
+            config.resources,
             server=self.server,
             serve=self._serve_described,
         )
@@ -336,7 +342,7 @@ class Daemon:
         options: ResourceWiring,
     ) -> ServedResource:
         printer_source = None
-        if spec.rtype not in BUILTIN_RESOURCES:
+        if not spec.rtype.builtin:  # no CRD defines a kind of a built-in group (resources.py)
             crds = crd_factory.informer(_crd_collection(spec.rtype))
             printer_source = CrdTablePrinter(spec.rtype, crds)
         informer = factory.informer(
@@ -444,7 +450,7 @@ class Daemon:
         await self.factory.remove(spec.collection)
         if self.persister is not None:
             self.persister.forget(spec.rtype.config_name)
-        if spec.rtype not in BUILTIN_RESOURCES and not keep_crd:
+        if not spec.rtype.builtin and not keep_crd:
             await self.crd_factory.remove(_crd_collection(spec.rtype))
 
     async def wait_ready(self, within: float | None = None) -> bool:

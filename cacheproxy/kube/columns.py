@@ -88,6 +88,221 @@ _D70 = "claimRef is part of a bi-directional binding between PersistentVolume an
 _D71 = "reason is a brief CamelCase string that describes any failure and is meant for machine parsing and tidy display in the CLI."
 _D72 = "volumeMode defines if a volume is intended to be used with a formatted filesystem or to remain in raw block state. Value of Filesystem is implied when not included in spec."
 
+# Kinds of the API server's other list-and-watch resources, as 1.28 sends them.
+_MORE_1_28: dict[tuple[str, str], tuple[Column, ...]] = {
+    ("", "replicationcontrollers"): (
+        ("Name", "string", "name", 0, _D0),
+        (
+            "Desired",
+            "integer",
+            "",
+            0,
+            "Replicas is the number of desired replicas. This is a pointer to distinguish between explicit zero and unspecified. Defaults to 1. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicationcontroller#what-is-a-replicationcontroller",
+        ),
+        (
+            "Current",
+            "integer",
+            "",
+            0,
+            "Replicas is the most recently observed number of replicas. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicationcontroller#what-is-a-replicationcontroller",
+        ),
+        (
+            "Ready",
+            "integer",
+            "",
+            0,
+            "The number of ready replicas for this replication controller.",
+        ),
+        ("Age", "string", "", 0, _D4),
+        ("Containers", "string", "", 1, "Names of each container in the template."),
+        ("Images", "string", "", 1, "Images referenced by each container in the template."),
+        (
+            "Selector",
+            "string",
+            "",
+            1,
+            "Selector is a label query over pods that should match the Replicas count. If Selector is empty, it is defaulted to the labels present on the Pod template. Label keys and values that must match in order to be controlled by this replication controller, if empty defaulted to labels on Pod template. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors",
+        ),
+    ),
+    ("", "resourcequotas"): (
+        ("Name", "string", "name", 0, _D0),
+        ("Age", "string", "", 0, _D4),
+        (
+            "Request",
+            "string",
+            "",
+            0,
+            "Request represents a minimum amount of cpu/memory that a container may consume.",
+        ),
+        (
+            "Limit",
+            "string",
+            "",
+            0,
+            "Limits control the maximum amount of cpu/memory that a container may use independent of contention on the node.",
+        ),
+    ),
+    ("", "limitranges"): (
+        ("Name", "string", "name", 0, _D0),
+        ("Created At", "date", "", 0, _D4),
+    ),
+    ("", "podtemplates"): (
+        ("Name", "string", "name", 0, _D0),
+        ("Containers", "string", "", 0, "Names of each container in the template."),
+        ("Images", "string", "", 0, "Images referenced by each container in the template."),
+        ("Pod Labels", "string", "", 0, "The labels for the pod template."),
+    ),
+    ("apps", "controllerrevisions"): (
+        ("Name", "string", "name", 0, _D0),
+        ("Controller", "string", "", 0, "Controller of the object"),
+        (
+            "Revision",
+            "string",
+            "",
+            0,
+            "revision indicates the revision of the state represented by Data.",
+        ),
+        ("Age", "string", "", 0, _D4),
+    ),
+    ("discovery.k8s.io", "endpointslices"): (
+        ("Name", "string", "name", 0, _D0),
+        (
+            "AddressType",
+            "string",
+            "",
+            0,
+            "addressType specifies the type of address carried by this EndpointSlice. All addresses in this slice must be the same type. This field is immutable after creation. The following address types are currently supported: * IPv4: Represents an IPv4 Address. * IPv6: Represents an IPv6 Address. * FQDN: Represents a Fully Qualified Domain Name.",
+        ),
+        (
+            "Ports",
+            "string",
+            "",
+            0,
+            'ports specifies the list of network ports exposed by each endpoint in this slice. Each port must have a unique name. When ports is empty, it indicates that there are no defined ports. When a port is defined with a nil port value, it indicates "all ports". Each slice may include a maximum of 100 ports.',
+        ),
+        (
+            "Endpoints",
+            "string",
+            "",
+            0,
+            "endpoints is a list of unique endpoints in this slice. Each slice may include a maximum of 1000 endpoints.",
+        ),
+        ("Age", "string", "", 0, _D4),
+    ),
+    ("coordination.k8s.io", "leases"): (
+        ("Name", "string", "name", 0, _D0),
+        (
+            "Holder",
+            "string",
+            "",
+            0,
+            "holderIdentity contains the identity of the holder of a current lease.",
+        ),
+        ("Age", "string", "", 0, _D4),
+    ),
+    ("policy", "poddisruptionbudgets"): (
+        ("Name", "string", "name", 0, _D0),
+        ("Min Available", "string", "", 0, "The minimum number of pods that must be available."),
+        ("Max Unavailable", "string", "", 0, "The maximum number of pods that may be unavailable."),
+        (
+            "Allowed Disruptions",
+            "integer",
+            "",
+            0,
+            "Calculated number of pods that may be disrupted at this time.",
+        ),
+        ("Age", "string", "", 0, _D4),
+    ),
+    ("storage.k8s.io", "storageclasses"): (
+        ("Name", "string", "name", 0, _D0),
+        ("Provisioner", "string", "", 0, "provisioner indicates the type of the provisioner."),
+        (
+            "ReclaimPolicy",
+            "string",
+            "",
+            0,
+            "reclaimPolicy controls the reclaimPolicy for dynamically provisioned PersistentVolumes of this storage class. Defaults to Delete.",
+        ),
+        (
+            "VolumeBindingMode",
+            "string",
+            "",
+            0,
+            "volumeBindingMode indicates how PersistentVolumeClaims should be provisioned and bound.  When unset, VolumeBindingImmediate is used. This field is only honored by servers that enable the VolumeScheduling feature.",
+        ),
+        (
+            "AllowVolumeExpansion",
+            "string",
+            "",
+            0,
+            "allowVolumeExpansion shows whether the storage class allow volume expand.",
+        ),
+        ("Age", "string", "", 0, _D4),
+    ),
+    ("storage.k8s.io", "csinodes"): (
+        ("Name", "string", "name", 0, _D0),
+        (
+            "Drivers",
+            "integer",
+            "",
+            0,
+            "Drivers indicates the number of CSI drivers registered on the node",
+        ),
+        ("Age", "string", "", 0, _D4),
+    ),
+    ("storage.k8s.io", "csidrivers"): (
+        ("Name", "string", "name", 0, _D0),
+        (
+            "AttachRequired",
+            "boolean",
+            "",
+            0,
+            "attachRequired indicates this CSI volume driver requires an attach operation (because it implements the CSI ControllerPublishVolume() method), and that the Kubernetes attach detach controller should call the attach volume interface which checks the volumeattachment status and waits until the volume is attached before proceeding to mounting. The CSI external-attacher coordinates with CSI volume driver and updates the volumeattachment status when the attach operation is complete. If the CSIDriverRegistry feature gate is enabled and the value is specified to false, the attach operation will be skipped. Otherwise the attach operation will be called.\n\nThis field is immutable.",
+        ),
+        (
+            "PodInfoOnMount",
+            "boolean",
+            "",
+            0,
+            'podInfoOnMount indicates this CSI volume driver requires additional pod information (like podName, podUID, etc.) during mount operations, if set to true. If set to false, pod information will not be passed on mount. Default is false.\n\nThe CSI driver specifies podInfoOnMount as part of driver deployment. If true, Kubelet will pass pod information as VolumeContext in the CSI NodePublishVolume() calls. The CSI driver is responsible for parsing and validating the information passed in as VolumeContext.\n\nThe following VolumeConext will be passed if podInfoOnMount is set to true. This list might grow, but the prefix will be used. "csi.storage.k8s.io/pod.name": pod.Name "csi.storage.k8s.io/pod.namespace": pod.Namespace "csi.storage.k8s.io/pod.uid": string(pod.UID) "csi.storage.k8s.io/ephemeral": "true" if the volume is an ephemeral inline volume\n                                defined by a CSIVolumeSource, otherwise "false"\n\n"csi.storage.k8s.io/ephemeral" is a new feature in Kubernetes 1.16. It is only required for drivers which support both the "Persistent" and "Ephemeral" VolumeLifecycleMode. Other drivers can leave pod info disabled and/or ignore this field. As Kubernetes 1.15 doesn\'t support this field, drivers can only support one mode when deployed on such a cluster and the deployment determines which mode that is, for example via a command line parameter of the driver.\n\nThis field is immutable.',
+        ),
+        (
+            "StorageCapacity",
+            "boolean",
+            "",
+            0,
+            "storageCapacity indicates that the CSI volume driver wants pod scheduling to consider the storage capacity that the driver deployment will report by creating CSIStorageCapacity objects with capacity information, if set to true.\n\nThe check can be enabled immediately when deploying a driver. In that case, provisioning new volumes with late binding will pause until the driver deployment has published some suitable CSIStorageCapacity object.\n\nAlternatively, the driver can be deployed with the field unset or false and it can be flipped later when storage capacity information has been published.\n\nThis field was immutable in Kubernetes <= 1.22 and now is mutable.",
+        ),
+        (
+            "TokenRequests",
+            "string",
+            "",
+            0,
+            'tokenRequests indicates the CSI driver needs pods\' service account tokens it is mounting volume for to do necessary authentication. Kubelet will pass the tokens in VolumeContext in the CSI NodePublishVolume calls. The CSI driver should parse and validate the following VolumeContext: "csi.storage.k8s.io/serviceAccount.tokens": {\n  "<audience>": {\n    "token": <token>,\n    "expirationTimestamp": <expiration timestamp in RFC3339>,\n  },\n  ...\n}\n\nNote: Audience in each TokenRequest should be different and at most one token is empty string. To receive a new token after expiry, RequiresRepublish can be used to trigger NodePublishVolume periodically.',
+        ),
+        (
+            "RequiresRepublish",
+            "boolean",
+            "",
+            0,
+            "requiresRepublish indicates the CSI driver wants `NodePublishVolume` being periodically called to reflect any possible change in the mounted volume. This field defaults to false.\n\nNote: After a successful initial NodePublishVolume call, subsequent calls to NodePublishVolume should only update the contents of the volume. New mount points will not be seen by a running container.",
+        ),
+        (
+            "Modes",
+            "string",
+            "",
+            0,
+            'volumeLifecycleModes defines what kind of volumes this CSI volume driver supports. The default if the list is empty is "Persistent", which is the usage defined by the CSI specification and implemented in Kubernetes via the usual PV/PVC mechanism.\n\nThe other mode is "Ephemeral". In this mode, volumes are defined inline inside the pod spec with CSIVolumeSource and their lifecycle is tied to the lifecycle of that pod. A driver has to be aware of this because it is only going to get a NodePublishVolume call for such a volume.\n\nFor more information about implementing this mode, see https://kubernetes-csi.github.io/docs/ephemeral-local-volumes.html A driver can support one or more of these modes and more modes may be added in the future.\n\nThis field is beta. This field is immutable.',
+        ),
+        ("Age", "string", "", 0, _D4),
+    ),
+    ("rbac.authorization.k8s.io", "clusterroles"): (
+        ("Name", "string", "name", 0, _D0),
+        ("Created At", "date", "", 0, _D4),
+    ),
+}
+
+
 COLUMNS_1_28: dict[tuple[str, str], tuple[Column, ...]] = {
     ("", "pods"): (
         ("Name", "string", "name", 0, _D0),
@@ -267,6 +482,11 @@ COLUMNS_1_28: dict[tuple[str, str], tuple[Column, ...]] = {
         ("Ports", "string", "", 0, "Ports of TLS configurations that open"),
         ("Age", "string", "", 0, _D4),
     ),
+    **_MORE_1_28,
+    ("apiextensions.k8s.io", "customresourcedefinitions"): (
+        ("Name", "string", "name", 0, _D0),
+        ("Created At", "date", "", 0, _D4),
+    ),
     ("*", "default"): (
         ("Name", "string", "name", 0, _D0),
         ("Created At", "date", "", 0, _D4),
@@ -335,6 +555,14 @@ COLUMNS: dict[tuple[str, str], tuple[Column, ...]] = {
             0,
             "The time zone name for the given schedule, see https://en.wikipedia.org/wiki/List_of_tz_database_time_zones. If not specified, this will default to the time zone of the kube-controller-manager process. The set of valid time zone names and the time zone offset is loaded from the system-wide time zone database by the API server during CronJob validation and the controller manager during execution. If no system-wide time zone database can be found a bundled version of the database is used instead. If the time zone name becomes invalid during the lifetime of a CronJob or due to a change in host configuration, the controller will stop creating new new Jobs and will create a system event with the reason UnknownTimeZone. More information can be found in https://kubernetes.io/docs/concepts/workloads/controllers/cron-jobs/#time-zones",
         ),
+    ),
+    ("coordination.k8s.io", "leases"): _with(
+        _V28[("coordination.k8s.io", "leases")],
+        Holder="holderIdentity contains the identity of the holder of a current lease. If Coordinated Leader Election is used, the holder identity must be equal to the elected LeaseCandidate.metadata.name field.",
+    ),
+    ("storage.k8s.io", "csidrivers"): _with(
+        _V28[("storage.k8s.io", "csidrivers")],
+        PodInfoOnMount='podInfoOnMount indicates this CSI volume driver requires additional pod information (like podName, podUID, etc.) during mount operations, if set to true. If set to false, pod information will not be passed on mount. Default is false.\n\nThe CSI driver specifies podInfoOnMount as part of driver deployment. If true, Kubelet will pass pod information as VolumeContext in the CSI NodePublishVolume() calls. The CSI driver is responsible for parsing and validating the information passed in as VolumeContext.\n\nThe following VolumeContext will be passed if podInfoOnMount is set to true. This list might grow, but the prefix will be used. "csi.storage.k8s.io/pod.name": pod.Name "csi.storage.k8s.io/pod.namespace": pod.Namespace "csi.storage.k8s.io/pod.uid": string(pod.UID) "csi.storage.k8s.io/ephemeral": "true" if the volume is an ephemeral inline volume\n                                defined by a CSIVolumeSource, otherwise "false"\n\n"csi.storage.k8s.io/ephemeral" is a new feature in Kubernetes 1.16. It is only required for drivers which support both the "Persistent" and "Ephemeral" VolumeLifecycleMode. Other drivers can leave pod info disabled and/or ignore this field. As Kubernetes 1.15 doesn\'t support this field, drivers can only support one mode when deployed on such a cluster and the deployment determines which mode that is, for example via a command line parameter of the driver.\n\nThis field was immutable in Kubernetes < 1.29 and now is mutable.',
     ),
 }
 """The columns of the newest release (1.32): those of 1.28, four kinds with a column more and a

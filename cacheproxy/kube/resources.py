@@ -2,8 +2,9 @@
 
 A :class:`ResourceType` is the discovery entry of one resource at one group/version: its plural
 name (the path segment), Kind, scope, singular and short names. ``BUILTIN_RESOURCES`` lists the
-kinds the simulator serves and kubectl users expect by their short names; custom resources are
-declared by the caller (``ResourceType(group="example.com", …)``).
+kinds the simulator serves, with Table printers of their own, that a configuration may name
+offline (``rc``, ``leases``); every other resource (a built-in kind outside it, a custom resource)
+is described by upstream's discovery or by the caller (``ResourceType(group="example.com", …)``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ __all__ = [
 
 
 # The groups the API server itself serves; any other group is a custom resource. Exact names, not
-# a ".k8s.io" suffix: CRDs such as gateway.networking.k8s.io live under it too.
+# a ".k8s.io" suffix: CRDs such as gateway.networking.k8s.io live under it too. No CRD defines a
+# resource of these groups (those without a dot cannot be a CRD's group at all, and the API
+# server's own handlers answer the others' paths), so the daemon never watches a CRD for them,
+# for Table columns or otherwise. Discovery does not say which groups CRDs serve, hence the list.
 BUILTIN_GROUPS = frozenset(
     {
         "",
@@ -190,13 +194,27 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     _core("namespaces", "Namespace", namespaced=False, short=("ns",)),
     _core("nodes", "Node", namespaced=False, short=("no",)),
     _core("events", "Event", short=("ev",)),
+    _core("replicationcontrollers", "ReplicationController", short=("rc",), cat=True),
+    _core("resourcequotas", "ResourceQuota", short=("quota",)),
+    _core("limitranges", "LimitRange", short=("limits",)),
+    _core("podtemplates", "PodTemplate"),
     _grouped("apps", "v1", "deployments", "Deployment", short=("deploy",), cat=True),
     _grouped("apps", "v1", "replicasets", "ReplicaSet", short=("rs",), cat=True),
     _grouped("apps", "v1", "statefulsets", "StatefulSet", short=("sts",), cat=True),
     _grouped("apps", "v1", "daemonsets", "DaemonSet", short=("ds",), cat=True),
+    _grouped("apps", "v1", "controllerrevisions", "ControllerRevision"),
     _grouped("batch", "v1", "jobs", "Job", cat=True),
     _grouped("batch", "v1", "cronjobs", "CronJob", short=("cj",), cat=True),
     _grouped("networking.k8s.io", "v1", "ingresses", "Ingress", short=("ing",)),
+    _grouped("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice"),
+    _grouped("coordination.k8s.io", "v1", "leases", "Lease"),
+    _grouped("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", short=("pdb",)),
+    _grouped(
+        "storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False, short=("sc",)
+    ),
+    _grouped("storage.k8s.io", "v1", "csinodes", "CSINode", namespaced=False),
+    _grouped("storage.k8s.io", "v1", "csidrivers", "CSIDriver", namespaced=False),
+    _grouped("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False),
     _grouped(
         "apiextensions.k8s.io",
         "v1",

@@ -36,6 +36,7 @@ __all__ = [
     "BuiltinPrinter",
     "TablePrinter",
     "WatchTables",
+    "has_printer",
     "human_duration",
     "include_object",
     "negotiate_table",
@@ -109,6 +110,12 @@ class BuiltinPrinter:
     def cells(self, obj: Obj, now: datetime) -> list[Any]:
         cells = self.printer(obj, now)
         return cells if self.keep is None else [cells[i] for i in self.keep]
+
+
+def has_printer(group: str, resource: str) -> bool:
+    """Whether a built-in resource has a printer of its own here (else :func:`printer_for`
+    gives the default Table, which may not be the API server's for it)."""
+    return (group, resource) in PRINTERS
 
 
 def printer_for(group: str, resource: str, version: KubeVersion = NEWEST) -> BuiltinPrinter:

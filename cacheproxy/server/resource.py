@@ -43,7 +43,7 @@ from cacheproxy.kube.partial import list_meta
 from cacheproxy.kube.protobuf import object_resource_version
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.rv import decode_continue, encode_continue
-from cacheproxy.kube.table import TablePrinter, printer_for
+from cacheproxy.kube.table import TablePrinter, has_printer, printer_for
 from cacheproxy.kube.versions import NEWEST, KubeVersion
 from cacheproxy.server.consistent import ConsistentReads
 from cacheproxy.server.query import Query, matches, select_keys
@@ -224,6 +224,14 @@ class ServedResource:
                     future.set_result(None)
         if self._settling:
             self._settling.observe(event)
+
+    @property
+    def prints_tables(self) -> bool:
+        """Whether this resource's Tables are printed here as the API server prints them: a
+        built-in kind with a printer of ours, or a custom resource (its CRD's columns). A
+        built-in kind without one may have columns of its own upstream (PriorityClass,
+        RoleBinding): its Tables are asked of upstream where the read can be passed through."""
+        return not self.rtype.builtin or has_printer(self.rtype.group, self.rtype.resource)
 
     def table_printer(self) -> TablePrinter:
         """The printer of this resource's Tables, as the upstream's version prints them."""

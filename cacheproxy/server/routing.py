@@ -277,6 +277,10 @@ class ResourceReads:
             staleness = f"{self.staleness(res.rtype):.3f}".encode()
             send = with_header(send, STALENESS_HEADER, staleness)
         can_forward = self.forwarding.can_forward(req)
+        if form.table is not None and not res.prints_tables and can_forward:
+            # Columns only upstream knows: its Table, as it prints it (the caller's RV kept).
+            await self.forwarding.forward_read(req, send, parts, path, verb)
+            return
         if verb == "get":
             assert path.name is not None
             given = req.param("resourceVersion")

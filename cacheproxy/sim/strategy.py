@@ -67,6 +67,14 @@ _CREATE_STATUS: dict[tuple[str, str], Callable[[Obj], Obj]] = {
     ("", "persistentvolumes"): _fixed({"phase": "Pending"}),
     ("", "namespaces"): _fixed({"phase": "Active"}),
     ("", "nodes"): _kept,
+    ("", "replicationcontrollers"): _fixed({"replicas": 0}),
+    ("", "resourcequotas"): _fixed({}),
+    (
+        "policy",
+        "poddisruptionbudgets",
+    ): _fixed(
+        {"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0}
+    ),
     ("apps", "deployments"): _fixed({}),
     ("apps", "replicasets"): _fixed({"replicas": 0}),
     ("apps", "statefulsets"): _fixed({"replicas": 0, "availableReplicas": 0}),

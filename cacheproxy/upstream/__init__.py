@@ -12,8 +12,9 @@
 - :mod:`~cacheproxy.upstream.probe`: :class:`ResourceVersionProbe`, upstream's current
   resourceVersion of a resource, :class:`CollectionKeys`, what a collection holds now, and
   :class:`ObjectVersions`, one object's resourceVersion (for consistent reads from the cache);
-- :mod:`~cacheproxy.upstream.resourcediscovery`: :func:`resource_types`, what upstream's discovery says
-  of the resources of a group version (custom resources' kinds, scopes and names);
+- :mod:`~cacheproxy.upstream.resourcediscovery`: :func:`resource_types` and
+  :func:`served_resources` (:class:`Discovered`), what upstream's discovery says of the resources
+  of a group version or of all (kinds, scopes and names of what the built-in table lacks);
 - :mod:`~cacheproxy.upstream.reviews`: :class:`UpstreamReviews`, TokenReviews and
   SubjectAccessReviews asked of the API server (delegated authentication and authorization);
 - :mod:`~cacheproxy.upstream.apierrors`: the one place where HTTP error responses, watch ``ERROR``
@@ -49,13 +50,14 @@ from cacheproxy.upstream.probe import (
     ObjectVersions,
     ResourceVersionProbe,
 )
-from cacheproxy.upstream.resourcediscovery import resource_types
+from cacheproxy.upstream.resourcediscovery import Discovered, resource_types, served_resources
 from cacheproxy.upstream.reviews import UpstreamReviews
 
 __all__ = [
     "ApiListerWatcher",
     "BearerTokenAuth",
     "CollectionKeys",
+    "Discovered",
     "ForwardingTarget",
     "ImpersonatingTarget",
     "KeysListed",
@@ -74,4 +76,5 @@ __all__ = [
     "load_kubeconfig",
     "load_upstream",
     "resource_types",
+    "served_resources",
 ]

@@ -107,7 +107,7 @@ async def test_the_simulator_serves_openapi_v3_as_the_api_server(demo_server: Si
         assert stale.headers["location"] == url
         unchanged = await sim.get(url, headers={"If-None-Match": f'"{digest}"'})
         assert unchanged.status_code == 304
-        assert (await sim.get("/openapi/v3/apis/rbac.authorization.k8s.io/v1")).status_code == 404
+        assert (await sim.get("/openapi/v3/apis/scheduling.k8s.io/v1")).status_code == 404
 
 
 async def test_the_simulators_openapi_v2_is_an_empty_document(demo_server: SimServer) -> None:

@@ -91,7 +91,9 @@ def _pairs(config: DaemonConfig, settings: Iterable[Setting], *, keys: bool = Fa
 
 def _resource(r: ResourceConfig) -> str:
     name = r.rtype.config_name
-    if r.from_discovery:
+    if r.from_discovery and r.rtype.builtin:
+        name += " (kind and scope from upstream's discovery)"
+    elif r.from_discovery:
         name += " (custom, kind and scope from upstream's discovery)"
     elif r.rtype not in BUILTIN_RESOURCES:
         name += f" (custom, kind {r.rtype.kind})"

@@ -86,8 +86,14 @@ class ResourceConfig:
 
     rtype: ResourceType
     from_discovery: bool = False
-    """A custom resource named without its kind or scope (``rtype.kind`` is ""): upstream's
-    discovery says them, and the daemon asks it before serving the resource."""
+    """A resource the built-in table does not describe, named without its kind or scope, or of
+    a built-in group (``rtype.kind`` is ""): upstream's discovery says them, and the daemon asks
+    it before serving the resource."""
+    written_kind: str | None = None
+    """The kind the configuration wrote for a resource described by discovery: served only if
+    discovery agrees."""
+    written_namespaced: bool | None = None
+    """Likewise its scope."""
     namespace: str | None = None
     """Only this namespace (namespaced resources only); None = all namespaces."""
     label_selector: str = ""
@@ -195,16 +201,17 @@ class ResourceEntry(Section):
     """One item of ``resources``, as written (the reader makes a ResourceConfig of it)."""
 
     resource: Annotated[str, Shown(default="required")]
-    """`pods`, `apps/v1/deployments`, or `GROUP/VERSION/PLURAL` for a custom resource. Built-in
-    names are also accepted by short name, singular or `plural.group` (`po`, `deploy`,
+    """`pods`, `apps/v1/deployments`, or `GROUP/VERSION/PLURAL` for any resource upstream serves
+    with list and watch (`coordination.k8s.io/v1/leases`, a custom resource). Names of the
+    built-in table are also accepted by short name, singular or `plural.group` (`po`, `rc`,
     `deployments.apps`)."""
     kind: str | None = None
-    """Custom resources only: the Kind, e.g. `Widget`. Without it (or without `namespaced`),
-    both are read from upstream's discovery before the resource is served, with its short
-    names and categories."""
+    """The Kind, e.g. `Widget`; never needed. Without it (or without `namespaced`), and for a
+    kind of a built-in group the built-in table lacks, both are read from upstream's discovery
+    before the resource is served, with its short names and categories; when written too,
+    discovery must agree or the resource is not served."""
     namespaced: bool | None = None
-    """Custom resources only: whether the resource lives in namespaces (upstream's discovery
-    says when not written)."""
+    """Whether the resource lives in namespaces (upstream's discovery says when not written)."""
     namespace: Annotated[
         str | None, AfterValidator(_namespace), Shown(default="all namespaces")
     ] = None
@@ -310,6 +317,8 @@ class ResourceEntry(Section):
         return ResourceConfig(
             rtype=self._rtype,
             from_discovery=self._rtype.kind == "",
+            written_kind=self.kind if self._rtype.kind == "" else None,
+            written_namespaced=self.namespaced if self._rtype.kind == "" else None,
             namespace=self.namespace,
             label_selector=self.label_selector,
             field_selector=self.field_selector,
@@ -364,19 +373,17 @@ def _resource_type(entry: ResourceEntry) -> tuple[ResourceType | None, list[Prob
     guess = suggest(name, _BUILTIN_NAMES)
     hint = f'; did you mean "{guess}"?' if guess else ""
     if name.count("/") != 2:
-        why = f"unknown resource {name!r}{hint} (custom resources are GROUP/VERSION/PLURAL)"
+        why = f"unknown resource {name!r}{hint} (any other resource is GROUP/VERSION/PLURAL)"
         return None, [(("resource",), why)]
     if bad := custom_resource_problems(name):
         return None, [(("resource",), f"invalid resource {name!r}: {'; '.join(bad)}")]
     if kind is not None and (problem := kind_problem(kind)) is not None:
         return None, [(("kind",), problem)]
     group, version, plural = name.split("/")
-    if kind is not None and namespaced is not None:
+    if kind is not None and namespaced is not None and group not in BUILTIN_GROUPS:
         return ResourceType(group, version, plural, kind, namespaced=namespaced), []
-    if group in BUILTIN_GROUPS:
-        why = f"{name} is not a built-in resource{hint} (a custom resource of a built-in group needs kind and namespaced)"
-        return None, [(("resource",), why)]
-    # A custom resource: its kind and scope come from upstream's discovery, which the daemon
+    # A kind of a built-in group outside the table, or a custom resource without its kind or
+    # scope: upstream's discovery says them (and what was written must agree), which the daemon
     # asks before serving it. The kind stays "" until then.
     return ResourceType(group, version, plural, "", namespaced=namespaced is not False), []
 

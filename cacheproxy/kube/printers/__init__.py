@@ -11,6 +11,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from cacheproxy.kube.printers.admin import (
+    print_csidriver,
+    print_csinode,
+    print_lease,
+    print_poddisruptionbudget,
+    print_resourcequota,
+    print_storageclass,
+)
 from cacheproxy.kube.printers.cells import Obj, Printer, human_duration, metadata, name_of
 from cacheproxy.kube.printers.core import (
     print_configmap,
@@ -22,14 +30,22 @@ from cacheproxy.kube.printers.core import (
     print_secret,
     print_serviceaccount,
 )
-from cacheproxy.kube.printers.network import print_endpoints, print_ingress, print_service
+from cacheproxy.kube.printers.network import (
+    print_endpoints,
+    print_endpointslice,
+    print_ingress,
+    print_service,
+)
 from cacheproxy.kube.printers.pods import pod_conditions, print_pod
 from cacheproxy.kube.printers.workloads import (
+    print_controllerrevision,
     print_cronjob,
     print_daemonset,
     print_deployment,
     print_job,
+    print_podtemplate,
     print_replicaset,
+    print_replicationcontroller,
     print_statefulset,
 )
 
@@ -43,6 +59,12 @@ __all__ = [
     "print_default",
     "print_pod",
 ]
+
+
+def print_default(obj: Obj, now: datetime) -> list[Any]:
+    """The API server's default Table for kinds without a printer: Name, Created At."""
+    return [name_of(obj), metadata(obj).get("creationTimestamp")]
+
 
 PRINTERS: dict[tuple[str, str], Printer] = {
     ("", "pods"): print_pod,
@@ -63,10 +85,18 @@ PRINTERS: dict[tuple[str, str], Printer] = {
     ("batch", "jobs"): print_job,
     ("batch", "cronjobs"): print_cronjob,
     ("networking.k8s.io", "ingresses"): print_ingress,
+    ("", "replicationcontrollers"): print_replicationcontroller,
+    ("", "resourcequotas"): print_resourcequota,
+    ("", "limitranges"): print_default,
+    ("", "podtemplates"): print_podtemplate,
+    ("apps", "controllerrevisions"): print_controllerrevision,
+    ("discovery.k8s.io", "endpointslices"): print_endpointslice,
+    ("coordination.k8s.io", "leases"): print_lease,
+    ("policy", "poddisruptionbudgets"): print_poddisruptionbudget,
+    ("storage.k8s.io", "storageclasses"): print_storageclass,
+    ("storage.k8s.io", "csinodes"): print_csinode,
+    ("storage.k8s.io", "csidrivers"): print_csidriver,
+    ("rbac.authorization.k8s.io", "clusterroles"): print_default,
+    ("apiextensions.k8s.io", "customresourcedefinitions"): print_default,
 }
 """Exact printers (one per ``columns.COLUMNS`` entry); other kinds use the default Table."""
-
-
-def print_default(obj: Obj, now: datetime) -> list[Any]:
-    """The API server's default Table for kinds without a printer: Name, Created At."""
-    return [name_of(obj), metadata(obj).get("creationTimestamp")]

@@ -1,4 +1,4 @@
-"""Networking: services, endpoints, ingresses."""
+"""Networking: services, endpoints, endpoint slices, ingresses."""
 
 from __future__ import annotations
 
@@ -150,4 +150,36 @@ def print_ingress(ingress: Obj, now: datetime) -> list[Any]:
         _ingress_address(ingress),
         "80, 443" if as_list(spec.get("tls")) else "80",
         age(ingress, now),
+    ]
+
+
+def _list_with_more(items: list[str], count: int, most: int = 3) -> str:
+    """``listWithMoreString``: the first ``most`` items, ``+ N more...`` past them, ``<unset>``
+    for none."""
+    text = ",".join(items[:most])
+    if count > most:
+        return f"{text} + {count - most} more..."
+    return text or "<unset>"
+
+
+def print_endpointslice(slice_: Obj, now: datetime) -> list[Any]:
+    """``printEndpointSlice``: ports by number (else name, else ``<unset>``) and addresses, three
+    of each at most (``formatDiscoveryPorts``, ``formatDiscoveryEndpoints``)."""
+    ports = [
+        str(p["port"]) if isinstance(p.get("port"), int) else str(p.get("name") or "<unset>")
+        for p in as_list(slice_.get("ports"))
+        if isinstance(p, Mapping)
+    ]
+    addresses = [
+        str(address)
+        for endpoint in as_list(slice_.get("endpoints"))
+        if isinstance(endpoint, Mapping)
+        for address in as_list(endpoint.get("addresses"))
+    ]
+    return [
+        name_of(slice_),
+        str(slice_.get("addressType", "")),
+        _list_with_more(ports, len(ports)),
+        _list_with_more(addresses, len(addresses)),
+        age(slice_, now),
     ]

@@ -1,4 +1,5 @@
-"""Workloads: deployments, replicasets, statefulsets, daemonsets, jobs, cronjobs."""
+"""Workloads: deployments, replicasets, statefulsets, daemonsets, jobs, cronjobs, replication
+controllers, pod templates and controller revisions."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from cacheproxy.kube.printers.cells import (
     containers,
     dig,
     format_label_selector,
+    format_labels,
     human_duration,
+    metadata,
     name_of,
     parse_time,
     selector_string,
@@ -154,3 +157,43 @@ def print_replicaset(rs: Obj, now: datetime) -> list[Any]:
         images,
         format_label_selector(spec.get("selector")),
     ]
+
+
+def print_replicationcontroller(rc: Obj, now: datetime) -> list[Any]:
+    """``printReplicationController``: a ReplicaSet's columns, its selector a plain label map."""
+    spec = rc.get("spec") or {}
+    st = rc.get("status") or {}
+    names, images = containers(dig(spec, "template", "spec"))
+    return [
+        name_of(rc),
+        as_int(spec.get("replicas")),
+        as_int(st.get("replicas")),
+        as_int(st.get("readyReplicas")),
+        age(rc, now),
+        names,
+        images,
+        format_labels(spec.get("selector")),
+    ]
+
+
+def print_podtemplate(template: Obj, now: datetime) -> list[Any]:
+    """``printPodTemplate``: no age; the template's containers and pod labels."""
+    inner = template.get("template") or {}
+    names, images = containers(inner.get("spec"))
+    return [name_of(template), names, images, format_labels(dig(inner, "metadata", "labels"))]
+
+
+def print_controllerrevision(revision: Obj, now: datetime) -> list[Any]:
+    """``printControllerRevision``: the controller as ``kind.group/name`` (lower-case kind and
+    group, ``formatResourceName``), ``<none>`` without one."""
+    controller = NONE
+    for ref in as_list(metadata(revision).get("ownerReferences")):
+        if isinstance(ref, dict) and ref.get("controller") is True:
+            api_version = str(ref.get("apiVersion", ""))
+            group = api_version.split("/")[0] if "/" in api_version else ""
+            kind = str(ref.get("kind", ""))
+            group_kind = f"{kind}.{group}" if group else kind
+            name = str(ref.get("name", ""))
+            controller = f"{group_kind.lower()}/{name}" if group_kind else name
+            break
+    return [name_of(revision), controller, as_int(revision.get("revision")), age(revision, now)]

@@ -420,7 +420,7 @@ def test_resources_as_yaml_in_a_variable_are_located_inside_it() -> None:
 def test_a_bad_name_in_a_comma_list_is_located_by_its_column() -> None:
     assert problems(overrides={"resources": "pods, podz"}) == [
         "--set resources:1:7: resources[1].resource: unknown resource 'podz'; "
-        'did you mean "pods"? (custom resources are GROUP/VERSION/PLURAL)'
+        'did you mean "pods"? (any other resource is GROUP/VERSION/PLURAL)'
     ]
 
 
@@ -480,12 +480,24 @@ def test_a_custom_resource_without_its_kind_or_scope_is_left_to_upstreams_discov
     assert config.resources[2].namespace == "team-a"
 
 
-def test_a_name_in_a_built_in_group_that_is_no_built_in_resource_is_a_problem() -> None:
-    path = write("resources:\n  - apps/v1/deploymnets\n")
-    assert problems(path) == [
-        "config.yaml:2:5: resources[0].resource: apps/v1/deploymnets is not a built-in "
-        'resource; did you mean "apps/v1/deployments"? (a custom resource of a built-in group '
-        "needs kind and namespaced)"
+def test_a_kind_of_a_built_in_group_outside_the_table_is_left_to_upstreams_discovery() -> None:
+    path = write(
+        """
+        resources:
+          - flowcontrol.apiserver.k8s.io/v1/flowschemas
+          - resource: rbac.authorization.k8s.io/v1/roles
+            kind: Role
+            namespaced: true
+        """
+    )
+    config = load(path)
+    assert [
+        (r.rtype.config_name, r.rtype.kind, r.from_discovery, r.written_kind, r.written_namespaced)
+        for r in config.resources
+    ] == [
+        ("flowcontrol.apiserver.k8s.io/v1/flowschemas", "", True, None, None),
+        # Written, and checked against upstream's discovery before it is served.
+        ("rbac.authorization.k8s.io/v1/roles", "", True, "Role", True),
     ]
 
 
@@ -776,7 +788,7 @@ def test_check_config_prints_every_problem_and_fails(capsys: pytest.CaptureFixtu
     assert err.splitlines() == [
         "2 problems in the configuration:",
         "  config.yaml:1:13: resources[0].resource: unknown resource 'podz'; did you mean "
-        '"pods"? (custom resources are GROUP/VERSION/PLURAL)',
+        '"pods"? (any other resource is GROUP/VERSION/PLURAL)',
         "  config.yaml:2:16: server.port: expected an integer, got a string ('x')",
     ]
 

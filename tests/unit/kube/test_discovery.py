@@ -211,6 +211,11 @@ def test_the_groups_document_skeleton_is_the_samples_for_our_groups(samples_dir:
         "apps",
         "batch",
         "networking.k8s.io",
+        "discovery.k8s.io",
+        "coordination.k8s.io",
+        "policy",
+        "storage.k8s.io",
+        "rbac.authorization.k8s.io",
         "apiextensions.k8s.io",
     ]
     for item in ours["items"]:
@@ -319,6 +324,11 @@ def test_the_legacy_group_list_is_the_samples_for_our_groups(samples_dir: Path) 
         "apps",
         "batch",
         "networking.k8s.io",
+        "discovery.k8s.io",
+        "coordination.k8s.io",
+        "policy",
+        "storage.k8s.io",
+        "rbac.authorization.k8s.io",
         "apiextensions.k8s.io",
     ]
 

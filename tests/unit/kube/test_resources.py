@@ -205,6 +205,11 @@ def test_the_builtin_group_versions_are_core_then_the_table_order() -> None:
         "apps/v1",
         "batch/v1",
         "networking.k8s.io/v1",
+        "discovery.k8s.io/v1",
+        "coordination.k8s.io/v1",
+        "policy/v1",
+        "storage.k8s.io/v1",
+        "rbac.authorization.k8s.io/v1",
         "apiextensions.k8s.io/v1",
     ]
 

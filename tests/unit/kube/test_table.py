@@ -17,7 +17,8 @@ import pytest
 
 from cacheproxy.errors import ApiError
 from cacheproxy.kube import table as T
-from cacheproxy.kube.printers import PRINTERS, cells, core, network, pods, workloads
+from cacheproxy.kube.printers import PRINTERS, admin, cells, core, network, pods, workloads
+from cacheproxy.kube.resources import BUILTIN_RESOURCES
 from cacheproxy.kube.versions import NEWEST, OLDEST, KubeVersion
 
 NOW = datetime(2026, 11, 29, 14, 38, 1, tzinfo=UTC)
@@ -592,3 +593,94 @@ def test_replicaset_cells() -> None:
         "web-5d", 3, 3, 2, "60s", "c", "nginx:1", "app=web,pod-template-hash=5d",
     ]  # fmt: skip
     assert workloads.print_replicaset({"metadata": {"name": "r"}}, NOW)[1:4] == [0, 0, 0]
+
+
+# The cells below are those kube-apiserver 1.28 and 1.32 printed for the same objects.
+def test_endpointslice_cells_show_three_ports_and_addresses_at_most() -> None:
+    es = {
+        "metadata": {"name": "es-1", "creationTimestamp": "2026-11-29T14:37:01Z"},
+        "addressType": "IPv4",
+        "ports": [{"name": "http", "port": 80}, {"name": "https", "port": 443}, {"name": "x"}, {}],
+        "endpoints": [
+            {"addresses": ["10.0.0.1"]},
+            {"addresses": ["10.0.0.2", "10.0.0.3"]},
+            {"addresses": ["10.0.0.4"]},
+        ],
+    }
+    assert network.print_endpointslice(es, NOW) == [
+        "es-1", "IPv4", "80,443,x + 1 more...", "10.0.0.1,10.0.0.2,10.0.0.3 + 1 more...", "60s",
+    ]  # fmt: skip
+    empty = {"metadata": {"name": "es-2"}, "addressType": "IPv6", "endpoints": []}
+    assert network.print_endpointslice(empty, NOW)[1:4] == ["IPv6", "<unset>", "<unset>"]
+
+
+def test_resourcequota_cells_split_limits_from_requests_in_name_order() -> None:
+    quota = {
+        "metadata": {"name": "rq"},
+        "status": {
+            "hard": {"pods": "10", "requests.cpu": "2", "limits.memory": "4Gi", "limits.cpu": "3"},
+            "used": {"pods": "1", "requests.cpu": "500m", "limits.memory": "0"},
+        },
+    }
+    assert admin.print_resourcequota(quota, NOW)[2:] == [
+        "pods: 1/10, requests.cpu: 500m/2",
+        "limits.cpu: 0/3, limits.memory: 0/4Gi",
+    ]
+    # A quota no controller has counted yet shows nothing (its status is empty).
+    spec_only = {"metadata": {"name": "rq"}, "spec": {"hard": {"pods": "10"}}, "status": {}}
+    assert admin.print_resourcequota(spec_only, NOW)[2:] == ["", ""]
+
+
+def test_cluster_kinds_cells_fill_the_api_servers_defaults() -> None:
+    pdb = {"metadata": {"name": "p"}, "spec": {"maxUnavailable": "30%"}, "status": {}}
+    assert admin.print_poddisruptionbudget(pdb, NOW)[1:4] == ["N/A", "30%", 0]
+    pdb = {
+        "metadata": {"name": "p"},
+        "spec": {"minAvailable": 2},
+        "status": {"disruptionsAllowed": 1},
+    }
+    assert admin.print_poddisruptionbudget(pdb, NOW)[1:4] == ["2", "N/A", 1]
+    assert admin.print_lease({"metadata": {"name": "l"}, "spec": {}}, NOW)[1] == ""
+    default = {"storageclass.kubernetes.io/is-default-class": "true"}
+    sc = {"metadata": {"name": "sc", "annotations": default}, "provisioner": "p"}
+    assert admin.print_storageclass(sc, NOW)[:5] == [
+        "sc (default)", "p", "Delete", "Immediate", False,
+    ]  # fmt: skip
+    driver = {
+        "metadata": {"name": "d"},
+        "spec": {"tokenRequests": [{"audience": "a"}, {"audience": "b"}], "podInfoOnMount": True},
+    }
+    assert admin.print_csidriver(driver, NOW)[1:7] == [True, True, False, "a,b", False, "<none>"]
+    assert admin.print_csidriver({"metadata": {"name": "d"}, "spec": {}}, NOW)[4] == "<unset>"
+    csinode = {"metadata": {"name": "n"}, "spec": {"drivers": [{"name": "d", "nodeID": "n"}]}}
+    assert admin.print_csinode(csinode, NOW)[1] == 1
+
+
+def test_workload_kinds_cells() -> None:
+    owner = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds-x", "controller": True}
+    revision = {"metadata": {"name": "cr", "ownerReferences": [owner]}, "revision": 3}
+    assert workloads.print_controllerrevision(revision, NOW)[1:3] == ["daemonset.apps/ds-x", 3]
+    orphan = {"metadata": {"name": "cr"}, "revision": 1}
+    assert workloads.print_controllerrevision(orphan, NOW)[1:3] == ["<none>", 1]
+    template = {
+        "metadata": {"labels": {"b": "c", "app": "pt"}},
+        "spec": {"containers": [{"name": "a", "image": "nginx:1"}]},
+    }
+    assert workloads.print_podtemplate({"metadata": {"name": "pt"}, "template": template}, NOW) == [
+        "pt", "a", "nginx:1", "app=pt,b=c",
+    ]  # fmt: skip
+    rc = {
+        "metadata": {"name": "rc"},
+        "spec": {"replicas": 3, "selector": {"tier": "x", "app": "rc"}, "template": template},
+        "status": {"replicas": 3, "readyReplicas": 2},
+    }
+    assert workloads.print_replicationcontroller(rc, NOW)[1:4] == [3, 3, 2]
+    assert workloads.print_replicationcontroller(rc, NOW)[5:] == ["a", "nginx:1", "app=rc,tier=x"]
+
+
+def test_every_kind_of_the_built_in_table_is_printed_here() -> None:
+    """So their Tables are served from the cache, never asked of upstream (server/resource.py
+    ``prints_tables``)."""
+    assert [
+        r.config_name for r in BUILTIN_RESOURCES if not T.has_printer(r.group, r.resource)
+    ] == []

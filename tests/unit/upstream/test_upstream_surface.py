@@ -11,6 +11,7 @@ def test_the_package_exports_exactly_its_public_names() -> None:
         "ApiListerWatcher",
         "BearerTokenAuth",
         "CollectionKeys",
+        "Discovered",
         "ForwardingTarget",
         "ImpersonatingTarget",
         "KeysListed",
@@ -29,6 +30,7 @@ def test_the_package_exports_exactly_its_public_names() -> None:
         "load_kubeconfig",
         "load_upstream",
         "resource_types",
+        "served_resources",
     ]
 
 
