@@ -39,7 +39,7 @@ from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.watchevents import bookmark_line
 from cacheproxy.server.query import EntryView, Query
 from cacheproxy.server.watchfilter import EventLines, SharedLine, relist_events, watcher_sees
-from cacheproxy.serving import Mailbox
+from cacheproxy.serving import TOO_SLOW, Mailbox
 
 __all__ = ["EVICTION_REASONS", "QueuedBytes", "ServedWatch", "WatchHub"]
 
@@ -331,7 +331,7 @@ class WatchHub:
         :data:`EVICTION_REASONS`; counted, unless it was closed already). ``detail`` goes in its
         close reason."""
         if not watcher.closed:
-            watcher.close(f"too slow: {detail or reason}")
+            watcher.close(f"{TOO_SLOW}: {detail or reason}")
             self.evictions[reason] += 1
             if reason in _DISCARDED:
                 watcher.discard()

@@ -248,5 +248,9 @@ async def serve_watch(
                     return
         finally:
             hub.remove(watcher)
+    if watcher.too_slow and req.flow is not None:
+        # Evicted: the end of its response is the end of its connection (one that is too slow
+        # does not hold its buffers for another request).
+        req.flow.close_after()
     # Evicted (buffer full) and still taking nothing: no clean end either.
     await out.finish()

@@ -52,6 +52,7 @@ from cacheproxy.serving.tls import CertificateReloader, file_stamp, user_from_pe
 from cacheproxy.serving.uvicorn_adapter import ServingProtocol, UvicornRunner, serving_protocol
 from cacheproxy.serving.watchstream import (
     DEADLINE_BOOKMARK_MARGIN,
+    TOO_SLOW,
     LiveWatch,
     Mailbox,
     WatchWriter,
@@ -66,6 +67,7 @@ __all__ = [
     "JSON",
     "NO_CACHE",
     "RESPONSE_FLOW",
+    "TOO_SLOW",
     "UPGRADE",
     "BodyPart",
     "BodyWriter",

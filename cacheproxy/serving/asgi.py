@@ -78,6 +78,10 @@ class ResponseFlow(Protocol):
         """Drop the connection now, without waiting for what is buffered to be sent."""
         ...
 
+    def close_after(self) -> None:
+        """Close the connection once this response is complete (no next request on it)."""
+        ...
+
 
 RESPONSE_FLOW = "cacheproxy.response_flow"
 """The ``scope["extensions"]`` key under which the server protocol offers a

@@ -362,6 +362,10 @@ class _Flow:
         # uvicorn then sees the connection lost: the cycle is disconnected, sends are no-ops.
         self._cycle.transport.abort()
 
+    def close_after(self) -> None:
+        # uvicorn closes the transport when a response of a cycle not kept alive completes.
+        self._cycle.keep_alive = False
+
 
 class _Upgrade:
     """:class:`~cacheproxy.serving.asgi.Upgrade` for one uvicorn request."""

@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from typing import Generic, Protocol, TypeVar
+from typing import Final, Generic, Protocol, TypeVar
 
 from cacheproxy.serving.asgi import BodyPart, BodyWriter, Request, ResponseFlow, Send
 from cacheproxy.serving.responses import JSON, NO_CACHE
@@ -31,6 +31,7 @@ from cacheproxy.tasks import cancel_and_wait
 
 __all__ = [
     "DEADLINE_BOOKMARK_MARGIN",
+    "TOO_SLOW",
     "LiveWatch",
     "Mailbox",
     "WatchWriter",
@@ -44,6 +45,10 @@ DEADLINE_BOOKMARK_MARGIN = 2.0
 close to "now" (``cacheWatcher.nextBookmarkTime``)."""
 
 ItemT = TypeVar("ItemT")
+
+
+TOO_SLOW: Final = "too slow"
+"""How the reason a reader that did not keep up was closed for begins."""
 
 
 class Mailbox(Generic[ItemT]):
@@ -78,17 +83,22 @@ class Mailbox(Generic[ItemT]):
             return False
         if len(self._items) >= self.capacity:
             self.overflow = "events"
-            self.close("too slow: buffer full")
+            self.close(f"{TOO_SLOW}: buffer full")
             return False
         queued = self.queued_bytes + size
         if self.max_bytes is not None and queued > self.max_bytes:
             self.overflow = "bytes"
-            self.close(f"too slow: more than {self.max_bytes} bytes queued")
+            self.close(f"{TOO_SLOW}: more than {self.max_bytes} bytes queued")
             return False
         self._items.append(item)
         self.queued_bytes = queued
         self._wake()
         return True
+
+    @property
+    def too_slow(self) -> bool:
+        """Closed because its reader did not keep up (an eviction), not by the watch's end."""
+        return self.close_reason.startswith(TOO_SLOW)
 
     def close(self, reason: str = "closed") -> None:
         """No more items; the first reason given is kept. What is queued can still be drained."""

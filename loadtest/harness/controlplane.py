@@ -339,17 +339,18 @@ async def probe_writes(
     *,
     interval: float = 0.2,
 ) -> dict[str, list[float]]:
-    """Writes of a kind the daemon does not cache (a Lease's merge patch) as a client sees them,
+    """Writes of a kind the daemon does not cache (a PodTemplate's merge patch) as a client sees
+    them,
     through each of ``sides`` by turns (straight to the API server, through the daemon: the
     same client settings, HTTP/1.1 over TLS), until ``done``: what pass-through adds to a write
     under the load of the running control plane. Seconds per write, by side. A few writes a
     second, so that the probe adds little to what it measures."""
-    path = f"/apis/coordination.k8s.io/v1/namespaces/{PROBE_NAMESPACE}/leases"
+    path = f"/api/v1/namespaces/{PROBE_NAMESPACE}/podtemplates"
     first = next(iter(sides.values()))
     for side in sides:
-        made = await first.post(path, json={"metadata": {"name": f"probe-{side}"}, "spec": {}})
+        made = await first.post(path, json=_probe_template(f"probe-{side}"))
         if made.status_code not in (201, 409):
-            raise RuntimeError(f"the write probe's Lease: {made.status_code} {made.text}")
+            raise RuntimeError(f"the write probe's PodTemplate: {made.status_code} {made.text}")
     times: dict[str, list[float]] = {side: [] for side in sides}
     n = 0
     while not done.is_set():
@@ -357,7 +358,7 @@ async def probe_writes(
         if n % 2:
             order.reverse()
         for side, client in order:
-            patch = {"spec": {"leaseDurationSeconds": 1 + n % 1000}}
+            patch = {"metadata": {"annotations": {"probe": str(n)}}}
             began = time.perf_counter()
             answer = await client.patch(
                 f"{path}/probe-{side}",
@@ -370,3 +371,8 @@ async def probe_writes(
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(done.wait(), interval)
     return times
+
+
+def _probe_template(name: str) -> dict[str, Any]:
+    container = {"name": "c", "image": "registry.k8s.io/pause:3.10"}
+    return {"metadata": {"name": name}, "template": {"spec": {"containers": [container]}}}

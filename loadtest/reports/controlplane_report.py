@@ -167,8 +167,8 @@ def render_report(result: dict[str, Any]) -> str:
         "cacheproxy*: the daemon's `cacheproxy_passthrough_request_duration_seconds`, arrival → "
         "end of answer (upstream included), interpolated in its buckets (1, 2.5, 5, 10, 25 ms …): "
         "coarse. *cached*: writes on a resource the daemon caches (its subresources included: "
-        "`pods/status`, `pods/binding`); *uncached*: on the others (Leases, EndpointSlices, "
-        "PodDisruptionBudgets, ResourceQuotas, ControllerRevisions, Events' new API …).",
+        "`pods/status`, `pods/binding`); *uncached*: on the others (Events' new API, "
+        "PodTemplates, the write probe's …).",
         "",
     ]
     rows = []
@@ -199,7 +199,7 @@ def render_report(result: dict[str, Any]) -> str:
         out += [
             "## Writes of an uncached resource, as a client sees them (ms, median of the runs)",
             "",
-            "During each run through cacheproxy, a probe client patches a Lease (a kind the "
+            "During each run through cacheproxy, a probe client patches a PodTemplate (a kind the "
             "daemon does not cache) about five times a second, straight to the API server and "
             "through the daemon by turns, with the same client settings (HTTP/1.1 over TLS): "
             "what pass-through adds to a write under the running control plane's load. (Direct "

@@ -50,6 +50,9 @@ class Flow:
     def abort(self) -> None:
         self.aborted = True
 
+    def close_after(self) -> None:
+        self.closes_after = True
+
 
 class Rig:
     """A cached resource whose changes are applied by hand, its hub, and one client."""

@@ -277,6 +277,9 @@ class Flow:
     def abort(self) -> None:
         self.aborted = True
 
+    def close_after(self) -> None:
+        self.closes_after = True
+
 
 def _request() -> Request:
     async def receive() -> dict[str, Any]:
