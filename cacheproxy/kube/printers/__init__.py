@@ -17,6 +17,7 @@ from cacheproxy.kube.printers.core import (
     print_event,
     print_namespace,
     print_node,
+    print_node_with_architecture,
     print_pv,
     print_pvc,
     print_secret,
@@ -35,6 +36,7 @@ from cacheproxy.kube.printers.workloads import (
 
 __all__ = [
     "PRINTERS",
+    "PRINTERS_1_36",
     "Obj",
     "Printer",
     "human_duration",
@@ -65,6 +67,12 @@ PRINTERS: dict[tuple[str, str], Printer] = {
     ("networking.k8s.io", "ingresses"): print_ingress,
 }
 """Exact printers (one per ``columns.COLUMNS`` entry); other kinds use the default Table."""
+
+PRINTERS_1_36: dict[tuple[str, str], Printer] = {
+    **PRINTERS,
+    ("", "nodes"): print_node_with_architecture,
+}
+"""The printers of 1.36, where its cells differ from 1.32's (the same columns otherwise)."""
 
 
 def print_default(obj: Obj, now: datetime) -> list[Any]:
