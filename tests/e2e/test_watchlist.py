@@ -126,7 +126,7 @@ async def test_a_watch_list_served_by_the_daemon_has_the_api_servers_initial_eve
     bookmark = down.events[initial]
     assert bookmark["type"] == "BOOKMARK"
     # As the API server annotates it: 1.32 and 1.33 with the list's blueprint.
-    blueprint = POD_LIST_BLUEPRINT if watchlist_cluster.assets.minor >= (1, 32) else None
+    blueprint = POD_LIST_BLUEPRINT if (1, 32) <= watchlist_cluster.assets.minor < (1, 34) else None
     assert bookmark["object"]["metadata"]["annotations"] == end_annotations(blueprint)
     items_rv = max(int(rv) for _, _, rv in down.changes())
     assert int(bookmark["object"]["metadata"]["resourceVersion"]) >= items_rv
