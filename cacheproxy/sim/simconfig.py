@@ -61,7 +61,7 @@ class SimConfig:
     up first and the bookmark follows the initial events at once."""
     rv0_list_ignores_limit: bool = False
     """A list at RV "0" served from the watch cache is the whole collection whatever its
-    ``limit`` (1.28; current servers until ~1.33). Off: ``limit`` is honoured (as cacheproxy
+    ``limit`` (1.28, 1.32 and 1.36). Off: ``limit`` is honoured (as cacheproxy
     does), so pages and continue tokens are exercised."""
     uncached_resources: frozenset[str] = field(default_factory=frozenset)
     """Resources without a watch cache (kube-apiserver: ``events``, in every version): their

@@ -16,7 +16,8 @@ from cacheproxy.envtest import Cluster
 from cacheproxy.kube.resources import BUILTIN_RESOURCES, ResourceType
 from tests.e2e.support import agreeing, converged, daemon_over
 
-pytestmark = pytest.mark.every_server
+# Tables on 1.32 too: its columns are neither 1.28's nor 1.36's.
+pytestmark = [pytest.mark.every_server, pytest.mark.also_on("1.32", only=("*table*",))]
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
 AGGREGATED = "application/json;g=apidiscovery.k8s.io;v={};as=APIGroupDiscoveryList,application/json"

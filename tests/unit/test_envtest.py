@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import tests.conftest as suite
 from cacheproxy.envtest import find_all_assets, find_assets
 from tests.conftest import SUITE_VERSIONS
 
@@ -141,3 +142,18 @@ def test_ci_requires_exactly_the_servers_the_suite_runs_on() -> None:
     required = re.search(r"^export CACHEPROXY_REQUIRE_ENVTEST=(\S+)$", ci, re.MULTILINE)
     assert required is not None, ".ci/run no longer names the servers it requires"
     assert tuple(required[1].split(",")) == SUITE_VERSIONS
+
+
+def test_ci_requiring_the_suites_servers_requires_the_partial_ones_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The tests marked ``also_on`` a server between the suite's run in CI too: a missing one
+    fails the run rather than leaving them out."""
+    monkeypatch.setattr(suite, "ENVTEST_SERVERS", [])
+    monkeypatch.setattr(suite, "ENVTEST_PARTIAL", [])
+    monkeypatch.delenv(suite.VERSIONS_ENV, raising=False)
+    monkeypatch.delenv("KUBEBUILDER_ASSETS", raising=False)
+    monkeypatch.setenv(suite.REQUIRE_ENV, ",".join(SUITE_VERSIONS))
+    assert suite.required_versions() == [*SUITE_VERSIONS, *suite.PARTIAL_VERSIONS]
+    monkeypatch.setenv(suite.REQUIRE_ENV, SUITE_VERSIONS[0])  # one server asked for by hand
+    assert suite.required_versions() == [SUITE_VERSIONS[0]]
