@@ -70,8 +70,10 @@ class KubeVersion(NamedTuple):
     @property
     def aggregated_discovery_versions(self) -> tuple[str, ...]:
         """The ``apidiscovery.k8s.io`` versions aggregated discovery is served in, preferred
-        first: v2 and v2beta1 up to 1.32; 1.33 removed v2beta1 (1.36 answers a client asking
-        only for it with the legacy document)."""
+        first: v2beta1 alone before 1.30 (1.28 answers a client asking only for v2 with the
+        legacy document), v2 and v2beta1 up to 1.32; 1.33 removed v2beta1 (as 1.36 shows)."""
+        if self < (1, 30):
+            return ("v2beta1",)
         return ("v2",) if self >= (1, 33) else ("v2", "v2beta1")
 
     @property

@@ -577,7 +577,8 @@ discovery("discovery/apis", "/apis")
 discovery("discovery/api-v1", "/api/v1")
 discovery("discovery/apps", "/apis/apps")
 discovery("discovery/apps-v1", "/apis/apps/v1")
-# v2beta1: served by 1.28 and 1.32; 1.36 (which removed it, as 1.33 did) answers the legacy form.
+# v2beta1: served by 1.28 and 1.32, v2 by 1.32 and 1.36; asked for one it lacks, a server answers
+# the legacy form.
 discovery("discovery/aggregated-api", "/api", DISCOVERY_V2BETA1)
 discovery("discovery/aggregated-apis", "/apis", DISCOVERY_V2BETA1)
 discovery("discovery/aggregated-v2-api", "/api", DISCOVERY_V2)
@@ -1590,6 +1591,7 @@ KNOWN: list[Known] = [
         "discovery/aggregated-v2-*",
         tuple(f"*/{sub}" for sub in _UNSERVED_SUBRESOURCES),
         "the simulator serves (and lists) only the status and binding subresources",
+        servers=("1.32", "1.36"),
     ),
     Known(
         "error/rv-not-a-number",

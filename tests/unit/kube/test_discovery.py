@@ -136,6 +136,8 @@ def test_from_1_33_v2beta1_is_not_served_and_a_client_asking_only_for_it_gets_le
     served = KubeVersion(1, 36).aggregated_discovery_versions
     assert served == ("v2",) == KubeVersion(1, 33).aggregated_discovery_versions
     assert KubeVersion(1, 32).aggregated_discovery_versions == AGGREGATED_VERSIONS
+    assert KubeVersion(1, 28).aggregated_discovery_versions == ("v2beta1",)
+    assert negotiate_aggregated(f"{V2},application/json", ("v2beta1",)) is None
     assert negotiate_aggregated(f"{V2BETA1},application/json", served) is None
     assert negotiate_aggregated(f"{V2BETA1},{V2},application/json", served) == "v2"
 
