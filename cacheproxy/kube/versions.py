@@ -3,8 +3,8 @@
 cacheproxy answers as its upstream would, so a client sees the same protocol through it as
 without it: the daemon reads upstream's ``/version``, the simulator its own ``git_version``, and
 each asks a :class:`KubeVersion` what to send where versions differ (Table columns, the
-watch-list's end bookmark, defaulted watch-lists, wording). An unknown version is taken as
-:data:`NEWEST`, the newest release these answers were checked against (a real 1.32 API server).
+watch-list's end bookmark, defaulted watch-lists, wording). The answers were checked against
+real 1.28, 1.32 and 1.36 API servers; a version not known (yet) is taken as :data:`NEWEST`.
 """
 
 from __future__ import annotations
@@ -123,8 +123,10 @@ class KubeVersion(NamedTuple):
 UNCACHED = frozenset({"events"})
 """The resources kube-apiserver keeps no watch cache for, in every version: etcd serves them."""
 NEWEST = KubeVersion(1, 32)
-"""The newest kube-apiserver cacheproxy's answers were compared with."""
+"""The version assumed while none is known (upstream's ``/version`` not read yet): 1.32, whose
+Table columns the printers fill (:attr:`KubeVersion.table_columns` keeps the other releases')."""
 OLDEST = KubeVersion(1, 28)
-"""The oldest one."""
+"""The oldest kube-apiserver cacheproxy's answers were compared with."""
 KUBE_1_32 = KubeVersion(1, 32)
 KUBE_1_36 = KubeVersion(1, 36)
+"""The newest kube-apiserver cacheproxy's answers were compared with."""
