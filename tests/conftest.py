@@ -20,39 +20,65 @@ from tests.support import serving
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "k8s-samples"
 ENVTEST_ROOT = Path(__file__).resolve().parents[2] / "shared" / "envtest"
 """Where the real API servers are when ``$KUBEBUILDER_ASSETS`` is not set: ``../shared/envtest``
-(1.28) and the folders in it (``1.32/``)."""
+(1.28) and the folders in it (``1.32/``, ``1.36/``)."""
 VERSIONS_ENV = "CACHEPROXY_ENVTEST_VERSIONS"
 """Picks the servers to test against by version (``1.36``, ``1.28,1.32``; ``all``: every one
-found); unset: every server ``$KUBEBUILDER_ASSETS`` names, else those of :data:`SUITE_VERSIONS`
-found in ``../shared/envtest``."""
-SUITE_VERSIONS = ("1.28", "1.32")
-"""The servers the suite runs on unless told otherwise: the oldest supported and the newest that
-passes it. ``.ci/run`` requires exactly these (a unit test keeps the two equal); a server found
-beside them (a newer one being brought up) runs only on request (``make e2e KUBE=1.36``)."""
+found), each for every test; unset: every server ``$KUBEBUILDER_ASSETS`` names, else those of
+:data:`SUITE_VERSIONS` found in ``../shared/envtest`` (and :data:`PARTIAL_VERSIONS` for their
+tests)."""
+SUITE_VERSIONS = ("1.28", "1.36")
+"""The servers the suite runs on unless told otherwise: the oldest supported and the newest.
+``.ci/run`` requires exactly these (a unit test keeps the two equal); a server found beside them
+(a newer one being brought up) runs only on request (``make e2e KUBE=1.37``)."""
+PARTIAL_VERSIONS = ("1.32",)
+"""Servers between those that the suite runs only the tests marked ``also_on(version)`` on:
+where that version behaves unlike both its neighbours (1.32: the watch-list's list blueprint,
+only a first page's continue key rooted, its Table columns, the simulator's 1.32 preset).
+Required wherever the suite's servers are (CI)."""
 REQUIRE_ENV = "CACHEPROXY_REQUIRE_ENVTEST"
 """Set (CI): a missing server fails the run instead of leaving its tests out. ``1`` requires one
 server; a list of versions (``1.28,1.32``) requires each of them."""
 
 
+def _asked() -> str:
+    return os.environ.get(VERSIONS_ENV, "").strip()
+
+
 def _chosen_servers() -> list[Assets]:
     found = find_all_assets(ENVTEST_ROOT)
-    asked = os.environ.get(VERSIONS_ENV, "").strip()
+    asked = _asked()
     if asked == "all" or (not asked and ASSETS_ENV in os.environ):
         return found
     wanted = [v.strip() for v in asked.split(",") if v.strip()] or list(SUITE_VERSIONS)
     return [a for a in found if a.version in wanted]
 
 
+def _partial_servers() -> list[Assets]:
+    """The servers of :data:`PARTIAL_VERSIONS` for their tests, when the servers are not picked
+    by hand (nor by ``$KUBEBUILDER_ASSETS``)."""
+    if _asked() or ASSETS_ENV in os.environ:
+        return []
+    chosen = {a.version for a in ENVTEST_SERVERS}
+    return [
+        a
+        for a in find_all_assets(ENVTEST_ROOT)
+        if a.version in PARTIAL_VERSIONS and a.version not in chosen
+    ]
+
+
 def required_versions() -> list[str]:
-    """The server versions CI requires (``$CACHEPROXY_REQUIRE_ENVTEST``) that were not found;
-    ``[""]`` when any server is required and none was found."""
+    """The server versions CI requires (``$CACHEPROXY_REQUIRE_ENVTEST``, and with the suite's
+    servers those of :data:`PARTIAL_VERSIONS`) that were not found; ``[""]`` when any server is
+    required and none was found."""
     required = os.environ.get(REQUIRE_ENV, "").strip()
     if not required:
         return []
-    have = {a.version for a in ENVTEST_SERVERS}
+    have = {a.version for a in [*ENVTEST_SERVERS, *ENVTEST_PARTIAL]}
     listed = [v.strip() for v in required.split(",") if "." in v]
     if not listed:
         return [] if have else [""]
+    if set(SUITE_VERSIONS) <= set(listed) and not _asked() and ASSETS_ENV not in os.environ:
+        listed += [v for v in PARTIAL_VERSIONS if v not in listed]
     return [v for v in listed if v not in have]
 
 
@@ -61,6 +87,8 @@ ENVTEST_SERVERS: list[Assets] = _chosen_servers()
 ``../shared/envtest`` and its folders; ``$CACHEPROXY_ENVTEST_VERSIONS`` picks among them)."""
 ENVTEST_ASSETS: Assets | None = ENVTEST_SERVERS[0] if ENVTEST_SERVERS else None
 """The oldest of them: the server of the tests that run against one."""
+ENVTEST_PARTIAL: list[Assets] = _partial_servers()
+"""The servers of :data:`PARTIAL_VERSIONS` found, for the tests marked ``also_on`` them."""
 
 
 @pytest.fixture

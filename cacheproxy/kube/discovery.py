@@ -36,9 +36,10 @@ def aggregated_content_type(version: str) -> str:
     return f"application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList"
 
 
-def negotiate_aggregated(accept: str) -> str | None:
+def negotiate_aggregated(accept: str, served: Sequence[str] = AGGREGATED_VERSIONS) -> str | None:
     """The aggregated discovery version if the first acceptable clause of ``accept`` asks for
-    one; None when a plain JSON clause comes first (legacy discovery)."""
+    one of ``served`` (:attr:`KubeVersion.aggregated_discovery_versions`); None when a plain JSON
+    clause comes first (legacy discovery)."""
     for clause in accept.split(","):
         params = [p.strip() for p in clause.split(";")]
         if params[0] not in ("application/json", "application/*", "*/*"):
@@ -49,7 +50,7 @@ def negotiate_aggregated(accept: str) -> str | None:
         if (
             kv.get("g") == "apidiscovery.k8s.io"
             and kv.get("as") == "APIGroupDiscoveryList"
-            and kv.get("v") in AGGREGATED_VERSIONS
+            and kv.get("v") in served
         ):
             return kv["v"]
     return None

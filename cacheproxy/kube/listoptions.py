@@ -17,6 +17,7 @@ from cacheproxy.kube import status
 from cacheproxy.kube.fields import FieldSelector, parse_field_selector
 from cacheproxy.kube.labels import LabelSelector, parse_label_selector
 from cacheproxy.kube.rv import parse_resource_version
+from cacheproxy.kube.versions import NEWEST, KubeVersion
 
 __all__ = [
     "EXACT",
@@ -93,10 +94,15 @@ def _first(query: Mapping[str, Sequence[str]], name: str) -> str | None:
 
 
 def parse_list_options(
-    query: Mapping[str, Sequence[str]], *, watch: bool = False, name: str | None = None
+    query: Mapping[str, Sequence[str]],
+    *,
+    watch: bool = False,
+    name: str | None = None,
+    kube: KubeVersion = NEWEST,
 ) -> ListOptions:
     """Decode and validate ``query`` (``parse_qs`` shape). ``watch`` forces a watch (the
-    deprecated ``/watch/`` paths); ``name`` is the object name of a named watch."""
+    deprecated ``/watch/`` paths); ``name`` is the object name of a named watch; errors are
+    worded as ``kube`` words them."""
     label_text = _first(query, "labelSelector") or ""
     field_text = _first(query, "fieldSelector") or ""
     rv = _first(query, "resourceVersion") or ""
@@ -113,7 +119,7 @@ def parse_list_options(
     timeout = _int(timeout_value) if timeout_value is not None else None
     send_initial_events = _bool(sie_value) if sie_value is not None else None
     if rv:
-        parse_resource_version(rv)
+        parse_resource_version(rv, kube=kube)
 
     labels = parse_label_selector(label_text)
     fields = parse_field_selector(field_text)

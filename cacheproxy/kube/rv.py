@@ -33,8 +33,11 @@ _MAX_UINT64 = 2**64 - 1
 _TOKEN_VERSION = "meta.k8s.io/v1"
 
 
-def parse_resource_version(value: str, *, field: str = "resourceVersion") -> int:
-    """Parse an RV as uint64; "" is 0. Anything else that does not parse → 400 BadRequest."""
+def parse_resource_version(
+    value: str, *, field: str = "resourceVersion", kube: KubeVersion = NEWEST
+) -> int:
+    """Parse an RV as uint64; "" is 0. Anything else that does not parse → 400 BadRequest (in
+    ``kube``'s words: :attr:`KubeVersion.prefixes_invalid_rv`)."""
     if value == "":
         return 0
     if value.isascii() and value.isdigit():
@@ -45,7 +48,8 @@ def parse_resource_version(value: str, *, field: str = "resourceVersion") -> int
     else:
         detail = f'strconv.ParseUint: parsing "{value}": invalid syntax'
     # The API server's wording (field.Invalid); 1.28 answered 500, current servers 400.
-    raise status.bad_request(f'{field}: Invalid value: "{value}": {detail}')
+    prefix = "invalid resource version: " if kube.prefixes_invalid_rv else ""
+    raise status.bad_request(f'{prefix}{field}: Invalid value: "{value}": {detail}')
 
 
 def format_resource_version(rv: int) -> str:

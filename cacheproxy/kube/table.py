@@ -20,6 +20,7 @@ from cacheproxy.kube.negotiation import negotiate_answer
 from cacheproxy.kube.partial import partial_object_metadata
 from cacheproxy.kube.printers import (
     PRINTERS,
+    PRINTERS_1_36,
     Obj,
     Printer,
     human_duration,
@@ -29,7 +30,7 @@ from cacheproxy.kube.printers import (
     print_pod,
 )
 from cacheproxy.kube.request import REPRESENTATIONS
-from cacheproxy.kube.versions import NEWEST, KubeVersion
+from cacheproxy.kube.versions import KUBE_1_36, NEWEST, KubeVersion
 
 __all__ = [
     "INCLUDE_OBJECT",
@@ -121,7 +122,8 @@ def has_printer(group: str, resource: str) -> bool:
 def printer_for(group: str, resource: str, version: KubeVersion = NEWEST) -> BuiltinPrinter:
     """The printer of a built-in resource as ``version`` of the API server prints it (the
     default Table for any other resource)."""
-    printer = PRINTERS.get((group, resource))
+    printers = PRINTERS_1_36 if version.table_columns >= KUBE_1_36 else PRINTERS
+    printer = printers.get((group, resource))
     if printer is None:
         return BuiltinPrinter(COLUMNS[("*", "default")], print_default)
     columns = columns_for((group, resource), version)

@@ -3,8 +3,8 @@
 cacheproxy answers as its upstream would, so a client sees the same protocol through it as
 without it: the daemon reads upstream's ``/version``, the simulator its own ``git_version``, and
 each asks a :class:`KubeVersion` what to send where versions differ (Table columns, the
-watch-list's end bookmark, defaulted watch-lists, wording). An unknown version is taken as
-:data:`NEWEST`, the newest release these answers were checked against (a real 1.32 API server).
+watch-list's end bookmark, defaulted watch-lists, wording). The answers were checked against
+real 1.28, 1.32 and 1.36 API servers; a version not known (yet) is taken as :data:`NEWEST`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-__all__ = ["NEWEST", "OLDEST", "UNCACHED", "KubeVersion"]
+__all__ = ["KUBE_1_32", "KUBE_1_36", "NEWEST", "OLDEST", "UNCACHED", "KubeVersion"]
 
 _VERSION = re.compile(r"v?(\d+)\.(\d+)")
 _DIGITS = re.compile(r"\d+")
@@ -67,25 +67,66 @@ class KubeVersion(NamedTuple):
         not as a byte (``'\\x9e'``, 1.28)."""
         return self >= (1, 32)
 
-    def roots_first_page_keys(self, resource: str) -> bool:
-        """Whether the continue token of a first page of ``resource`` (``pods``,
-        ``deployments.apps``) has a start key beginning with ``/`` (``/ns-1/pod-0\x00``): 1.32
-        for resources with a watch cache (the cacher hands paged lists to etcd with the key
-        prefix lacking its trailing slash). The tokens of the pages after it, of resources
-        without a cache (:data:`UNCACHED`) and 1.28's begin with the key itself
-        (``ns-1/pod-0\x00``). Both forms are accepted everywhere."""
-        return self >= (1, 32) and resource not in UNCACHED
+    @property
+    def aggregated_discovery_versions(self) -> tuple[str, ...]:
+        """The ``apidiscovery.k8s.io`` versions aggregated discovery is served in, preferred
+        first: v2beta1 alone before 1.30 (1.28 answers a client asking only for v2 with the
+        legacy document), v2 and v2beta1 up to 1.32; 1.33 removed v2beta1 (as 1.36 shows)."""
+        if self < (1, 30):
+            return ("v2beta1",)
+        return ("v2",) if self >= (1, 33) else ("v2", "v2beta1")
+
+    @property
+    def reports_emulation_version(self) -> bool:
+        """``/version`` also names the emulated and the minimum compatibility version
+        (``emulationMajor``/``Minor``, ``minCompatibilityMajor``/``Minor``: 1.36, not 1.32)."""
+        return self >= (1, 33)
+
+    @property
+    def prefixes_invalid_rv(self) -> bool:
+        """A resourceVersion that is not a number is refused with "invalid resource version: "
+        before the field error (1.36; 1.28 and 1.32 say the field error alone)."""
+        return self >= (1, 36)
+
+    @property
+    def writes_zero_times(self) -> bool:
+        """A bookmark's object (the watched kind's empty object) has ``creationTimestamp: null``
+        (1.28, 1.32); 1.36 leaves the zero time out."""
+        return self < KUBE_1_36
+
+    @property
+    def prints_kernel_architecture(self) -> bool:
+        """A Node's Table row shows its kernel as ``KERNEL (ARCH)`` (``6.8.0-1019-aws (amd64)``,
+        1.36; the kernel alone before)."""
+        return self >= KUBE_1_36
+
+    def roots_page_keys(self, resource: str, *, continued: bool) -> bool:
+        """Whether the continue token of a page of ``resource`` (``pods``, ``deployments.apps``)
+        has a start key beginning with ``/`` (``/ns-1/pod-0\x00``), for resources with a watch
+        cache: 1.32 roots the first page's (the cacher hands paged lists to etcd with the key
+        prefix lacking its trailing slash), not the pages after it (``continued``); 1.36 roots
+        every page's, the pages after the first also being cut from the cache's snapshots
+        (``ListFromCacheSnapshot``, on by default from 1.34). The tokens of resources without a
+        cache (:data:`UNCACHED`) and 1.28's begin with the key itself (``ns-1/pod-0\x00``).
+        Both forms are accepted everywhere."""
+        if self < (1, 32) or resource in UNCACHED:
+            return False
+        return not continued or self >= (1, 34)
 
     @property
     def table_columns(self) -> KubeVersion:
         """The release whose built-in Table columns this version prints (the columns and their
-        descriptions were taken from 1.28 and from 1.32)."""
-        return NEWEST if self >= NEWEST else OLDEST
+        descriptions were taken from 1.28, 1.32 and 1.36): the newest of those not newer."""
+        return next(r for r in (KUBE_1_36, KUBE_1_32, OLDEST) if self >= r or r == OLDEST)
 
 
 UNCACHED = frozenset({"events"})
 """The resources kube-apiserver keeps no watch cache for, in every version: etcd serves them."""
 NEWEST = KubeVersion(1, 32)
-"""The newest kube-apiserver cacheproxy's answers were compared with."""
+"""The version assumed while none is known (upstream's ``/version`` not read yet): 1.32, whose
+Table columns the printers fill (:attr:`KubeVersion.table_columns` keeps the other releases')."""
 OLDEST = KubeVersion(1, 28)
-"""The oldest one."""
+"""The oldest kube-apiserver cacheproxy's answers were compared with."""
+KUBE_1_32 = KubeVersion(1, 32)
+KUBE_1_36 = KubeVersion(1, 36)
+"""The newest kube-apiserver cacheproxy's answers were compared with."""

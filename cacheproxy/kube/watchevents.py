@@ -134,12 +134,15 @@ def bookmark_line(
     initial_events_end: bool = False,
     blueprint: bool = False,
     metadata: str | None = None,
+    zero_time: bool = True,
 ) -> bytes:
     """A BOOKMARK at ``rv``; for a metadata-only watch (``metadata``: the apiVersion asked,
     ``meta.k8s.io/v1``) its object is a ``PartialObjectMetadata``, as kube-apiserver transforms
     every event's object of such a watch, bookmarks included. ``initial_events_end``: the
     bookmark ending a watch-list's initial events, with the list's blueprint when ``blueprint``
-    (as 1.32 and 1.33 send it: :attr:`KubeVersion.sends_list_blueprint`)."""
+    (as 1.32 and 1.33 send it: :attr:`KubeVersion.sends_list_blueprint`). ``zero_time``: the
+    object's zero ``creationTimestamp`` is written as ``null`` (up to 1.32; 1.36 omits it,
+    :attr:`KubeVersion.writes_zero_times`)."""
     meta: dict[str, object] = {"resourceVersion": str(rv)}
     if metadata is not None:
         if initial_events_end:
@@ -147,7 +150,7 @@ def bookmark_line(
         return event_line(
             "BOOKMARK", orjson.dumps(partial_object_metadata({"metadata": meta}, metadata))
         )
-    if rtype in _TYPED:  # custom resources are unstructured: nothing but what is set
+    if rtype in _TYPED and zero_time:  # custom resources are unstructured: only what is set
         meta["creationTimestamp"] = None
     if initial_events_end:
         meta["annotations"] = _end_annotations(rtype, None, blueprint)

@@ -134,6 +134,7 @@ class CacheServer:
             types_in=self.registry.in_group_version,
             verbs_for=read_verbs,
             answers=JSON_ANSWERS,
+            kube=lambda: self.kube_version,
         )
         self._stats: dict[ResourceType, ResourceStats] = {}
         self._unhook: dict[ResourceType, list[Callable[[], None]]] = {}
@@ -226,6 +227,7 @@ class CacheServer:
         res.kube_version = lambda: self.kube_version
         self.registry.add(res.rtype)
         hub = WatchHub(res.rtype, res.store, budget=self.watch_bytes)
+        hub.kube_version = lambda: self.kube_version
         self._unhook[res.rtype] = [res.informer.subscribe(hub.observe)]
         self.hubs[res.rtype] = hub
         self._stats[res.rtype] = self.metrics.track(res, hub).stats

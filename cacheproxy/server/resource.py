@@ -561,10 +561,10 @@ class ServedResource:
 
     def _key_root(self, opts: ListOptions) -> str:
         """What the start key of a page's continue token begins with, as the upstream's version
-        writes it (1.32 roots the first page's, not the pages after it)."""
-        first = not opts.continue_token
-        rooted = self.kube_version().roots_first_page_keys(self.rtype.qualified)
-        return "/" if first and rooted else ""
+        writes it (1.32 roots the first page's, not the pages after it; 1.36 every page's)."""
+        continued = bool(opts.continue_token)
+        rooted = self.kube_version().roots_page_keys(self.rtype.qualified, continued=continued)
+        return "/" if rooted else ""
 
     def _page_of_all(self, query: Query, opts: ListOptions, rv: int) -> ServedList:
         """One page of an unselected list of the current state: a range of the store's sorted

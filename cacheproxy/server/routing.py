@@ -285,7 +285,8 @@ class ResourceReads:
             assert path.name is not None
             given = req.param("resourceVersion")
             if given and given != "0":
-                parse_list_options({"resourceVersion": [given]})  # a bad RV: the API server's 400
+                # A bad RV: the API server's 400.
+                parse_list_options({"resourceVersion": [given]}, kube=res.kube_version())
             get = ObjectKey(path.namespace, path.name, res.key_of(path.namespace, path.name))
             answer = await decide(res, ReadRequest("get", given), get=get, can_forward=can_forward)
             if isinstance(answer, ForwardRead):
@@ -302,7 +303,10 @@ class ResourceReads:
             )
             return
         opts = parse_list_options(
-            req.query, watch=verb == "watch", name=path.name if verb == "watch" else None
+            req.query,
+            watch=verb == "watch",
+            name=path.name if verb == "watch" else None,
+            kube=res.kube_version(),
         )
         query = build_query(req, res, path.namespace, opts)
         read = ReadRequest.of("watch" if verb == "watch" else "list", opts, kube=res.kube_version())

@@ -36,6 +36,7 @@ from cacheproxy.informer.store import Store
 from cacheproxy.kube.labels import Operator
 from cacheproxy.kube.partial import Reform
 from cacheproxy.kube.resources import ResourceType
+from cacheproxy.kube.versions import NEWEST, KubeVersion
 from cacheproxy.kube.watchevents import bookmark_line
 from cacheproxy.server.query import EntryView, Query
 from cacheproxy.server.watchfilter import EventLines, SharedLine, relist_events, watcher_sees
@@ -208,6 +209,8 @@ class WatchHub:
     ) -> None:
         self.rtype = rtype
         self.store = store
+        self.kube_version: Callable[[], KubeVersion] = lambda: NEWEST
+        """The upstream's version (its bookmarks' shape); the server sets it."""
         self.budget = budget if budget is not None else QueuedBytes()
         """The lines queued for all the daemon's watchers (shared between its hubs)."""
         self.watchers: set[ServedWatch] = set()
@@ -308,7 +311,12 @@ class WatchHub:
             line = lines.get(metadata)
             if line is None:
                 line = lines[metadata] = SharedLine(
-                    bookmark_line(self.rtype, rv, metadata=metadata)
+                    bookmark_line(
+                        self.rtype,
+                        rv,
+                        metadata=metadata,
+                        zero_time=self.kube_version().writes_zero_times,
+                    )
                 )
             if watcher.offer(line, rv):
                 if self.budget.over():

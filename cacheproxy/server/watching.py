@@ -30,6 +30,7 @@ from cacheproxy.kube.listoptions import ListOptions
 from cacheproxy.kube.partial import Reform
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.table import WatchTables
+from cacheproxy.kube.versions import KubeVersion
 from cacheproxy.kube.watchevents import EVENT_HEADS, EVENT_TAIL, bookmark_line, event_line
 from cacheproxy.server.admission import ServedRequest
 from cacheproxy.server.options import ServerOptions
@@ -65,7 +66,8 @@ class WatchPlan:
     """History after its RV, as its query sees it."""
     end_bookmark_rv: int | None
     """A watch-list's initial-events-end bookmark, at this RV."""
-    blueprint: bool
+    kube: KubeVersion
+    """The upstream version whose bookmarks it sends (blueprint, zero times)."""
     allow_bookmarks: bool
     timeout: float
     bookmark_interval: float
@@ -134,8 +136,9 @@ def watch_lines(
                     rtype,
                     plan.end_bookmark_rv,
                     initial_events_end=True,
-                    blueprint=plan.blueprint,
+                    blueprint=plan.kube.sends_list_blueprint,
                     metadata=plan.metadata,
+                    zero_time=plan.kube.writes_zero_times,
                 )
             )
         yield last
@@ -144,7 +147,11 @@ def watch_lines(
         # As the API server's watch cache: only a bookmark newer than where the watch started
         # (on a quiet resource, none at all), never one behind an event it was sent.
         rv = max(current_rv(), watcher.last_rv)
-        return bookmark_line(rtype, rv, metadata=plan.metadata) if rv > watcher.min_rv else None
+        if rv <= watcher.min_rv:
+            return None
+        return bookmark_line(
+            rtype, rv, metadata=plan.metadata, zero_time=plan.kube.writes_zero_times
+        )
 
     return watch_batches(
         watcher,
@@ -232,7 +239,7 @@ async def serve_watch(
         initial=initial,
         replay=replay,
         end_bookmark_rv=end_bookmark,
-        blueprint=kube.sends_list_blueprint,
+        kube=kube,
         allow_bookmarks=opts.allow_watch_bookmarks,
         timeout=timeout,
         bookmark_interval=options.bookmark_interval,

@@ -19,6 +19,7 @@ import orjson
 from cacheproxy.kube import discovery, status
 from cacheproxy.kube.request import check_accepts_json
 from cacheproxy.kube.resources import GroupVersion, ResourceType
+from cacheproxy.kube.versions import NEWEST, KubeVersion
 from cacheproxy.serving.asgi import Request, Send
 from cacheproxy.serving.responses import JsonAnswers
 
@@ -53,11 +54,13 @@ class Discovery:
     """How the server answers in JSON (what a 406 names, pretty, compression)."""
     etag: bool = False
     """Answer aggregated discovery as cacheable (public, ETag, 304 on ``If-None-Match``)."""
+    kube: Callable[[], KubeVersion] = field(default=lambda: NEWEST)
+    """The kube-apiserver version answered as (which aggregated versions are served)."""
 
     def root(self, accept: str, *, core: bool, server_address: str) -> Document:
         """``/api`` (``core``) or ``/apis``; 406 unless JSON is acceptable."""
         gvs = [gv for gv in self.group_versions() if (gv.group == "") == core]
-        version = discovery.negotiate_aggregated(accept)
+        version = discovery.negotiate_aggregated(accept, self.kube().aggregated_discovery_versions)
         if version is not None:
             doc = discovery.aggregated_discovery(
                 gvs, self.types_in, self.verbs_for, version=version

@@ -128,6 +128,17 @@ class SimApi(Writes):
             config.per_resource_cache and config.consistent_list_from_cache and self.cached(rtype)
         )
 
+    def _snapshot_cached(self, rtype: ResourceType, rv: int) -> bool:
+        """Whether ``rtype``'s watch cache serves an exact read at ``rv`` from its snapshots
+        (``ListFromCacheSnapshot``): an RV in its history, or one not yet reached (which it
+        waits for)."""
+        return (
+            self.config.list_from_cache_snapshot
+            and self.config.per_resource_cache
+            and self.cached(rtype)
+            and rv >= self.store.cache_horizon(rtype)
+        )
+
     def _from_cache(self, rtype: ResourceType, opts: ListOptions) -> bool:
         """Whether the cacher serves a list itself (``shouldDelegateList``): not an exact RV,
         ``limit`` with an RV other than 0, a resource it does not cache, nor (1.28, without
@@ -152,6 +163,7 @@ class SimApi(Writes):
         store = self.store
         start = ""
         limit = opts.limit
+        from_storage = False
         # Token keys are relative to the listed collection, as etcd3's ``encodeContinue`` strips
         # the key prefix: "ns-1/name\x00" across namespaces, "name\x00" within ns-1.
         prefix = f"{namespace}/" if namespace else ""
@@ -166,8 +178,12 @@ class SimApi(Writes):
                     "specifying resource version is not allowed when using continue"
                 )
             start = prefix + token.key
+            from_storage = not self._snapshot_cached(rtype, token.resource_version)
             if token.resource_version == -1:
                 rv, source = store.rv, None
+            elif not from_storage:
+                rv = token.resource_version
+                source = store.snapshot(rtype, rv, cached=True)
             else:
                 rv = token.resource_version
                 if rv < store.compacted_rv:
@@ -186,6 +202,10 @@ class SimApi(Writes):
                 rv, source = store.rv, None
             if opts.resource_version == "0" and self.config.rv0_list_ignores_limit:
                 limit = 0
+        elif exact and self._snapshot_cached(rtype, requested):
+            # ListFromCacheSnapshot: the cache's snapshot of that RV, compacted in etcd or not.
+            await self.wait_for_rv(requested, rtype)
+            rv, source = requested, store.snapshot(rtype, requested, cached=True)
         elif self._from_cache(rtype, opts):
             # The resource's own cache: its state is the latest of its objects, at its RV.
             if opts.resource_version == "":
@@ -211,8 +231,13 @@ class SimApi(Writes):
             else iter_snapshot(source, namespace, start=start)
         )
         # 1.32 roots the start key of a cached resource's first page's token (only).
-        rooted = self.cached(rtype) and self.kube.roots_first_page_keys(rtype.qualified)
-        root = "/" if rooted and not opts.continue_token else ""
+        # 1.32 roots the start key of a cached resource's first page's token; 1.36 also of the
+        # pages after it that its cache's snapshots serve.
+        continued = bool(opts.continue_token)
+        rooted = self.cached(rtype) and self.kube.roots_page_keys(
+            rtype.qualified, continued=continued
+        )
+        root = "/" if rooted and not (continued and from_storage) else ""
         return _page(rtype, objects, opts, rv, limit=limit, key_prefix=prefix, root=root)
 
     def watch_options(self, rtype: ResourceType, opts: ListOptions) -> ListOptions:
@@ -276,7 +301,7 @@ class SimApi(Writes):
             fields=opts.field_selector,
             buffer=config.watch_buffer,
             start_rv=start_rv,
-            blueprint=self.kube.sends_list_blueprint,
+            kube=self.kube,
         )
         initial = [o for o in initial if watcher.visible(o)]
         store.add_watcher(watcher)

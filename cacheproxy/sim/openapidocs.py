@@ -2,11 +2,11 @@
 ``/openapi/v2``, so that ``kubectl explain`` and ``kubectl apply`` work against the simulator
 (and through a cacheproxy in front of it) as against an API server.
 
-The v3 documents are kube-apiserver v1.28.7's and v1.32's own (:data:`RELEASES`: the source and
+The v3 documents are kube-apiserver v1.28.7's, v1.32's and v1.36's own (:data:`RELEASES`: the source and
 the file of each), trimmed to the built-in resources the simulator serves — their paths, and
 every schema those reach — and kept beside this module (gzipped JSON, each schema once however
 many group versions use it); a simulator serves the release its ``gitVersion`` prints Tables as
-(1.32 from 1.32 on). ``tests/e2e/test_openapi.py`` checks each against its real API server's and
+(1.32 from 1.32 on, 1.36 from 1.36 on). ``tests/e2e/test_openapi.py`` checks each against its real API server's and
 rewrites the file when ``CACHEPROXY_WRITE_OPENAPI=1`` is set (:func:`trim` is the one trimming).
 
 Served as kube-openapi serves them: the index lists ``/openapi/v3/<gv>?hash=<H>`` where H is the
@@ -14,7 +14,7 @@ upper-case hex SHA-512 of the document, which is also its ETag; a document asked
 is ``public, immutable``, by another hash a 301 to the current one. The index's Content-Type is
 ``text/plain``, as the API server's (it sets none).
 
-Known differences from the API server: a version between the two releases is described as the
+Known differences from the API server: a version between two releases is described as the
 older one; custom resources and the index entries that are not group versions
 (``/version``, ``.well-known``…) are not described; ``/openapi/v2`` is an empty document
 (``swagger`` and ``info`` only, in JSON or in the protobuf kubectl 1.27 asks for) — enough for
@@ -34,7 +34,7 @@ import orjson
 
 from cacheproxy.kube import status
 from cacheproxy.kube.resources import GroupVersion
-from cacheproxy.kube.versions import NEWEST, OLDEST, KubeVersion
+from cacheproxy.kube.versions import KUBE_1_36, NEWEST, OLDEST, KubeVersion
 from cacheproxy.serving import Request, Send
 
 __all__ = ["RELEASES", "Release", "SimOpenApi", "release_of", "trim"]
@@ -50,6 +50,7 @@ class Release(NamedTuple):
 RELEASES = {
     OLDEST: Release("kube-apiserver v1.28.7", "openapi-v3-1.28.json.gz"),
     NEWEST: Release("kube-apiserver v1.32", "openapi-v3-1.32.json.gz"),
+    KUBE_1_36: Release("kube-apiserver v1.36.2 (OpenShift's fork)", "openapi-v3-1.36.json.gz"),
 }
 V2_PROTOBUF = b"application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
 JSON = b"application/json"

@@ -184,7 +184,7 @@ def list_options(
     watch-list while the ``WatchList`` gate is off among them)."""
     watch_list = sim.config.watch_list
     try:
-        opts = parse_list_options(req.query, watch=watch, name=name)
+        opts = parse_list_options(req.query, watch=watch, name=name, kube=sim.kube_version)
     except ApiError as err:
         if err.code == 422 and watch and not watch_list:
             raise _without_watch_list(err) from None

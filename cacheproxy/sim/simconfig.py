@@ -2,8 +2,8 @@
 versions (or that the simulator long simplified).
 
 Every switch defaults to what the simulator always did, which is current Kubernetes where the two
-differ; :meth:`SimConfig.kube_1_28` and :meth:`SimConfig.kube_1_32` set them all as those
-kube-apiserver versions behave (the project's real-server tests run both). ``docs/simulator.md``
+differ; :meth:`SimConfig.kube_1_28`, :meth:`SimConfig.kube_1_32` and :meth:`SimConfig.kube_1_36`
+set them all as those kube-apiserver versions behave (the project's real-server tests run them). ``docs/simulator.md``
 describes each one for users.
 """
 
@@ -61,7 +61,7 @@ class SimConfig:
     up first and the bookmark follows the initial events at once."""
     rv0_list_ignores_limit: bool = False
     """A list at RV "0" served from the watch cache is the whole collection whatever its
-    ``limit`` (1.28; current servers until ~1.33). Off: ``limit`` is honoured (as cacheproxy
+    ``limit`` (1.28, 1.32 and 1.36). Off: ``limit`` is honoured (as cacheproxy
     does), so pages and continue tokens are exercised."""
     uncached_resources: frozenset[str] = field(default_factory=frozenset)
     """Resources without a watch cache (kube-apiserver: ``events``, in every version): their
@@ -89,6 +89,12 @@ class SimConfig:
     service_status_validation: bool = True
     """A ``/status`` write giving a Service that is not of type LoadBalancer load-balancer
     ingress points is a 422 (1.32). Off (1.28): it is stored."""
+    list_from_cache_snapshot: bool = False
+    """``ListFromCacheSnapshot`` (KEP-4988, beta and on in 1.36): a resource's watch cache keeps
+    a snapshot of every RV of its history and serves exact lists and continue tokens from them,
+    also after etcd compacted that RV (200, not 410); an exact list at an RV it has not reached
+    waits for it as the cache's reads do (504 after ``rv_wait``). Older than its history, etcd's
+    rules apply. Off (1.28, 1.32): etcd serves them."""
 
     @classmethod
     def kube_1_28(cls, **overrides: Any) -> SimConfig:
@@ -131,10 +137,23 @@ class SimConfig:
         return cls(**{**settings, **overrides})
 
     @classmethod
+    def kube_1_36(cls, **overrides: Any) -> SimConfig:
+        """Every switch as kube-apiserver v1.36 behaves (``ListFromCacheSnapshot`` on, pods with
+        ``metadata.generation``), with ``overrides`` on top."""
+        settings: dict[str, Any] = {
+            **dataclasses.asdict(cls.kube_1_32()),
+            "git_version": "v1.36.2",
+            "pod_generation": True,
+            "list_from_cache_snapshot": True,
+        }
+        settings.pop("policy")
+        return cls(**{**settings, **overrides})
+
+    @classmethod
     def behaving_as(cls, version: str, **overrides: Any) -> SimConfig:
-        """The preset of kube-apiserver ``version`` (``1.28``, ``1.32``; a newer one: the
-        defaults), with ``overrides`` on top."""
-        presets = {"1.28": cls.kube_1_28, "1.32": cls.kube_1_32}
+        """The preset of kube-apiserver ``version`` (``1.28``, ``1.32``, ``1.36``), with
+        ``overrides`` on top."""
+        presets = {"1.28": cls.kube_1_28, "1.32": cls.kube_1_32, "1.36": cls.kube_1_36}
         preset = presets.get(version)
         if preset is None:
             raise ValueError(f"no preset for kube-apiserver {version}: {', '.join(presets)}")

@@ -97,6 +97,7 @@ class Simulator:
             decorate=with_subresources,
             answers=JSON_ANSWERS,
             etag=True,
+            kube=lambda: self.kube_version,
         )
         self.openapi = SimOpenApi(self.config.git_version)
         """``/openapi/v2`` and ``/openapi/v3`` (:mod:`~cacheproxy.sim.openapidocs`)."""
@@ -251,9 +252,20 @@ class Simulator:
 
     def version_info(self) -> dict[str, str]:
         version = self.config.git_version.lstrip("v").split(".")
+        major, minor = version[0], version[1] if len(version) > 1 else "0"
+        emulation: dict[str, str] = {}
+        if self.kube_version.reports_emulation_version:
+            previous = str(max(int(minor) - 1, 0)) if minor.isdigit() else minor
+            emulation = {
+                "emulationMajor": major,
+                "emulationMinor": minor,
+                "minCompatibilityMajor": major,
+                "minCompatibilityMinor": previous,
+            }
         return {
-            "major": version[0],
-            "minor": version[1] if len(version) > 1 else "0",
+            "major": major,
+            "minor": minor,
+            **emulation,
             "gitVersion": self.config.git_version,
             "gitCommit": "0000000000000000000000000000000000000000",
             "gitTreeState": "clean",

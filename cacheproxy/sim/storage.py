@@ -158,9 +158,17 @@ class SimStore:
         """The RV ``rtype``'s watch cache has reached (never past :attr:`rv`)."""
         return self._collections[rtype].cache_rv
 
-    def snapshot(self, rtype: ResourceType, rv: int) -> dict[str, StoredObject]:
-        """The collection as it was at ``rv`` (undoing later writes). 410 if compacted."""
-        if rv < self.compacted_rv:
+    def cache_horizon(self, rtype: ResourceType) -> int:
+        """The oldest RV ``rtype``'s watch cache still holds the state of (its history: since
+        its start, and no further back than the events kept)."""
+        return max(self._collections[rtype].watch_horizon, self._trimmed_rv)
+
+    def snapshot(
+        self, rtype: ResourceType, rv: int, *, cached: bool = False
+    ) -> dict[str, StoredObject]:
+        """The collection as it was at ``rv`` (undoing later writes). 410 if compacted (or, from
+        the watch cache's snapshots when ``cached``, older than its history)."""
+        if rv < (self.cache_horizon(rtype) if cached else self.compacted_rv):
             raise status.expired("The resourceVersion for the provided list is too old.")
         state = dict(self._collections[rtype].objects)
         for event in reversed(self._history):
@@ -183,7 +191,7 @@ class SimStore:
             if rv < self.compacted_rv:
                 raise statuses.watch_too_old()
         else:
-            horizon = max(self._collections[rtype].watch_horizon, self._trimmed_rv)
+            horizon = self.cache_horizon(rtype)
             if rv < horizon:
                 # The watch cache names the oldest servable RV minus one: after a restart, the RV
                 # of its initial list (err_watch_too_old_rv_after_apiserver_restart.http).

@@ -31,6 +31,7 @@ from cacheproxy.kube.fields import FieldSelector
 from cacheproxy.kube.labels import LabelSelector
 from cacheproxy.kube.resources import ResourceType
 from cacheproxy.kube.transitions import Seen, seen
+from cacheproxy.kube.versions import NEWEST, KubeVersion
 from cacheproxy.kube.watchevents import bookmark_line, event_line
 from cacheproxy.serving import Mailbox, watch_batches
 from cacheproxy.sim.storage import Event, Progress, StoredObject, WatchSink
@@ -58,7 +59,7 @@ class SimWatcher(WatchSink, Mailbox[Event | Progress]):
         fields: FieldSelector,
         buffer: int = 10_000,
         start_rv: int = 0,
-        blueprint: bool = False,
+        kube: KubeVersion = NEWEST,
     ) -> None:
         self.rtype = rtype
         self.namespace = namespace
@@ -68,8 +69,8 @@ class SimWatcher(WatchSink, Mailbox[Event | Progress]):
         """Events at or before this RV are not sent (the watch started after them)."""
         self.end_bookmark_after: int | None = None
         """While set: the RV the cache must reach before the initial-events-end bookmark."""
-        self.blueprint = blueprint
-        """The initial-events-end bookmark carries the list's blueprint (1.32, 1.33)."""
+        self.kube = kube
+        """The version whose bookmarks it sends (the end bookmark's blueprint: 1.32, 1.33)."""
         Mailbox.__init__(self, buffer)
 
     def visible(self, stored: StoredObject) -> bool:
@@ -103,7 +104,11 @@ class SimWatcher(WatchSink, Mailbox[Event | Progress]):
             return None
         self.end_bookmark_after = None
         return bookmark_line(
-            self.rtype, cache_rv, initial_events_end=True, blueprint=self.blueprint
+            self.rtype,
+            cache_rv,
+            initial_events_end=True,
+            blueprint=self.kube.sends_list_blueprint,
+            zero_time=self.kube.writes_zero_times,
         )
 
     def take(self) -> list[bytes]:
@@ -172,7 +177,7 @@ async def stream_watch(
             return b""  # the initial events have not ended yet
         if plan.only_newer_bookmarks and rv <= watcher.start_rv:
             return b""
-        return bookmark_line(watcher.rtype, rv)
+        return bookmark_line(watcher.rtype, rv, zero_time=watcher.kube.writes_zero_times)
 
     async for lines in watch_batches(
         watcher,

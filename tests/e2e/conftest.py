@@ -3,11 +3,15 @@ session (per xdist worker) when a test first needs it, seeded with the demo clus
 the end.
 
 The servers are found as controller-runtime's envtest finds its assets: ``$KUBEBUILDER_ASSETS``,
-else ``../shared/envtest`` beside the repository and the folders in it (1.28 and ``1.32/``);
+else ``../shared/envtest`` beside the repository and the folders in it (1.28, ``1.32/``,
+``1.36/``);
 ``$CACHEPROXY_ENVTEST_VERSIONS`` picks among them (``make e2e KUBE=1.32``). A test runs against
-the oldest server; a test or module marked ``every_server`` runs against each (its id ends in
-``kube1.28``, ``kube1.32``): that is where the versions behave differently (watch-lists, consistent
-lists, discovery and Tables, the differential test). Without any server every test here is left
+the oldest server; a test or module marked ``every_server`` runs against each of the suite's
+(its id ends in ``kube1.28``, ``kube1.36``): that is where the versions behave differently
+(watch-lists, consistent lists, discovery and Tables, the differential test); one also marked
+``also_on("1.32")`` runs against 1.32 as well (``tests/conftest.py`` ``PARTIAL_VERSIONS``), where
+that version behaves unlike both (``also_on("1.32", only=(patterns…))``: only its cases whose
+names match). Without any server every test here is left
 out with one line saying how to get them — unless ``CACHEPROXY_REQUIRE_ENVTEST`` is set (CI),
 where a missing server fails the run instead. A test that reads the API server's audit log asks
 for :func:`audited_cluster`, a cluster of its own (the log slows every request).
@@ -16,6 +20,7 @@ for :func:`audited_cluster`, a cluster of its own (the log slows every request).
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -24,26 +29,49 @@ import pytest
 
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.envtest import ASSETS_HINT, Cluster
-from tests.conftest import ENVTEST_SERVERS, REQUIRE_ENV, required_versions
+from tests.conftest import ENVTEST_PARTIAL, ENVTEST_SERVERS, REQUIRE_ENV, required_versions
 from tests.e2e.support import daemon_over, demo
 
 HERE = Path(__file__).resolve().parent
-SERVERS = {assets.version: assets for assets in ENVTEST_SERVERS}
-OLDEST = next(iter(SERVERS), "")
+SUITE = {assets.version: assets for assets in ENVTEST_SERVERS}
+PARTIAL = {assets.version: assets for assets in ENVTEST_PARTIAL}
+SERVERS = {**SUITE, **PARTIAL}
+OLDEST = next(iter(SUITE), "")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "kube" not in metafunc.fixturenames:
         return
     every = metafunc.definition.get_closest_marker("every_server") is not None
-    versions = list(SERVERS) if every else [OLDEST]
+    versions = list(SUITE) if every else [OLDEST]
+    also = {v for m in metafunc.definition.iter_markers("also_on") for v in m.args}
+    versions += [v for v in PARTIAL if v in also]
+    versions.sort(key=lambda v: SERVERS[v].minor if v else (0, 0))
     metafunc.parametrize("kube", versions or [""], ids=lambda v: f"kube{v}" if v else "none")
+
+
+def _not_on_partial(item: pytest.Item) -> bool:
+    """Whether ``item`` runs on a server of ``PARTIAL_VERSIONS`` that its ``also_on`` marker
+    names with ``only`` patterns (of test names: ``"*[[]*pages/*"``) none of which it matches."""
+    callspec = getattr(item, "callspec", None)
+    kube = callspec.params.get("kube") if callspec is not None else None
+    if kube not in PARTIAL:
+        return False
+    patterns = [
+        p for m in item.iter_markers("also_on") if kube in m.args for p in m.kwargs.get("only", ())
+    ]
+    return bool(patterns) and not any(fnmatch.fnmatchcase(item.name, p) for p in patterns)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     ours = [item for item in items if HERE in Path(str(item.path)).parents]
     for item in ours:
         item.add_marker(pytest.mark.envtest)
+    elsewhere = [item for item in ours if _not_on_partial(item)]
+    if elsewhere:
+        config.hook.pytest_deselected(items=elsewhere)
+        items[:] = [item for item in items if item not in set(elsewhere)]
+        ours = [item for item in ours if item not in set(elsewhere)]
     missing = required_versions()
     if missing:
         names = ", ".join(v or "(any)" for v in missing)

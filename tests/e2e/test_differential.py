@@ -46,7 +46,15 @@ from cacheproxy.sim.policy import Policy
 from cacheproxy.sim.simulator import REVIEW_TYPES
 from tests.e2e.support import demo
 
-pytestmark = pytest.mark.every_server
+# On 1.32 too, where it answers unlike both 1.28 and 1.36: only a first page's continue key
+# rooted, the list blueprint on a watch-list's end bookmark, its Table columns.
+ON_1_32 = (
+    "*[[]kube1.32-pages/*",
+    "*[[]kube1.32-compaction/*",
+    "*[[]kube1.32-table/*",
+    "*watch_list*",
+)
+pytestmark = [pytest.mark.every_server, pytest.mark.also_on("1.32", only=ON_1_32)]
 
 Json = dict[str, Any]
 Observation = dict[str, Any]
@@ -63,6 +71,9 @@ METADATA_ACCEPT = (
 )
 DISCOVERY_V2BETA1 = (
     "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"
+)
+DISCOVERY_V2 = (
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
 )
 
 
@@ -566,8 +577,12 @@ discovery("discovery/apis", "/apis")
 discovery("discovery/api-v1", "/api/v1")
 discovery("discovery/apps", "/apis/apps")
 discovery("discovery/apps-v1", "/apis/apps/v1")
+# v2beta1: served by 1.28 and 1.32, v2 by 1.32 and 1.36; asked for one it lacks, a server answers
+# the legacy form.
 discovery("discovery/aggregated-api", "/api", DISCOVERY_V2BETA1)
 discovery("discovery/aggregated-apis", "/apis", DISCOVERY_V2BETA1)
+discovery("discovery/aggregated-v2-api", "/api", DISCOVERY_V2)
+discovery("discovery/aggregated-v2-apis", "/apis", DISCOVERY_V2)
 
 
 @probe("discovery/version")
@@ -1567,15 +1582,24 @@ KNOWN: list[Known] = [
         "the simulator serves (and lists) only the status and binding subresources",
     ),
     Known(
-        "discovery/aggregated-*",
+        "discovery/aggregated-ap*",
         tuple(f"*/{sub}" for sub in _UNSERVED_SUBRESOURCES),
         "the simulator serves (and lists) only the status and binding subresources",
+        servers=("1.28", "1.32"),
+    ),
+    Known(
+        "discovery/aggregated-v2-*",
+        tuple(f"*/{sub}" for sub in _UNSERVED_SUBRESOURCES),
+        "the simulator serves (and lists) only the status and binding subresources",
+        servers=("1.32", "1.36"),
     ),
     Known(
         "error/rv-not-a-number",
         ("code", "status"),
-        "1.28 answers an RV that is not a number with a 500 without reason; current servers (and "
-        "the simulator) with a 400 BadRequest, same message",
+        "1.28 and 1.32 answer an RV that is not a number with a 500 without reason; 1.36 (and the "
+        "simulator) with a 400 BadRequest, the same message (1.36: after 'invalid resource "
+        "version: ')",
+        servers=("1.28", "1.32"),
     ),
     Known(
         "error/unknown-group",
@@ -1605,11 +1629,11 @@ KNOWN: list[Known] = [
     Known(
         "watchlist/end-bookmark-once-the-cache-catches-up",
         ("after a pod's write",),
-        "1.32 may send one more plain bookmark at the next write of the resource elsewhere "
-        "after a watch-list's end bookmark (seen when the watch-list's RV was ahead of its "
-        "cache); the simulator sends the next regular one",
+        "1.32 and 1.36 may send one more plain bookmark at the next write of the resource "
+        "elsewhere after a watch-list's end bookmark (seen when the watch-list's RV was ahead "
+        "of its cache); the simulator sends the next regular one",
         wherever=True,
-        servers=("1.32",),
+        servers=("1.32", "1.36"),
     ),
 ]
 """Every difference between the simulator and kube-apiserver 1.28 that is accepted, and why
@@ -1670,12 +1694,13 @@ def _policy(users: Mapping[str, User], reader_namespace: str) -> Policy:
 
 def _config(cluster: Cluster, *, watch_list: bool) -> SimConfig:
     """The simulator as ``cluster``'s version (1.28: with the ``WatchList`` gate when
-    ``watch_list``; 1.32 has it on), knowing its users."""
+    ``watch_list``; 1.32 and 1.36 have it on), knowing its users."""
     policy = _policy(cluster.users, cluster.reader_namespace)
     if cluster.assets.minor < (1, 32):
         return SimConfig.kube_1_28(watch_list=watch_list, policy=policy)
-    # Reporting the real server's version (a pre-release build of 1.32).
-    return SimConfig.kube_1_32(git_version=cluster.assets.git_version, policy=policy)
+    # Reporting the real server's version (a pre-release build of 1.32, a fork's 1.36).
+    preset = SimConfig.kube_1_32 if cluster.assets.minor < (1, 36) else SimConfig.kube_1_36
+    return preset(git_version=cluster.assets.git_version, policy=policy)
 
 
 @contextlib.asynccontextmanager

@@ -16,12 +16,12 @@ from cacheproxy.envtest import Cluster
 from cacheproxy.kube.resources import BUILTIN_RESOURCES, ResourceType
 from tests.e2e.support import agreeing, converged, daemon_over
 
-pytestmark = pytest.mark.every_server
+# Tables on 1.32 too: its columns are neither 1.28's nor 1.36's.
+pytestmark = [pytest.mark.every_server, pytest.mark.also_on("1.32", only=("*table*",))]
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
-AGGREGATED = (
-    "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"
-)
+AGGREGATED = "application/json;g=apidiscovery.k8s.io;v={};as=APIGroupDiscoveryList,application/json"
+"""Aggregated discovery in one version (``AGGREGATED.format("v2")``), else the legacy form."""
 CACHED_CORE = {"pods", "configmaps", "namespaces", "nodes", "services", "events"}
 CACHED_APPS = {"deployments", "replicasets"}
 
@@ -59,17 +59,38 @@ async def test_the_group_list_names_the_groups_of_cached_resources(
         assert apps[name]["shortNames"] == up_apps[name]["shortNames"]
 
 
+@pytest.mark.parametrize("version", ["v2", "v2beta1"])
 @pytest.mark.parametrize("path", ["/api", "/apis"])
 async def test_aggregated_discovery_answers_in_the_version_asked_for(
-    upstream: httpx.AsyncClient, proxy: httpx.AsyncClient, path: str
+    cluster: Cluster,
+    upstream: httpx.AsyncClient,
+    proxy: httpx.AsyncClient,
+    path: str,
+    version: str,
 ) -> None:
-    headers = {"Accept": AGGREGATED}
+    headers = {"Accept": AGGREGATED.format(version)}
     up = await upstream.get(path, headers=headers)
     down = await proxy.get(path, headers=headers)
     assert down.status_code == up.status_code == 200
     assert down.headers["content-type"] == up.headers["content-type"]
     up_doc, down_doc = up.json(), down.json()
-    assert (down_doc["kind"], down_doc["apiVersion"]) == (up_doc["kind"], up_doc["apiVersion"])
+    assert (down_doc.get("kind"), down_doc.get("apiVersion")) == (
+        up_doc.get("kind"),
+        up_doc.get("apiVersion"),
+    )
+    # v2 came in 1.30 and v2beta1 went in 1.33: asked for the other alone, 1.28 and 1.36 answer
+    # the legacy document.
+    minor = cluster.assets.minor
+    served = minor >= (1, 30) if version == "v2" else minor < (1, 33)
+    assert up.headers["content-type"].startswith("application/json;g=apidiscovery") == served
+    if not served:
+        if path == "/api":
+            assert down_doc["versions"] == up_doc["versions"] == ["v1"]
+        else:
+            groups = {g["name"]: g for g in up_doc["groups"]}
+            assert [g["name"] for g in down_doc["groups"]] == ["apps"]
+            assert down_doc["groups"][0] == groups["apps"]
+        return
     up_resources = {
         (v["version"], r["resource"]): r
         for g in up_doc["items"]

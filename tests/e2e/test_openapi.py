@@ -158,6 +158,7 @@ def _stored(live: dict[str, Any], data: str, *, write: bool) -> Any:
 
 
 @pytest.mark.every_server
+@pytest.mark.also_on("1.32")  # the simulator's stored 1.32 documents
 async def test_the_simulators_openapi_is_the_api_servers_trimmed(
     cluster: Cluster, upstream: httpx.AsyncClient
 ) -> None:

@@ -211,12 +211,16 @@ def items_of(body: Mapping[str, Any]) -> list[tuple[str, int]]:
 
 def expired_continue(response: httpx.Response, token: str) -> str | None:
     """None when ``response`` is the API server's 410 for an expired continue token (the Status
-    carries an inconsistent token: RV -1, the same start key); else what is wrong with it."""
+    carries an inconsistent token: RV -1, the same start key); else what is wrong with it.
+
+    The start key handed back is the token's without a leading ``/``: the API server decodes the
+    token to a full etcd key and encodes the new one from it (``storage.EncodeContinue`` trims the
+    key prefix), so a first page's rooted key (``/cm-1\x00``, 1.32 on) comes back unrooted."""
     body = response.json()
     if (body.get("reason"), body.get("code")) != ("Expired", 410):
         return f"not a 410 Expired: {body}"
     handed = decode_continue(body["metadata"].get("continue", ""))
-    if (handed.resource_version, handed.start_key) != (-1, decode_continue(token).start_key):
+    if (handed.resource_version, handed.start_key) != (-1, decode_continue(token).key):
         return f"the 410 hands back {handed}"
     return None
 

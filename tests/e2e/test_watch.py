@@ -222,7 +222,7 @@ async def test_a_bookmark_before_the_deadline_carries_the_resources_newer_rv(
     marks = [e["object"] for e in up.events + down.events]
     assert down.events and up.events
     assert {e["type"] for e in up.events + down.events} == {"BOOKMARK"}
-    assert all(mark == marks[0] for mark in marks)
+    assert all(mark == marks[0] for mark in marks), (up.events, down.events)
     assert int(marks[0]["metadata"]["resourceVersion"]) == rv_of(other)
 
 

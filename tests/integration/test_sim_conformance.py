@@ -1175,10 +1175,18 @@ async def test_aggregated_discovery_v2beta1_is_served_to_kubectl_1_28(
 async def test_aggregated_discovery_v2_is_negotiated_with_the_exact_content_type(
     cluster: httpx.AsyncClient, samples_dir: Path
 ) -> None:
-    # 1.28 knew only v2beta1; current servers serve v2 to clients that ask for it first
-    # (README), with the Content-Type naming what was chosen.
+    # 1.28 knew only v2beta1 (the cluster's version: a client preferring v2 gets v2beta1, as
+    # from the real 1.28); 1.30 to 1.32 serve v2 to clients that ask for it first (README),
+    # with the Content-Type naming what was chosen.
     want = sample(samples_dir, "discovery_apis_aggregated_v2beta1.http").json()
-    r = await cluster.get("/apis", headers={"Accept": CURRENT_DISCOVERY_ACCEPT})
+    old = await cluster.get("/apis", headers={"Accept": CURRENT_DISCOVERY_ACCEPT})
+    assert old.headers["content-type"] == (
+        "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
+    )
+    sim = Simulator(config=SimConfig.kube_1_32())
+    async with serving(sim) as (_, newer):
+        r = await newer.get("/apis", headers={"Accept": CURRENT_DISCOVERY_ACCEPT})
+        beta = await newer.get("/apis", headers={"Accept": KUBECTL_128_DISCOVERY_ACCEPT})
     assert (
         r.headers["content-type"]
         == "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
@@ -1186,8 +1194,7 @@ async def test_aggregated_discovery_v2_is_negotiated_with_the_exact_content_type
     body = r.json()
     assert (body["kind"], body["apiVersion"]) == ("APIGroupDiscoveryList", "apidiscovery.k8s.io/v2")
     assert list(body) == list(want)
-    v2beta1 = (await cluster.get("/apis", headers={"Accept": KUBECTL_128_DISCOVERY_ACCEPT})).json()
-    assert body["items"] == v2beta1["items"]
+    assert body["items"] == beta.json()["items"]
     legacy = await cluster.get("/apis", headers={"Accept": "application/json"})
     assert (legacy.headers["content-type"], legacy.json()["kind"]) == (
         "application/json",

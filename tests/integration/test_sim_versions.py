@@ -421,6 +421,45 @@ async def test_storage_compaction_expires_exact_lists_and_tokens_but_not_cached_
         assert watch == []
 
 
+async def test_with_list_from_cache_snapshot_a_compacted_rv_in_the_caches_history_is_served() -> (
+    None
+):
+    # As 1.36 answered the differential test's compaction probes: 200 from its cache's
+    # snapshots, each page's continue key rooted; older than the cache's history, etcd's 410.
+    switches = {
+        "per_resource_cache": True,
+        "list_from_cache_snapshot": True,
+        "git_version": "v1.36.2",
+    }
+    async with simulator(**switches) as (sim, client):
+        first = (await client.get(PODS, params={"limit": "1"})).json()
+        old = rv_of(first)
+        assert first["metadata"]["continue"]
+        sim.store.update(
+            sim.resource("pods"),
+            {
+                **first["items"][0],
+                "metadata": {**first["items"][0]["metadata"], "labels": {"x": "1"}},
+            },
+        )
+        sim.compact_storage()
+        exact = await client.get(
+            PODS, params={"resourceVersion": str(old), "resourceVersionMatch": "Exact"}
+        )
+        assert exact.status_code == 200 and rv_of(exact.json()) == old
+        assert "labels" not in exact.json()["items"][0]["metadata"]  # the state at that RV
+        page = await client.get(
+            PODS, params={"limit": "1", "continue": first["metadata"]["continue"]}
+        )
+        assert page.status_code == 200 and rv_of(page.json()) == old
+        assert [i["metadata"]["name"] for i in page.json()["items"]] == ["b"]
+        sim.compact()  # the caches' history too
+        gone = await client.get(
+            PODS, params={"limit": "1", "continue": first["metadata"]["continue"]}
+        )
+        assert gone.status_code == 410
+
+
 async def test_compaction_every_interval_reaches_the_rv_of_the_round_before() -> None:
     sim = Simulator(config=SimConfig(compaction_interval=0.01))
     start = sim.store.rv

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import tests.conftest as suite
 from cacheproxy.envtest import find_all_assets, find_assets
 from cacheproxy.envtest.kubelet import is_job_pod
 from tests.conftest import SUITE_VERSIONS
@@ -50,6 +51,21 @@ def test_without_kubebuilder_assets_the_first_fallback_with_an_apiserver_is_used
     assert os.access(assets.etcd, os.X_OK)
 
 
+def test_an_etcd_written_as_a_text_file_naming_its_link_target_is_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A symbolic link copied as a file holding its target (``1.36/etcd``: ``../1.32/etcd``).
+    older = _binary(tmp_path / "1.32" / "etcd")
+    newer = _binary(tmp_path / "1.36" / "kube-apiserver").parent
+    (newer / "etcd").write_text("../1.32/etcd")
+    monkeypatch.setenv("KUBEBUILDER_ASSETS", str(newer))
+    assets = find_assets()
+    assert assets is not None and assets.etcd.resolve() == older.resolve()
+    (newer / "etcd").write_text("../1.30/etcd")  # a dangling one: the next etcd found
+    assets = find_assets()
+    assert assets is not None and os.access(assets.etcd, os.X_OK)
+
+
 def test_an_empty_kubebuilder_assets_turns_the_real_cluster_off(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -82,18 +98,6 @@ def test_a_controller_manager_and_scheduler_beside_the_apiserver_are_found(
     assert found is not None and found.has_control_plane
     assert found.kube_controller_manager == whole / "kube-controller-manager"
     assert found.kube_scheduler == whole / "kube-scheduler"
-
-
-def test_an_etcd_symlink_copied_as_a_text_file_is_followed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("KUBEBUILDER_ASSETS", raising=False)
-    older = _binary(tmp_path / "1.32" / "etcd").parent
-    newer = _binary(tmp_path / "1.36" / "kube-apiserver").parent
-    (newer / "etcd").write_text("../1.32/etcd\n")  # what `cp -r` leaves of a relative symlink
-    assets = find_assets(newer)
-    assert assets is not None
-    assert assets.etcd.resolve() == (older / "etcd").resolve()
 
 
 def _apiserver(directory: Path, version: str) -> Path:
@@ -167,3 +171,18 @@ def test_the_fake_kubelet_completes_the_pods_of_jobs_and_runs_the_others() -> No
     assert is_job_pod(pod(owner="Job"))
     assert is_job_pod(pod(restart="Never")) and is_job_pod(pod(restart="OnFailure"))
     assert not is_job_pod(pod(owner="ReplicaSet")) and not is_job_pod(pod())
+
+
+def test_ci_requiring_the_suites_servers_requires_the_partial_ones_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The tests marked ``also_on`` a server between the suite's run in CI too: a missing one
+    fails the run rather than leaving them out."""
+    monkeypatch.setattr(suite, "ENVTEST_SERVERS", [])
+    monkeypatch.setattr(suite, "ENVTEST_PARTIAL", [])
+    monkeypatch.delenv(suite.VERSIONS_ENV, raising=False)
+    monkeypatch.delenv("KUBEBUILDER_ASSETS", raising=False)
+    monkeypatch.setenv(suite.REQUIRE_ENV, ",".join(SUITE_VERSIONS))
+    assert suite.required_versions() == [*SUITE_VERSIONS, *suite.PARTIAL_VERSIONS]
+    monkeypatch.setenv(suite.REQUIRE_ENV, SUITE_VERSIONS[0])  # one server asked for by hand
+    assert suite.required_versions() == [SUITE_VERSIONS[0]]

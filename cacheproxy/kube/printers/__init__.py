@@ -25,6 +25,7 @@ from cacheproxy.kube.printers.core import (
     print_event,
     print_namespace,
     print_node,
+    print_node_with_architecture,
     print_pv,
     print_pvc,
     print_secret,
@@ -51,6 +52,7 @@ from cacheproxy.kube.printers.workloads import (
 
 __all__ = [
     "PRINTERS",
+    "PRINTERS_1_36",
     "Obj",
     "Printer",
     "human_duration",
@@ -100,3 +102,9 @@ PRINTERS: dict[tuple[str, str], Printer] = {
     ("apiextensions.k8s.io", "customresourcedefinitions"): print_default,
 }
 """Exact printers (one per ``columns.COLUMNS`` entry); other kinds use the default Table."""
+
+PRINTERS_1_36: dict[tuple[str, str], Printer] = {
+    **PRINTERS,
+    ("", "nodes"): print_node_with_architecture,
+}
+"""The printers of 1.36, where its cells differ from 1.32's (the same columns otherwise)."""

@@ -58,6 +58,15 @@ def _node_address(node: Obj, kind: str) -> str:
     return NONE
 
 
+def print_node_with_architecture(node: Obj, now: datetime) -> list[Any]:
+    """A Node's row as 1.36 prints it: the kernel followed by the architecture in parentheses."""
+    cells = print_node(node, now)
+    architecture = (dig(node, "status", "nodeInfo") or {}).get("architecture")
+    if architecture:
+        cells[8] = f"{cells[8]} ({architecture})"
+    return cells
+
+
 def print_node(node: Obj, now: datetime) -> list[Any]:
     conditions = {c.get("type"): c for c in as_list(dig(node, "status", "conditions"))}
     states: list[str] = []

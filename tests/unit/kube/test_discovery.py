@@ -38,6 +38,7 @@ from cacheproxy.kube.resources import (
     ResourceType,
     builtin,
 )
+from cacheproxy.kube.versions import KubeVersion
 
 READ_VERBS = ["get", "list", "watch"]
 REGISTRY = ResourceRegistry(BUILTIN_RESOURCES)
@@ -129,6 +130,16 @@ def test_an_unknown_aggregated_version_is_skipped_for_the_next_clause() -> None:
     v3 = "application/json;g=apidiscovery.k8s.io;v=v3;as=APIGroupDiscoveryList"
     assert negotiate_aggregated(f"{v3},{V2BETA1}") == "v2beta1"
     assert negotiate_aggregated(f"{v3},application/json") is None
+
+
+def test_from_1_33_v2beta1_is_not_served_and_a_client_asking_only_for_it_gets_legacy() -> None:
+    served = KubeVersion(1, 36).aggregated_discovery_versions
+    assert served == ("v2",) == KubeVersion(1, 33).aggregated_discovery_versions
+    assert KubeVersion(1, 32).aggregated_discovery_versions == AGGREGATED_VERSIONS
+    assert KubeVersion(1, 28).aggregated_discovery_versions == ("v2beta1",)
+    assert negotiate_aggregated(f"{V2},application/json", ("v2beta1",)) is None
+    assert negotiate_aggregated(f"{V2BETA1},application/json", served) is None
+    assert negotiate_aggregated(f"{V2BETA1},{V2},application/json", served) == "v2"
 
 
 @pytest.mark.parametrize(

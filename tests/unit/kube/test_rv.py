@@ -26,7 +26,7 @@ from cacheproxy.kube.rv import (
     format_resource_version,
     parse_resource_version,
 )
-from cacheproxy.kube.versions import OLDEST
+from cacheproxy.kube.versions import KUBE_1_36, OLDEST
 
 MAX_UINT64 = 2**64 - 1
 TOKEN_PREFIX = "invalid continue token: continue key is not valid"
@@ -85,6 +85,14 @@ def test_a_non_numeric_resource_version_is_a_400_worded_like_the_sample(samples_
     assert bad_request(parse_resource_version, "abc") == sample["message"]
     assert sample["message"] == (
         'resourceVersion: Invalid value: "abc": strconv.ParseUint: parsing "abc": invalid syntax'
+    )
+
+
+def test_1_36_words_an_rv_that_is_not_a_number_after_invalid_resource_version() -> None:
+    # As kube-apiserver 1.36 answered a list at resourceVersion=abc.
+    assert bad_request(functools.partial(parse_resource_version, kube=KUBE_1_36), "abc") == (
+        'invalid resource version: resourceVersion: Invalid value: "abc": strconv.ParseUint: '
+        'parsing "abc": invalid syntax'
     )
 
 

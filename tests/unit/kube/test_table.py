@@ -19,7 +19,7 @@ from cacheproxy.errors import ApiError
 from cacheproxy.kube import table as T
 from cacheproxy.kube.printers import PRINTERS, admin, cells, core, network, pods, workloads
 from cacheproxy.kube.resources import BUILTIN_RESOURCES
-from cacheproxy.kube.versions import NEWEST, OLDEST, KubeVersion
+from cacheproxy.kube.versions import KUBE_1_36, NEWEST, OLDEST, KubeVersion
 
 NOW = datetime(2026, 11, 29, 14, 38, 1, tzinfo=UTC)
 
@@ -497,7 +497,10 @@ def test_cronjob_cells() -> None:
 
 
 @pytest.mark.parametrize(("group", "resource"), sorted(PRINTERS))
-@pytest.mark.parametrize("version", [OLDEST, NEWEST, KubeVersion(1, 30), KubeVersion(1, 35)])
+@pytest.mark.parametrize(
+    "version",
+    [OLDEST, NEWEST, KubeVersion(1, 30), KubeVersion(1, 35), KUBE_1_36, KubeVersion(1, 37)],
+)
 def test_every_printer_fills_every_column(group: str, resource: str, version: KubeVersion) -> None:
     """Even an object with nothing but a name yields one cell per column definition, in every
     release's columns."""
@@ -684,3 +687,22 @@ def test_every_kind_of_the_built_in_table_is_printed_here() -> None:
     assert [
         r.config_name for r in BUILTIN_RESOURCES if not T.has_printer(r.group, r.resource)
     ] == []
+
+
+def test_1_36_prints_a_nodes_kernel_with_its_architecture_and_no_service_account_secrets() -> None:
+    node = {
+        "metadata": {"name": "n", "creationTimestamp": "2024-01-01T00:00:00Z"},
+        "status": {"nodeInfo": {"kernelVersion": "6.8.0-1019-aws", "architecture": "arm64"}},
+    }
+    kernel = [c[0] for c in T.printer_for("", "nodes", KUBE_1_36).columns].index("Kernel-Version")
+    assert (
+        T.printer_for("", "nodes", KUBE_1_36).cells(node, NOW)[kernel] == "6.8.0-1019-aws (arm64)"
+    )
+    assert T.printer_for("", "nodes", NEWEST).cells(node, NOW)[kernel] == "6.8.0-1019-aws"
+    sa = {"metadata": {"name": "sa", "creationTimestamp": "2024-01-01T00:00:00Z"}, "secrets": [{}]}
+    assert [c[0] for c in T.printer_for("", "serviceaccounts", KUBE_1_36).columns] == [
+        "Name",
+        "Age",
+    ]
+    assert len(T.printer_for("", "serviceaccounts", KUBE_1_36).cells(sa, NOW)) == 2
+    assert T.printer_for("", "serviceaccounts", NEWEST).cells(sa, NOW)[1] == 1

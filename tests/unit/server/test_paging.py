@@ -25,6 +25,7 @@ from cacheproxy.kube.labels import parse_label_selector
 from cacheproxy.kube.listoptions import EXACT, ListOptions
 from cacheproxy.kube.resources import builtin
 from cacheproxy.kube.rv import decode_continue, encode_continue
+from cacheproxy.kube.versions import KUBE_1_32, KUBE_1_36, KubeVersion
 from cacheproxy.server.query import Query, matches, parse_index_selector
 from cacheproxy.server.resource import ServedList, ServedResource
 from cacheproxy.server.snapshots import Snapshot, SnapshotCache
@@ -565,3 +566,24 @@ async def test_reads_waiting_for_an_rv_wake_as_it_is_reached_and_a_timed_out_one
         await resource.wait_for(informer.rv + 100, within=0.01)
     assert too_large.value.code == 504
     assert resource._waiting == []  # nothing left behind by the one that timed out
+
+
+@pytest.mark.parametrize(
+    ("kube", "rooted"),
+    [(KubeVersion(1, 28), [False, False]), (KUBE_1_32, [True, False]), (KUBE_1_36, [True, True])],
+)
+async def test_continue_keys_are_rooted_as_the_upstreams_version_roots_them(
+    kube: KubeVersion, rooted: list[bool]
+) -> None:
+    # 1.32 roots a first page's key only; 1.36 every page's, as each answered the differential
+    # test's paged lists of pods.
+    res = served(filled())
+
+    def upstream() -> KubeVersion:
+        return kube
+
+    res.kube_version = upstream
+    first = await serve(res, Query(), ListOptions(limit=7))
+    second = await serve(res, Query(), ListOptions(limit=7, continue_token=str(first[2])))
+    starts = [decode_continue(str(page[2])).start_key for page in (first, second)]
+    assert [start.startswith("/") for start in starts] == rooted
