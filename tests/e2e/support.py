@@ -24,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from cacheproxy.daemon.config import load_config, resolve_upstream
 from cacheproxy.daemon.runtime import Daemon
 from cacheproxy.envtest import Cluster
+from cacheproxy.envtest.controlplane import write_token_kubeconfig
 from cacheproxy.sim.workload import DemoSpec, demo_objects
 
 DEMO = DemoSpec(namespaces=3, nodes=5, apps=4, pods=60)
@@ -318,15 +319,4 @@ def crd(
 def write_kubeconfig(path: Path, *, server: str, ca_file: Path, token: str) -> Path:
     """A kubeconfig whose only cluster is ``server`` (trusted through ``ca_file``) and whose only
     user sends ``token``: what a client library run against the daemon is given."""
-    doc = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {"name": "only", "cluster": {"server": server, "certificate-authority": str(ca_file)}}
-        ],
-        "users": [{"name": "only", "user": {"token": token}}],
-        "contexts": [{"name": "only", "context": {"cluster": "only", "user": "only"}}],
-        "current-context": "only",
-    }
-    path.write_text(yaml.safe_dump(doc))
-    return path
+    return write_token_kubeconfig(path, server=server, ca_file=ca_file, token=token)
