@@ -48,7 +48,7 @@ from cacheproxy.kube.rv import decode_continue
 from loadtest.harness.relay import Relay
 from tests.e2e.support import create, daemon_over, fresh_namespace, rv_of
 
-pytestmark = [pytest.mark.envtest, pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.envtest, pytest.mark.slow, pytest.mark.timeout(600)]
 
 READS = 10_000
 QUIET_READS = 150
