@@ -30,7 +30,7 @@ from tests.e2e.support import create, daemon_over, fresh_namespace, merge_patch,
 
 pytestmark = pytest.mark.every_server
 
-ITERATIONS = 500
+ITERATIONS = 250
 DELAY = 0.01
 """Seconds the relay holds each chunk, each way (upstream's events reach the daemon late)."""
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import os
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -50,7 +51,8 @@ from tests.e2e.support import create, daemon_over, fresh_namespace, rv_of
 
 pytestmark = [pytest.mark.envtest, pytest.mark.slow, pytest.mark.timeout(600)]
 
-READS = 10_000
+READS = int(os.environ.get("CACHEPROXY_REPLICA_READS", "4000"))
+"""Reads while the writer writes: 4 000 in the suite; more with ``CACHEPROXY_REPLICA_READS``."""
 QUIET_READS = 150
 """Reads after the writer stopped."""
 WATCH_EVERY = 25
