@@ -76,6 +76,10 @@ class PassThroughMetrics:
             ["kind"],
             registry=registry,
         )
+        self.in_flight_of = {
+            kind: self.in_flight.labels(kind) for kind in ("short", "long_running")
+        }
+        """The gauge's children, looked up once."""
         self._labels: dict[tuple[str, str], _Labels] = {}
 
     def observe(self, verb: str, resource: str, code: str, seconds: float | None) -> None:

@@ -143,6 +143,10 @@ class Reply(Protocol):
 
     def body(self) -> AsyncIterator[bytes]: ...
 
+    async def next_chunk(self) -> tuple[bytes, bool]:
+        """The body's next bytes and whether they are its last (b"", True at its end)."""
+        ...
+
     async def aclose(self) -> None: ...
 
 
@@ -217,7 +221,7 @@ class PassThrough:
         if what.long_running and self.ending:
             raise status.service_unavailable("the server is shutting down", retry_after=1)
         self._admit(what.long_running)
-        self.metrics.in_flight.labels(kind).inc()
+        self.metrics.in_flight_of[kind].inc()
         try:
             upgrade = tunnelled_upgrade(req.header("upgrade"), req.header("connection"))
             if upgrade and req.upgrade is None:
@@ -242,7 +246,7 @@ class PassThrough:
             pass  # nobody to answer
         finally:
             self._release(what.long_running)
-            self.metrics.in_flight.labels(kind).dec()
+            self.metrics.in_flight_of[kind].dec()
             if recording.code:
                 code = str(recording.code)
             self.metrics.observe(
@@ -351,14 +355,12 @@ class PassThrough:
         if what.long_running:
             self._relaying.add(task)
 
-        def went(waited: asyncio.Future[None]) -> None:
+        def went() -> None:
             nonlocal left
-            if not waited.cancelled():
-                left = True
-                task.cancel()
+            left = True
+            task.cancel()
 
-        gone = asyncio.ensure_future(req.wait_disconnect())
-        gone.add_done_callback(went)
+        stop_watching = _on_disconnect(req, went)
         try:
             async with asyncio.timeout(None if what.long_running else self.options.timeout):
                 await self._relay(req, send, sending, what)
@@ -382,8 +384,7 @@ class PassThrough:
             ) from None
         finally:
             self._relaying.discard(task)
-            gone.remove_done_callback(went)
-            gone.cancel()
+            stop_watching()
 
     async def _end(self, req: ServedRequest, send: _Recording) -> None:
         """End a long-running answer on shutdown: a streamed one (a watch, a log) as finished,
@@ -437,7 +438,7 @@ class PassThrough:
             headers = response_headers(answer.headers)
             if what.on_written is not None and 200 <= code < 300:
                 # A write's answer (one object): read whole, for its resourceVersion.
-                body = b"".join([chunk async for chunk in answer.body()])
+                body = await _whole(answer)
                 held = time.perf_counter()
                 settled = await _notify(what.on_written, _decoded(body, headers))
                 if settled is not None:
@@ -449,11 +450,21 @@ class PassThrough:
                 req.started = True
                 await send.body(body, more=False)
                 return
-            await send.start(code, headers)
-            req.started = True
-            async for chunk in answer.body():
+            if what.long_running:
+                # The head at once: a watch's client waits for it, not for the first event.
+                await send.start(code, headers)
+                req.started = True
+                chunk, last = await answer.next_chunk()
+            else:
+                # The first bytes with the head, the last ones ending the answer: a short
+                # answer (usually in one piece) goes out in one write.
+                chunk, last = await answer.next_chunk()
+                await send.start(code, headers)
+                req.started = True
+            while not last:
                 await send.body(chunk, more=True)
-            await send.body(b"", more=False)
+                chunk, last = await answer.next_chunk()
+            await send.body(chunk, more=False)
         except TransportError as exc:
             if not req.started:
                 raise status.service_unavailable(
@@ -480,6 +491,35 @@ class _Recording:
 
     async def body(self, chunk: bytes, *, more: bool) -> None:
         await self._send({"type": "http.response.body", "body": chunk, "more_body": more})
+
+
+async def _whole(answer: Reply) -> bytes:
+    parts = []
+    last = False
+    while not last:
+        chunk, last = await answer.next_chunk()
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _on_disconnect(req: ServedRequest, went: Callable[[], None]) -> Callable[[], None]:
+    """Call ``went`` if ``req``'s client goes away; what it returns stops that. By the server's
+    callback when it offers one, else by a task waiting for the ``http.disconnect``."""
+    if req.flow is not None:
+        return req.flow.on_disconnect(went)
+
+    def waited(gone: asyncio.Future[None]) -> None:
+        if not gone.cancelled():
+            went()
+
+    gone = asyncio.ensure_future(req.wait_disconnect())
+    gone.add_done_callback(waited)
+
+    def stop() -> None:
+        gone.remove_done_callback(waited)
+        gone.cancel()
+
+    return stop
 
 
 class _ClientGone(Exception):

@@ -82,6 +82,12 @@ class ResponseFlow(Protocol):
         """Close the connection once this response is complete (no next request on it)."""
         ...
 
+    def on_disconnect(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` once if the connection is lost before this response completes
+        (at once if it already was); what it returns stops that. Cheaper than a task waiting
+        on ``receive`` for the ``http.disconnect``."""
+        ...
+
 
 RESPONSE_FLOW = "cacheproxy.response_flow"
 """The ``scope["extensions"]`` key under which the server protocol offers a

@@ -195,8 +195,11 @@ class ServingProtocol(HttpToolsProtocol):
     _early: bytearray | None = None
     """Bytes that came after an upgrade offer, before the answer."""
     _tunnel: _Tunnel | None = None
+    _on_lost: list[Callable[[], None]]
+    """What :meth:`_Flow.on_disconnect` asked to be called when the connection is lost."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._on_lost = []
         coalescing = _Coalescing(transport, asyncio.get_running_loop())
         super().connection_made(cast(asyncio.Transport, coalescing))
         self._arm_header_timer()
@@ -216,7 +219,7 @@ class ServingProtocol(HttpToolsProtocol):
         cycle = self.cycle
         if cycle is not None and cycle.scope is self.scope:
             extensions = cast(dict[str, object], self.scope.setdefault("extensions", {}))
-            extensions[RESPONSE_FLOW] = _Flow(cycle)
+            extensions[RESPONSE_FLOW] = _Flow(self, cycle)
             # Not for TLS: its transport would encrypt every part at once into its own buffer.
             if ssl_object is None:
                 extensions[BODY_WRITER] = _BodyWriter(cycle)
@@ -245,6 +248,9 @@ class ServingProtocol(HttpToolsProtocol):
         if self._tunnel is not None:
             self._tunnel.feed_eof()
         super().connection_lost(exc)
+        lost, self._on_lost = self._on_lost, []
+        for callback in lost:
+            callback()
 
     def _unsupported_upgrade_warning(self) -> None:
         self._upgrade_offered = True
@@ -342,9 +348,10 @@ class _Flow:
     """:class:`~cacheproxy.serving.asgi.ResponseFlow` for one uvicorn request: its flow control
     (paused while the transport's buffer is above its high-water mark) and its transport."""
 
-    __slots__ = ("_cycle",)
+    __slots__ = ("_cycle", "_protocol")
 
-    def __init__(self, cycle: RequestResponseCycle) -> None:
+    def __init__(self, protocol: ServingProtocol, cycle: RequestResponseCycle) -> None:
+        self._protocol = protocol
         self._cycle = cycle
 
     async def writable(self, within: float) -> bool:
@@ -365,6 +372,23 @@ class _Flow:
     def close_after(self) -> None:
         # uvicorn closes the transport when a response of a cycle not kept alive completes.
         self._cycle.keep_alive = False
+
+    def on_disconnect(self, callback: Callable[[], None]) -> Callable[[], None]:
+        if self._cycle.disconnected:
+            callback()
+            return _nothing
+        waiting = self._protocol._on_lost
+        waiting.append(callback)
+
+        def stop() -> None:
+            with contextlib.suppress(ValueError):
+                waiting.remove(callback)
+
+        return stop
+
+
+def _nothing() -> None:
+    pass
 
 
 class _Upgrade:

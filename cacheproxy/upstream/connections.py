@@ -93,6 +93,22 @@ class Answer:
             else:
                 await connection.wait()
 
+    async def next_chunk(self) -> tuple[bytes, bool]:
+        """The body's next bytes (as many as have arrived; b"" only at its end) and whether
+        they are its last: a relay then ends the answer with them. A
+        :class:`TransportError` if the connection breaks before its end."""
+        connection = self._connection
+        while True:
+            if connection.chunks:
+                chunk = b"".join(connection.chunks)
+                connection.take()
+                return chunk, connection.complete
+            if connection.complete:
+                return b"", True
+            if connection.failure is not None:
+                raise connection.failure
+            await connection.wait()
+
     async def aclose(self) -> None:
         self._connection.release()
 

@@ -143,10 +143,11 @@ class HttpxAnswer:
     """An httpx response with the face of a :class:`~.connections.Answer` (and a switched
     connection's stream, when it switched)."""
 
-    __slots__ = ("_response", "code", "headers", "network_stream")
+    __slots__ = ("_chunks", "_response", "code", "headers", "network_stream")
 
     def __init__(self, response: httpx.Response) -> None:
         self._response = response
+        self._chunks: AsyncIterator[bytes] | None = None
         self.code = response.status_code
         self.headers = response.headers.raw
         self.network_stream = response.extensions.get("network_stream")
@@ -167,6 +168,15 @@ class HttpxAnswer:
                     yield chunk
         except httpx.HTTPError as exc:
             raise transport_error(exc, during="the answer") from exc
+
+    async def next_chunk(self) -> tuple[bytes, bool]:
+        """As :meth:`.connections.Answer.next_chunk` (its end known only once asked past it)."""
+        if self._chunks is None:
+            self._chunks = self.body()
+        try:
+            return await anext(self._chunks), False
+        except StopAsyncIteration:
+            return b"", True
 
     async def aclose(self) -> None:
         await self._response.aclose()

@@ -29,6 +29,7 @@ from cacheproxy.serving import (
     UvicornRunner,
 )
 from cacheproxy.serving.uvicorn_adapter import RELIED_ON
+from tests.support import until
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
@@ -73,6 +74,9 @@ class _Capturing(ServingProtocol):
         _Capturing.captured.append((self, self.cycle))
 
 
+_told: list[list[str]] = []
+"""Who each ``/hold`` request's ``on_disconnect`` told, in order."""
+
 _chunks_written: list[bool] = []
 """What each ``write_chunk`` of the app returned."""
 
@@ -90,6 +94,18 @@ async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         while data := await tunnel.receive():
             await tunnel.send(data.upper())
         tunnel.close()
+        return
+    if scope["path"] == "/hold":
+        # Answers nothing: notes who was told that the client went away.
+        told: list[str] = []
+        gone = asyncio.Event()
+        flow.on_disconnect(lambda: told.append("registered"))
+        stop = flow.on_disconnect(lambda: told.append("stopped"))
+        stop()
+        flow.on_disconnect(gone.set)
+        await asyncio.wait_for(gone.wait(), 10)
+        flow.on_disconnect(lambda: told.append("after"))
+        _told.append(told)
         return
     if scope["path"] == "/abort":
         headers = [(b"content-length", b"100")]
@@ -188,6 +204,21 @@ async def test_abort_drops_the_connection_without_ending_the_response(
     assert response.endswith(b"\r\n\r\npartial")
     [(_, cycle)] = _Capturing.captured
     assert cycle.disconnected
+
+
+async def test_a_client_going_away_is_told_once_to_each_callback_not_stopped(
+    runner: UvicornRunner,
+) -> None:
+    _told.clear()
+    _, writer = await asyncio.open_connection("127.0.0.1", runner.port)
+    writer.write(b"GET /hold HTTP/1.1\r\nHost: t\r\n\r\n")
+    await writer.drain()
+    await until(lambda: bool(_Capturing.captured), what="the request read")
+    writer.close()
+    await writer.wait_closed()
+    await until(lambda: bool(_told), what="the app told that its client went away")
+    # Registered before: told once; stopped: never; registered after: at once.
+    assert _told == [["registered", "after"]]
 
 
 async def test_a_paused_response_is_not_writable_until_it_resumes(runner: UvicornRunner) -> None:
