@@ -37,6 +37,8 @@ import httpx
 from cacheproxy import __version__
 from cacheproxy.errors import ConfigError
 from cacheproxy.upstream.config import TokenSource, UpstreamConfig
+from cacheproxy.upstream.connections import Connections
+from cacheproxy.upstream.pooled import PooledTransport
 
 __all__ = [
     "CONNECT_TIMEOUT",
@@ -112,19 +114,45 @@ def build_client(
     ``compression``: ask for gzip; None (auto) asks unless the server is nearby."""
     if compression is None:
         compression = not config.nearby
+    context = ssl_context(config)
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=10)
+    transport: dict[str, httpx.AsyncBaseTransport] = {}
+    if not http2 and not config.proxy:
+        # HTTP/1.1 straight to the server: through the forwarding connections (llhttp), httpx's
+        # own transport only for protocol switches (cacheproxy.upstream.pooled).
+        transport["transport"] = _pooled(config, context, limits)
     return _client(
         config,
-        verify=ssl_context(config),
+        verify=context,
         http2=http2,
         auth=BearerTokenAuth(config.token_source),
         timeout=LIST_TIMEOUT,
-        limits=httpx.Limits(max_connections=None, max_keepalive_connections=10),
+        limits=limits,
+        **transport,
         headers={
             "User-Agent": USER_AGENT,
             "Accept": "application/json",
             "Accept-Encoding": "gzip" if compression else "identity",
         },
     )
+
+
+def _pooled(
+    config: UpstreamConfig, context: ssl.SSLContext, limits: httpx.Limits
+) -> httpx.AsyncBaseTransport:
+    url = httpx.URL(config.server)
+    tls = url.scheme == "https"
+    connections = Connections(
+        url.host,
+        url.port or (443 if tls else 80),
+        host_header=url.netloc,
+        ssl_context=context if tls else None,
+        server_hostname=config.tls_server_name or "",
+        origin=f"{url.scheme}://{url.netloc.decode('ascii')}",
+        connect_timeout=CONNECT_TIMEOUT,
+    )
+    fallback = httpx.AsyncHTTPTransport(verify=context, limits=limits, trust_env=False)
+    return PooledTransport(connections, fallback)
 
 
 def _client(config: UpstreamConfig, **kwargs: Any) -> httpx.AsyncClient:

@@ -93,6 +93,12 @@ class Answer:
             else:
                 await connection.wait()
 
+    def socket_info(self, name: str) -> object:
+        """The connection's socket address (``sockname``), its peer's (``peername``), its
+        ``ssl_object`` or ``socket``, as asyncio's transports name them; None when gone."""
+        transport = self._connection._transport
+        return transport.get_extra_info(name) if transport is not None else None
+
     async def next_chunk(self) -> tuple[bytes, bool]:
         """The body's next bytes (as many as have arrived; b"" only at its end) and whether
         they are its last: a relay then ends the answer with them. A
@@ -207,18 +213,16 @@ class Connections:
             raise TransportError(
                 f"TLS handshake with {self.origin} failed: certificate verify failed: "
                 f"{exc.verify_message}"
-            ) from None
+            ) from exc
         except ssl.SSLError as exc:
-            raise TransportError(f"TLS with {self.origin} failed: {exc.reason or exc}") from None
-        except ConnectionRefusedError:
+            raise TransportError(f"TLS with {self.origin} failed: {exc.reason or exc}") from exc
+        except ConnectionRefusedError as exc:
             raise TransportError(
                 f"connection to {self.origin} refused (is the API server running?)",
                 connection_refused=True,
-            ) from None
+            ) from exc
         except OSError as exc:
-            raise TransportError(
-                f"cannot connect to {self.origin}: {exc.strerror or exc}"
-            ) from None
+            raise TransportError(f"cannot connect to {self.origin}: {exc.strerror or exc}") from exc
         return connection
 
     def _keep(self, connection: _Connection) -> None:
