@@ -150,6 +150,8 @@ def _pooled(
         server_hostname=config.tls_server_name or "",
         origin=f"{url.scheme}://{url.netloc.decode('ascii')}",
         connect_timeout=CONNECT_TIMEOUT,
+        # A list is decoded as it arrives: little of it may wait unread (httpcore read 64 KiB).
+        read_high_water=64 * 1024,
     )
     fallback = httpx.AsyncHTTPTransport(verify=context, limits=limits, trust_env=False)
     return PooledTransport(connections, fallback)

@@ -134,6 +134,7 @@ class Connections:
         origin: str = "",
         connect_timeout: float = 10.0,
         keepalive_expiry: float = KEEPALIVE_EXPIRY,
+        read_high_water: int = READ_HIGH_WATER,
     ) -> None:
         self._host = host
         self._port = port
@@ -144,6 +145,8 @@ class Connections:
         """How messages name the server (``https://10.0.0.1:6443``)."""
         self.connect_timeout = connect_timeout
         self.keepalive_expiry = keepalive_expiry
+        self.read_high_water = read_high_water
+        """Bytes of an answer's body waiting to be taken before its socket is no longer read."""
         self._idle: collections.deque[_Connection] = collections.deque()
         self._open: set[_Connection] = set()
         """Every connection made and not lost yet, idle or busy."""
@@ -451,7 +454,11 @@ class _Connection(asyncio.Protocol):
             return
         self.chunks.append(body)
         self.waiting += len(body)
-        if self.waiting > READ_HIGH_WATER and not self._paused and self._transport is not None:
+        if (
+            self.waiting > self._pool.read_high_water
+            and not self._paused
+            and self._transport is not None
+        ):
             self._paused = True
             self._transport.pause_reading()
         self._wake()

@@ -17,6 +17,10 @@ from cacheproxy.sim.workload.replicapods import make_pod
 from cacheproxy.upstream import ApiListerWatcher, build_client, load_kubeconfig
 from tests.e2e.support import fresh_namespace
 
+PODS = 1200
+"""~10 MB of list: what the reader holds at most besides the items it decodes (a socket read
+or two ahead, ~0.5 MB) is then small beside what holding the list whole would take."""
+
 
 async def test_a_whole_list_in_one_response_is_read_one_item_at_a_time(
     cluster: Cluster, upstream: httpx.AsyncClient
@@ -28,12 +32,12 @@ async def test_a_whole_list_in_one_response_is_read_one_item_at_a_time(
             "pods",
             make_pod(rng, namespace=ns, app=f"app-{i % 4}", node=f"node-{i % 5}", phase="Running"),
         )
-        for i in range(300)
+        for i in range(PODS)
     ]
     await cluster.load(pods)
     path = f"/api/v1/namespaces/{ns}/pods"
     body = (await upstream.get(path, params={"resourceVersion": "0", "limit": "10"})).content
-    assert len(orjson.loads(body)["items"]) == 300, "one response, limit ignored"
+    assert len(orjson.loads(body)["items"]) == PODS, "one response, limit ignored"
 
     seen: list[str] = []
     async with build_client(load_kubeconfig(cluster.admin.kubeconfig)) as client:
@@ -47,6 +51,6 @@ async def test_a_whole_list_in_one_response_is_read_one_item_at_a_time(
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
-    assert len(seen) == len(page.items) == 300
+    assert len(seen) == len(page.items) == PODS
     # Parsed whole, the items alone take ~10x the body; held whole, the body takes 1x.
     assert peak < len(body) / 4, f"peak {peak} bytes while reading a {len(body)}-byte list"
