@@ -48,6 +48,7 @@ __all__ = [
     "WATCH_TIMEOUT",
     "BearerTokenAuth",
     "build_client",
+    "connections_to",
     "ssl_context",
 ]
 
@@ -137,12 +138,12 @@ def build_client(
     )
 
 
-def _pooled(
-    config: UpstreamConfig, context: ssl.SSLContext, limits: httpx.Limits
-) -> httpx.AsyncBaseTransport:
+def connections_to(config: UpstreamConfig, context: ssl.SSLContext, **options: Any) -> Connections:
+    """Keep-alive HTTP/1.1 connections to ``config``'s server (no proxy), TLS by ``context``
+    when its URL says ``https``; ``options`` for :class:`Connections` (expiry, read-ahead)."""
     url = httpx.URL(config.server)
     tls = url.scheme == "https"
-    connections = Connections(
+    return Connections(
         url.host,
         url.port or (443 if tls else 80),
         host_header=url.netloc,
@@ -150,9 +151,15 @@ def _pooled(
         server_hostname=config.tls_server_name or "",
         origin=f"{url.scheme}://{url.netloc.decode('ascii')}",
         connect_timeout=CONNECT_TIMEOUT,
-        # A list is decoded as it arrives: little of it may wait unread (httpcore read 64 KiB).
-        read_high_water=64 * 1024,
+        **options,
     )
+
+
+def _pooled(
+    config: UpstreamConfig, context: ssl.SSLContext, limits: httpx.Limits
+) -> httpx.AsyncBaseTransport:
+    # A list is decoded as it arrives: little of it may wait unread (httpcore read 64 KiB).
+    connections = connections_to(config, context, read_high_water=64 * 1024)
     fallback = httpx.AsyncHTTPTransport(verify=context, limits=limits, trust_env=False)
     return PooledTransport(connections, fallback)
 

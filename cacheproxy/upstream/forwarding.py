@@ -25,7 +25,7 @@ import httpx
 
 from cacheproxy.errors import ConfigError
 from cacheproxy.upstream.apierrors import transport_error
-from cacheproxy.upstream.client import CONNECT_TIMEOUT, ssl_context
+from cacheproxy.upstream.client import CONNECT_TIMEOUT, connections_to, ssl_context
 from cacheproxy.upstream.config import UpstreamConfig
 from cacheproxy.upstream.connections import KEEPALIVE_EXPIRY, Answer, Connections
 
@@ -113,17 +113,7 @@ def build_forwarding_target(
     url = httpx.URL(config.server)
     connections = None
     if not config.proxy:
-        tls = url.scheme == "https"
-        connections = Connections(
-            url.host,
-            url.port or (443 if tls else 80),
-            host_header=url.netloc,
-            ssl_context=context if tls else None,
-            server_hostname=config.tls_server_name or "",
-            origin=f"{url.scheme}://{url.netloc.decode('ascii')}",
-            connect_timeout=CONNECT_TIMEOUT,
-            keepalive_expiry=idle_connection,
-        )
+        connections = connections_to(config, context, keepalive_expiry=idle_connection)
     return ForwardingTarget(url, transport, config.tls_server_name or "", connections)
 
 
